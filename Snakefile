@@ -1,0 +1,52 @@
+# dpcl workflow: feature caching → scenario → label release → per-task DP training and
+# evaluation → tables and figures. All logic lives in src/dpcl; rules only name files.
+#
+#   snakemake --cores all                                   # embedded default benchmark
+#   snakemake --cores all --configfile my.yaml              # your settings (validated)
+
+import os
+
+from dpcl.config import ConfigError, eps_tag, validate_config
+
+# The embedded default, unless the user names config files (which then replace it rather
+# than merge with it); --config key=value overrides apply either way.
+if not workflow.overwrite_configfiles:
+
+    configfile: os.path.join(workflow.basedir, "config", "config.yaml")
+
+
+try:
+    validate_config(config)
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+
+R = config["results"]
+RES = config["resources"]
+EPS = [eps_tag(e) for e in config["epsilons"]]
+METHODS = config["label_methods"]
+SEEDS = config["seeds"]
+
+wildcard_constraints:
+    seed=r"\d+",
+    eps=r"[0-9.e+-]+|inf",
+    split="train|test",
+    dataset=r"[A-Za-z0-9_]+",
+    backbone=r"[A-Za-z0-9_.-]+",
+    benchmark=r"[A-Za-z0-9_.-]+",
+    scenario=r"[a-z]+-t\d+",
+    method=r"[a-z0-9.-]+",
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/features.smk"
+include: "workflow/rules/scenarios.smk"
+include: "workflow/rules/labels.smk"
+include: "workflow/rules/cosine.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_reports(),
+    default_target: True

@@ -1,0 +1,128 @@
+"""Workflow configuration: JSON-schema validation with defaults and readable errors.
+
+The schema lives in ``config/schema.yaml``; errors name the key, the bad value and
+what is allowed (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "resources" / "config.schema.yaml"  # config/schema.yaml links here
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key and what is allowed."""
+
+
+def _with_defaults(validator_class):
+    validate_props = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validate_props(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _fill_additional_defaults(instance: Any, schema: dict) -> None:
+    """Defaults inside ``additionalProperties`` sub-schemas (datasets, backbones, benchmarks)."""
+    if not isinstance(instance, dict):
+        return
+    for key, sub in schema.get("properties", {}).items():
+        if key in instance:
+            _fill_additional_defaults(instance[key], sub)
+    add = schema.get("additionalProperties")
+    if isinstance(add, dict):
+        for key, value in instance.items():
+            if key in schema.get("properties", {}):
+                continue
+            if isinstance(value, dict):
+                for prop, sub in add.get("properties", {}).items():
+                    if "default" in sub and prop not in value:
+                        value[prop] = copy.deepcopy(sub["default"])
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    out = ""
+    for p in error.absolute_path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _description(root: dict, error: jsonschema.ValidationError) -> str | None:
+    """The description of the deepest schema node on the error's schema path."""
+    node, found = root, None
+    for part in error.absolute_schema_path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            break
+        if isinstance(node, dict) and "description" in node:
+            found = node["description"]
+    return found
+
+
+def _allowed(error: jsonschema.ValidationError, root: dict) -> str:
+    s = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties":
+        return f"unknown key; allowed keys: {sorted(s.get('properties', {}))}"
+    if error.validator == "propertyNames":
+        return f"unknown name; allowed: {s.get('propertyNames', {}).get('enum')}"
+    desc = _description(root, error)
+    if desc:
+        return f"{error.message}. Allowed: {' '.join(desc.split())}"
+    return error.message
+
+
+def _normalise(cfg: dict) -> None:
+    cfg["epsilons"] = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in cfg["epsilons"]]
+
+
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    # YAML reads 'inf' as a string and '.inf' as a float: accept both spellings.
+    if isinstance(config.get("epsilons"), list):
+        config["epsilons"] = ["inf" if isinstance(e, float) and math.isinf(e) and e > 0 else e
+                              for e in config["epsilons"]]  # fmt: skip
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for err in errors[:10]:
+            lines.append(f"config key '{_path(err)}': value {err.instance!r} is invalid: {_allowed(err, schema)}")
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
+    _fill_additional_defaults(config, schema)
+    for name, bench in config["benchmarks"].items():
+        for ref, pool in (("dataset", "datasets"), ("backbone", "backbones")):
+            if bench[ref] not in config[pool]:
+                raise ConfigError(
+                    f"config key 'benchmarks.{name}.{ref}': value {bench[ref]!r} is not defined; "
+                    f"allowed: {sorted(config[pool])}"
+                )
+    _normalise(config)
+    return config
+
+
+def load_config(path: str | Path) -> dict:
+    """Read a YAML config file and validate it."""
+    return validate_config(yaml.safe_load(Path(path).read_text()) or {})
+
+
+def eps_tag(epsilon: float) -> str:
+    """File-name tag of a budget: ``1``, ``8``, ``0.5``, ``inf``."""
+    return "inf" if math.isinf(epsilon) else f"{epsilon:g}"
+
+
+def parse_eps_tag(tag: str) -> float:
+    return math.inf if tag == "inf" else float(tag)

@@ -1,0 +1,1 @@
+"""Datasets, scenarios (task splits) and output label spaces."""

@@ -1,0 +1,1 @@
+"""Continual learners on a frozen pre-trained backbone."""

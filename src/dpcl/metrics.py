@@ -1,0 +1,47 @@
+"""Continual-learning metrics (paper 000 App. D, Eq. A98-A100).
+
+acc[t, i] is the test accuracy on task i's test classes after learning task t
+(0-based here; NaN where i > t).
+- average accuracy AA_t = mean_{i ≤ t} acc[t, i]                          (A98)
+- forgetting f_{t,i} = max_{k < t} acc[k, i] − acc[t, i] for i < t        (A99)
+  (k ranges over the rows where task i was already learned, i ≤ k < t)
+- average forgetting AF_t = mean_{i < t} f_{t,i}; undefined (NaN) for t = 0 (A100)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def accuracy_matrix(predictions: list[list[np.ndarray]], targets: list[np.ndarray]) -> np.ndarray:
+    """acc[t, i] from ``predictions[t][i]`` (after task t, on task i's test set) and ``targets[i]``."""
+    n = len(targets)
+    acc = np.full((n, n), np.nan)
+    for t, row in enumerate(predictions):
+        for i, pred in enumerate(row[: t + 1]):
+            y = np.asarray(targets[i])
+            acc[t, i] = float(np.mean(np.asarray(pred) == y)) if y.size else np.nan
+    return acc
+
+
+def average_accuracy(acc: np.ndarray) -> np.ndarray:
+    """AA_t for every t (A98)."""
+    acc = np.asarray(acc, dtype=float)
+    return np.array([np.mean(acc[t, : t + 1]) for t in range(len(acc))])
+
+
+def forgetting(acc: np.ndarray) -> np.ndarray:
+    """f[t, i] = max_{i ≤ k < t} acc[k, i] − acc[t, i] for i < t, NaN elsewhere (A99)."""
+    acc = np.asarray(acc, dtype=float)
+    n = len(acc)
+    f = np.full((n, n), np.nan)
+    for t in range(1, n):
+        for i in range(t):
+            f[t, i] = np.max(acc[i:t, i]) - acc[t, i]
+    return f
+
+
+def average_forgetting(acc: np.ndarray) -> np.ndarray:
+    """AF_t for every t (A100); NaN at t = 0, where no task has been left behind yet."""
+    f = forgetting(acc)
+    return np.array([np.nan] + [np.mean(f[t, :t]) for t in range(1, len(f))])

@@ -1,0 +1,1 @@
+"""Tables and figures from run metrics."""

@@ -1,0 +1,45 @@
+"""Figures: average accuracy per task (median over seeds, band from 2nd worst to 2nd best)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..io import atomic_path
+from .tables import label_method_name
+
+
+def plot_average_accuracy(records: list[dict], methods: list[str], title: str, outputs: list[str | Path]) -> None:
+    """One panel per ε tag; a line per label method of AA_t against the task index t."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
+    for ax, eps in zip(axes[0], epsilons, strict=True):
+        for m in methods:
+            curves = np.array([r["average_accuracy"] for r in records if r["epsilon"] == eps and r["label_method"] == m])
+            if curves.size == 0:
+                continue
+            curves = 100 * np.sort(curves, axis=0)
+            t = np.arange(1, curves.shape[1] + 1)
+            lo, hi = (curves[1], curves[-2]) if len(curves) >= 3 else (curves[0], curves[-1])
+            line = ax.plot(t, np.median(curves, axis=0), marker="o", ms=3, label=label_method_name(m))[0]
+            ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
+        ax.set_xlabel("task t")
+        ax.set_xticks(np.arange(1, len(records[0]["average_accuracy"]) + 1))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("average accuracy AA_t (%)")
+    axes[0][-1].legend(fontsize=8, loc="lower left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    for out in outputs:
+        out = Path(out)
+        with atomic_path(out, suffix=out.suffix) as tmp:
+            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."))
+    plt.close(fig)

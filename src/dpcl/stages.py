@@ -1,0 +1,228 @@
+"""The workflow's stages as plain functions (paths in, files out).
+
+Each function is what one Snakemake job runs; ``workflow/scripts/*.py`` only unpack the
+``snakemake`` object and call these. Stages: data → features → scenario → label
+release → per-task DP training and evaluation → report.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .config import eps_tag
+from .data.datasets import load_dataset, obtain_fashion_mnist, select_per_class
+from .data.label_space import keep_mask, output_label_spaces, parse_label_method
+from .data.scenarios import Scenario, make_scenario
+from .io import read_json, write_json, write_npz
+from .learners.cosine import CosineClassifier, cosine_sigma
+from .metrics import accuracy_matrix, average_accuracy, average_forgetting
+from .privacy.accounting import Budget, Ledger
+from .seeding import rng
+
+
+def _log(msg: str) -> None:
+    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- data -------------------------------------------------------------------------------
+
+
+def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
+    """Put the raw files of dataset ``name`` beside ``manifest`` (verified), then write the manifest."""
+    if name != "fashion_mnist":
+        raise ValueError(f"unknown dataset {name!r}")
+    dest = Path(manifest).parent
+    files = obtain_fashion_mnist(dest, source=cfg.get("source", "auto"), local_dir=cfg.get("local_dir"),
+                                 verify=cfg.get("verify", True))  # fmt: skip
+    write_json(manifest, {"dataset": name, "files": {k: Path(v).name for k, v in files.items()}})
+
+
+def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
+    """The dataset split restricted to the configured fixed per-class subset, and its indices."""
+    ds = load_dataset(name, root, split)
+    per_class = cfg.get("train_per_class") if split == "train" else cfg.get("test_per_class")
+    idx = select_per_class(ds.labels, per_class, int(cfg.get("subset_seed", 0)))
+    return ds, idx
+
+
+# --- features ---------------------------------------------------------------------------
+
+
+def cache_features(
+    dataset: str, root: str | Path, split: str, dataset_cfg: dict, backbone_name: str, backbone_cfg: dict,
+    out: str | Path, threads: int | None = None, progress: bool = True,
+) -> dict:  # fmt: skip
+    """Extract and cache features of one dataset split with one backbone."""
+    from .backbones import create_backbone, default_preprocessing
+    from .features import extract_features, save_feature_cache
+
+    ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
+    model = create_backbone(backbone_cfg["arch"], backbone_cfg.get("weights", "timm-pretrained"))
+    pre = default_preprocessing(model, backbone_cfg.get("image_size"), backbone_cfg.get("channels_last", True))
+    _log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px")
+    t0 = time.perf_counter()
+    feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),
+                             threads=threads, progress=progress, desc=f"{dataset}/{split}")  # fmt: skip
+    seconds = time.perf_counter() - t0
+    meta = {
+        "dataset": dataset, "split": split, "backbone": backbone_name, "arch": backbone_cfg["arch"],
+        "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
+        "interpolation": pre.interpolation, "channels_last": pre.channels_last,
+        "per_class": dataset_cfg.get("train_per_class" if split == "train" else "test_per_class"),
+        "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
+    }  # fmt: skip
+    _log(f"  {len(idx) / max(seconds, 1e-9):.0f} images/s")
+    return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
+
+
+# --- scenario ---------------------------------------------------------------------------
+
+
+def build_scenario(dataset: str, root: str | Path, dataset_cfg: dict, kind: str, n_tasks: int, seed: int,
+                   out: str | Path) -> Scenario:  # fmt: skip
+    """Task split over the fixed training subset; indices are original dataset indices."""
+    ds, idx = dataset_subset(dataset, root, "train", dataset_cfg)
+    sc = make_scenario(kind, ds.labels[idx], n_tasks, seed)
+    sc.train_indices = [idx[i] for i in sc.train_indices]
+    write_json(out, sc.to_dict())
+    return sc
+
+
+# --- label release ----------------------------------------------------------------------
+
+
+def release_label_spaces(
+    dataset: str, root: str | Path, scenario_path: str | Path, methods: list[str], epsilons: list[float],
+    delta: float, seed: int, outputs: dict[tuple[str, str], str],
+) -> None:  # fmt: skip
+    """Write O_t per task for every (ε, label method); ``outputs[(eps_tag, method)]`` is the path."""
+    ds = load_dataset(dataset, root, "train")
+    sc = Scenario.from_dict(read_json(scenario_path))
+    task_labels = [ds.labels[i] for i in sc.train_indices]
+    n_base = len(ds.classes)
+    for eps in epsilons:
+        budget = Budget(eps, delta) if math.isfinite(eps) else Budget(math.inf, 0.0)
+        for tag in methods:
+            method = parse_label_method(tag)
+            res = output_label_spaces(method, task_labels, n_base, budget, seed, run_key=(eps_tag(eps),))
+            res.update(seed=seed, scenario=sc.name, epsilon_tag=eps_tag(eps))
+            write_json(outputs[(eps_tag(eps), tag)], res)
+
+
+# --- cosine classifier ------------------------------------------------------------------
+
+
+def run_cosine(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+) -> tuple[dict, dict, dict]:
+    """One DP cosine-classifier run through all tasks; returns (metrics, privacy ledger, model).
+
+    ``train`` = (features, labels, original indices sorted ascending), ``test`` =
+    (features, labels), ``labels`` = the label-release file of this (ε, method).
+    """
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    target_eps = labels["target"]["epsilon"]
+    target_eps = math.inf if target_eps == "inf" else float(target_eps)
+    target = Budget(target_eps, float(labels["target"]["delta"]))
+    ledger = Ledger(target)
+    for e in labels["ledger"]:
+        ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+    tb = labels["training_budget"]
+    t_eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
+    sigma = cosine_sigma(t_eps, float(tb["delta"]))
+    clf = CosineClassifier(int(labels["label_universe"]), train_x.shape[1])
+    test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
+    preds: list[list[np.ndarray]] = []
+    released = []
+    for t in range(scenario.n_tasks):
+        rows = np.searchsorted(train_index, scenario.train_indices[t])
+        if np.any(rows >= len(train_index)) or np.any(train_index[np.minimum(rows, len(train_index) - 1)]
+                                                      != scenario.train_indices[t]):  # fmt: skip
+            raise ValueError("the scenario references samples missing from the feature cache")
+        o_t = labels["tasks"][t]["labels"]
+        y = train_y[rows]
+        keep = keep_mask(y, o_t)
+        rec = clf.update(train_x[rows[keep]], y[keep], o_t, sigma,
+                         rng(seed, "cosine", labels["epsilon_tag"], labels["method"], "task", t, "gaussian"))  # fmt: skip
+        rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
+                   data=f"features of D_{t} ({int(keep.sum())} kept, {int((~keep).sum())} dropped)")  # fmt: skip
+        ledger.add(t, rec)
+        released.append(len(o_t))
+        seen = np.concatenate(test_sets[: t + 1])
+        pred = clf.predict(test_x[seen])
+        bounds = np.cumsum([len(s) for s in test_sets[: t + 1]])[:-1]
+        preds.append(np.split(pred, bounds))
+    acc = accuracy_matrix(preds, [test_y[s] for s in test_sets])
+    aa, af = average_accuracy(acc), average_forgetting(acc)
+    privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
+    privacy["sigma"] = sigma
+    metrics = {
+        "learner": "cosine",
+        "label_method": labels["method"],
+        "epsilon": target_eps,
+        "delta": target.delta,
+        "seed": seed,
+        "acc": acc,
+        "average_accuracy": aa,
+        "average_forgetting": af,
+        "final_accuracy": float(aa[-1]),
+        "final_forgetting": float(af[-1]),
+        "released_labels": released,
+        "sigma": sigma,
+    }
+    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}
+
+
+def cosine_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path,
+    runs: list[dict], save_model_max_labels: int = 1000,
+) -> None:  # fmt: skip
+    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, model}."""
+    from .features import load_feature_cache
+
+    tx, ty, tidx, _ = load_feature_cache(train_path)
+    ex, ey, _, _ = load_feature_cache(test_path)
+    sc = Scenario.from_dict(read_json(scenario_path))
+    for run in runs:
+        labels = read_json(run["labels"])
+        t0 = time.perf_counter()
+        metrics, privacy, model = run_cosine((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed))
+        _log(f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
+             f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        write_json(run["privacy"], privacy)
+        if model["sums"].shape[0] <= save_model_max_labels:
+            write_npz(Path(run["metrics"]).with_name("model.npz"), **model)
+        write_json(run["metrics"], metrics)
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def build_report(
+    metrics_paths: list[str | Path], benchmark: str, methods: list[str],
+    out_csv: str | Path, out_md: str | Path, figures: list[str | Path],
+) -> None:  # fmt: skip
+    """Table A3-style CSV + Markdown and the average-accuracy-per-task figure of one benchmark."""
+    from .io import write_text
+    from .report.figures import plot_average_accuracy
+    from .report.tables import summarise, table_a3_markdown
+
+    records = []
+    for p in metrics_paths:
+        r = read_json(p)
+        r["epsilon"] = eps_tag(math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
+        records.append(r)
+    summary = summarise(records, benchmark)
+    write_text(out_csv, summary.to_csv(index=False, float_format="%.4f"))
+    write_text(out_md, table_a3_markdown(summary, methods, f"{benchmark}: final accuracy (%)"))
+    plot_average_accuracy(records, methods, f"{benchmark}: average accuracy per task", figures)

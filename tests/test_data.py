@@ -1,0 +1,123 @@
+import gzip
+
+import numpy as np
+import pytest
+
+from dpcl.data.datasets import (
+    DatasetError,
+    load_fashion_mnist,
+    obtain_fashion_mnist,
+    read_idx,
+    select_per_class,
+    write_idx,
+)
+from dpcl.data.label_space import keep_mask, output_label_spaces, parse_label_method
+from dpcl.data.scenarios import disjoint, disjoint_scenario
+from dpcl.privacy.accounting import Budget
+
+
+def test_idx_roundtrip_and_byte_layout(tmp_path):
+    imgs = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "x-idx3-ubyte.gz", imgs)
+    raw = gzip.decompress((tmp_path / "x-idx3-ubyte.gz").read_bytes())
+    # magic 0x00000803, then big-endian dims 2, 3, 4, then the bytes row-major
+    assert raw[:4] == bytes([0, 0, 8, 3])
+    assert raw[4:16] == (2).to_bytes(4, "big") + (3).to_bytes(4, "big") + (4).to_bytes(4, "big")
+    assert raw[16:] == imgs.tobytes()
+    assert np.array_equal(read_idx(tmp_path / "x-idx3-ubyte.gz"), imgs)
+    ints = np.array([1, -2, 70000], dtype=np.int32)
+    write_idx(tmp_path / "i-idx1", ints)
+    assert np.array_equal(read_idx(tmp_path / "i-idx1"), ints)
+
+
+def test_idx_rejects_corrupt_files(tmp_path):
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x08\x01\x00\x00\x00\x05abc")
+    with pytest.raises(DatasetError, match="magic"):
+        read_idx(tmp_path / "bad")
+    (tmp_path / "short").write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 5]) + b"abc")
+    with pytest.raises(DatasetError, match="payload"):
+        read_idx(tmp_path / "short")
+
+
+def test_obtain_local_copy_verifies_content(fake_fmnist, tmp_path):
+    root, files = fake_fmnist
+    out = obtain_fashion_mnist(tmp_path / "dest", source="local", local_dir=root, files=files)
+    assert set(out) == {"train_images", "train_labels", "test_images", "test_labels"}
+    ds = load_fashion_mnist(tmp_path / "dest", "train")
+    assert ds.images.shape == (400, 28, 28) and ds.labels.shape == (400,)
+    # the real Fashion-MNIST digests reject this (fake) content
+    with pytest.raises(DatasetError, match="sha256"):
+        obtain_fashion_mnist(tmp_path / "dest2", source="local", local_dir=root)
+
+
+def test_obtain_downloads_with_checksums(fake_fmnist, tmp_path):
+    root, files = fake_fmnist
+    url = root.as_uri() + "/"
+    obtain_fashion_mnist(tmp_path / "dl", source="download", urls=("file:///nonexistent/", url), files=files,
+                         retries=1)
+    assert (tmp_path / "dl" / files["train_images"].name).is_file()
+    bad = {k: type(f)(f.name, "0" * 32, f.content_sha256) for k, f in files.items()}
+    with pytest.raises(DatasetError, match="checksum mismatch"):
+        obtain_fashion_mnist(tmp_path / "dl2", source="download", urls=(url,), files=bad, retries=1)
+    assert not any((tmp_path / "dl2").iterdir())  # nothing half-written left behind
+
+
+def test_obtain_offline_error_says_what_to_do(tmp_path):
+    with pytest.raises(DatasetError, match="place the official"):
+        obtain_fashion_mnist(tmp_path / "x", source="download", urls=("file:///nonexistent/",), retries=1)
+
+
+def test_select_per_class_fixed_subset():
+    labels = np.repeat(np.arange(4), 50)
+    a = select_per_class(labels, 10, seed=0)
+    assert np.array_equal(a, select_per_class(labels, 10, seed=0))
+    assert np.array_equal(np.bincount(labels[a]), [10] * 4)
+    assert not np.array_equal(a, select_per_class(labels, 10, seed=1))
+    assert len(select_per_class(labels, None, 0)) == 200
+
+
+def test_disjoint_split_each_class_in_one_task():
+    labels = np.repeat(np.arange(10), 7)
+    sc = disjoint_scenario(labels, 5, seed=3)
+    all_idx = np.concatenate(sc.train_indices)
+    assert np.array_equal(np.sort(all_idx), np.arange(len(labels)))  # every sample exactly once
+    classes_per_task = [set(labels[i]) for i in sc.train_indices]
+    assert all(len(c) == 2 for c in classes_per_task)
+    assert [sorted(c) for c in classes_per_task] == sc.task_classes
+    assert set().union(*classes_per_task) == set(range(10))
+    # deterministic per seed, permuted across seeds
+    assert all(np.array_equal(a, b) for a, b in zip(disjoint(labels, 5, 3), sc.train_indices, strict=True))
+    orders = {tuple(disjoint_scenario(labels, 5, s).class_order) for s in range(6)}
+    assert len(orders) == 6
+
+
+def test_label_methods_spaces_and_budgets():
+    task_labels = [np.array([0] * 30 + [1] * 2), np.array([2] * 40 + [3] * 40)]
+    budget = Budget(1.0, 1e-5)
+    oracle = output_label_spaces(parse_label_method("oracle"), task_labels, 4, budget, seed=0)
+    assert [t["labels"] for t in oracle["tasks"]] == [[0, 1], [2, 3]]
+    assert oracle["training_budget"] == {"epsilon": 1.0, "delta": 1e-5}
+    assert oracle["ledger"][0]["mechanism"] == "label_oracle"
+    base = output_label_spaces(parse_label_method("base"), task_labels, 4, budget, seed=0)
+    assert all(t["labels"] == [0, 1, 2, 3] for t in base["tasks"])
+    pub = output_label_spaces(parse_label_method("public-x10"), task_labels, 4, budget, seed=0)
+    assert pub["label_universe"] == 40 and all(t["labels"] == list(range(40)) for t in pub["tasks"])
+    assert pub["ledger"][0]["epsilon"] == 0.0
+    rel = output_label_spaces(parse_label_method("release-f0.5"), task_labels, 4, budget, seed=0)
+    assert rel["training_budget"]["epsilon"] == pytest.approx(0.5)
+    assert rel["training_budget"]["delta"] == pytest.approx(5e-6)
+    # class of size 2 is below k(0.5, 5e-6) and always dropped; 30 and 40 exceed 2k and always kept
+    assert rel["tasks"][0]["labels"] == [0] and rel["tasks"][1]["labels"] == [2, 3]
+    assert rel["ledger"][0]["mechanism"] == "ktsgd_label_release"
+    # Released labels are data-dependent and reproducible per seed
+    again = output_label_spaces(parse_label_method("release-f0.5"), task_labels, 4, budget, seed=0)
+    assert again == rel
+
+
+def test_label_method_parsing_and_drop_mask():
+    assert parse_label_method("release-f0.1").fraction == 0.1
+    assert parse_label_method("public-x1000").multiplier == 1000
+    for bad in ("release-f1.5", "public-x0", "foo", "release-f0"):
+        with pytest.raises(ValueError, match="label method"):
+            parse_label_method(bad)
+    assert keep_mask(np.array([0, 1, 2, 1]), [1, 2]).tolist() == [False, True, True, True]

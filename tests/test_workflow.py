@@ -1,0 +1,107 @@
+"""End-to-end: the Snakemake workflow on a tiny config through every rule."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_fake_fashion_mnist
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(workdir, *args, check=True):
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--cores", "2", "--configfile", str(workdir / "config.yaml"), *args]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if check and res.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
+    return res
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("wf")
+    raw = work / "raw"
+    raw.mkdir()
+    make_fake_fashion_mnist(raw, n_train_per_class=30, n_test_per_class=12)
+    cfg = {
+        "seeds": [0, 1, 2],
+        "epsilons": [1, "inf"],
+        "delta": 1e-5,
+        "label_methods": ["oracle", "base", "public-x10", "release-f0.1"],
+        "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
+                                       "train_per_class": 25, "test_per_class": 10}},
+        "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32,
+                               "batch_size": 64}},
+        "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
+    }  # fmt: skip
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = _snakemake(work)
+    return work, res
+
+
+def test_every_rule_runs_and_writes_outputs(tiny_run):
+    work, res = tiny_run
+    out = work / "results"
+    for rule in ("obtain_dataset", "features", "scenario", "label_spaces", "cosine", "report"):
+        assert f"rule {rule}" in res.stderr + res.stdout
+    assert (out / "tables" / "tiny_bench_cosine.csv").is_file()
+    md = (out / "tables" / "tiny_bench_cosine.md").read_text()
+    assert "Release Labels (10 %)" in md and "non-DP" in md
+    for ext in ("png", "pdf"):
+        assert (out / "figures" / f"tiny_bench_cosine_avg_acc.{ext}").stat().st_size > 1000
+    runs = sorted((out / "runs" / "cosine").rglob("metrics.json"))
+    assert len(runs) == 3 * 2 * 4
+
+
+def test_run_outputs_are_consistent(tiny_run):
+    work, _ = tiny_run
+    run = work / "results/runs/cosine/fashion_mnist/tiny/disjoint-t5/seed0"
+    m = json.loads((run / "eps1/release-f0.1/metrics.json").read_text())
+    p = json.loads((run / "eps1/release-f0.1/privacy.json").read_text())
+    assert len(m["acc"]) == 5 and len(m["average_accuracy"]) == 5
+    assert p["guarantee_holds"] and p["overall"]["epsilon"] == pytest.approx(1.0)
+    assert p["overall"]["delta"] == pytest.approx(1e-5)
+    kinds = [mech["mechanism"] for mech in p["tasks"][0]["mechanisms"]]
+    assert kinds == ["ktsgd_label_release", "gaussian"]
+    # with 25 samples per class and only 0.1 of eps = 1 for labels, k(0.1, 1e-6) > 25: nothing released
+    assert m["released_labels"] == [0] * 5
+    oracle = json.loads((run / "eps1/oracle/privacy.json").read_text())
+    assert oracle["guarantee_holds"] is False and oracle["overall"]["epsilon"] == "inf"
+    nondp = json.loads((run / "epsinf/base/metrics.json").read_text())
+    assert nondp["sigma"] == 0 and 0 < nondp["final_accuracy"] <= 1
+    assert math.isinf(float(nondp["epsilon"]))
+
+
+def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_path):
+    work, _ = tiny_run
+    dry = _snakemake(work, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    # Re-running from scratch in another folder gives bit-identical results.
+    other = tmp_path / "again"
+    other.mkdir()
+    shutil.copy(work / "config.yaml", other / "config.yaml")
+    _snakemake(other)
+    for f in ("runs/cosine/fashion_mnist/tiny/disjoint-t5/seed1/eps1/public-x10/metrics.json",
+              "labels/fashion_mnist/disjoint-t5/seed2/eps1/release-f0.1.json", "tables/tiny_bench_cosine.csv"):
+        assert (work / "results" / f).read_bytes() == (other / "results" / f).read_bytes(), f
+
+
+def test_bad_config_is_rejected_with_the_key_named(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "epsilons": [1, -3],
+        "datasets": {"fashion_mnist": {}},
+        "backbones": {"b": {"arch": "x"}},
+        "benchmarks": {"t": {"dataset": "fashion_mnist", "backbone": "b"}},
+    }))  # fmt: skip
+    res = _snakemake(tmp_path, "-n", check=False)
+    assert res.returncode != 0
+    assert "config key 'epsilons[1]'" in res.stdout + res.stderr
+    assert not (tmp_path / "results").exists()

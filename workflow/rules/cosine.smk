@@ -1,0 +1,26 @@
+# DP cosine classifier: every (ε, label method) of one seed in one job (seconds of work).
+
+
+def _cosine_outputs(kind):
+    return expand(
+        f"{R}/runs/cosine/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        eps=EPS, method=METHODS,
+    )
+
+
+rule cosine:
+    input:
+        train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
+        test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
+        scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+        labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=METHODS),
+    output:
+        metrics=_cosine_outputs("metrics"),
+        privacy=_cosine_outputs("privacy"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    log:
+        f"{R}/logs/cosine/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    script:
+        "../scripts/cosine.py"

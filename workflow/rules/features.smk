@@ -1,0 +1,18 @@
+# Feature caching: one job per dataset × backbone × split, shared by every run.
+
+
+rule features:
+    input:
+        f"{RES}/{{dataset}}/MANIFEST.json",
+    output:
+        f"{R}/features/{{dataset}}/{{backbone}}/{{split}}.npz",
+    params:
+        dataset_cfg=lambda w: config["datasets"][w.dataset],
+        backbone_cfg=lambda w: config["backbones"][w.backbone],
+    threads: workflow.cores
+    resources:
+        mem_mb=4000,
+    log:
+        f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
+    script:
+        "../scripts/features.py"

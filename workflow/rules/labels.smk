@@ -1,0 +1,18 @@
+# Output label spaces O_t for every (ε, label method) of one seed in one job (cheap).
+
+
+rule label_spaces:
+    input:
+        manifest=f"{RES}/{{dataset}}/MANIFEST.json",
+        scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+    output:
+        expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=METHODS),
+    params:
+        epsilons=config["epsilons"],
+        eps_tags=EPS,
+        methods=METHODS,
+        delta=config["delta"],
+    log:
+        f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    script:
+        "../scripts/label_spaces.py"

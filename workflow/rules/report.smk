@@ -1,0 +1,17 @@
+# Tables (Table A3 layout) and figures per benchmark and learner.
+
+
+rule report:
+    input:
+        lambda w: run_files(w.learner, w.benchmark, "metrics"),
+    output:
+        csv=f"{R}/tables/{{benchmark}}_{{learner}}.csv",
+        md=f"{R}/tables/{{benchmark}}_{{learner}}.md",
+        png=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
+        pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
+    params:
+        methods=METHODS,
+    log:
+        f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
+    script:
+        "../scripts/report.py"

@@ -1,0 +1,14 @@
+# Task split per seed: class order and train-sample indices per task.
+
+
+rule scenario:
+    input:
+        f"{RES}/{{dataset}}/MANIFEST.json",
+    output:
+        f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+    params:
+        dataset_cfg=lambda w: config["datasets"][w.dataset],
+    log:
+        f"{R}/logs/scenario/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    script:
+        "../scripts/scenario.py"

@@ -1,0 +1,12 @@
+"""DP cosine classifier runs of one seed (thin wrapper: dpcl.stages.cosine_sweep)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import cosine_sweep
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+runs = [
+    {"labels": lab, "metrics": met, "privacy": priv}
+    for lab, met, priv in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, strict=True)
+]
+cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs)

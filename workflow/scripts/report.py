@@ -1,0 +1,9 @@
+"""Tables and figures of one benchmark and learner (thin wrapper: dpcl.stages.build_report)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import build_report
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+build_report(list(sm.input), sm.wildcards.benchmark, sm.params.methods, sm.output.csv, sm.output.md,
+             [sm.output.png, sm.output.pdf])  # fmt: skip
