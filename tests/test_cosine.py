@@ -23,7 +23,7 @@ def test_noise_on_every_label_of_the_space_including_labels_without_data():
     sigma = 2.0
     clf = CosineClassifier(4, 3)
     clf.update(x, y, [0, 1, 2], sigma, np.random.default_rng(42))
-    noise = sigma * np.random.default_rng(42).standard_normal((3, 3))  # rows in sorted label order
+    noise = np.random.default_rng(42).standard_normal((3, 3), dtype=np.float32) * np.float32(sigma)  # sorted rows
     xn = normalize_rows(x)
     assert np.allclose(clf.sums[0], xn[:2].sum(0) + noise[0])
     assert np.allclose(clf.sums[1], xn[2:].sum(0) + noise[1])
@@ -67,3 +67,9 @@ def test_zero_prototypes_never_win_and_unseen_labels_are_excluded():
     # label 1 has a zero sum (non-private, no data): it must not win even though the
     # cosine with label 0 is negative; labels 2-4 were never in any O_t.
     assert clf.predict(np.array([[1.0, 0.0]])).tolist() == [0]
+
+
+def test_empty_label_space_predicts_nothing_correctly():
+    clf = CosineClassifier(3, 2)
+    clf.update(np.zeros((0, 2)), np.zeros(0, dtype=int), [], 1.0, np.random.default_rng(0))
+    assert clf.predict(np.ones((4, 2))).tolist() == [-1] * 4

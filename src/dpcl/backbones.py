@@ -6,7 +6,7 @@ Weight sources (config key ``weights``):
   by an explicit name translation that is verified key by key and shape by shape.
 - ``timm-pretrained``: ``timm.create_model(arch, pretrained=True)`` (needs the model
   hub; e.g. the paper's ``vit_base_patch16_224.augreg_in21k``).
-- ``random``: randomly initialised (tests, smoke runs).
+- ``random``: randomly initialised with a fixed torch seed (tests, smoke runs).
 - any other string: a local checkpoint file (a timm state dict, optionally under a
   ``state_dict`` or ``model`` key, or an efficientnet_pytorch-style Lite0 state dict).
 """
@@ -121,7 +121,10 @@ def create_backbone(arch: str, weights: str, num_classes: int | None = 0):
         if weights == "timm-pretrained":
             model = timm.create_model(arch, pretrained=True)
         else:
-            model = timm.create_model(arch, pretrained=False)
+            # Random initialisation is seeded, so "random" backbones are reproducible too.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                model = timm.create_model(arch, pretrained=False)
     except Exception as exc:  # hub failures, unknown names
         raise BackboneError(f"could not create timm model {arch!r} with weights {weights!r}: {exc}") from exc
     if weights not in ("timm-pretrained", "random"):

@@ -185,9 +185,19 @@ def run_cosine(
 
 def cosine_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path,
-    runs: list[dict], save_model_max_labels: int = 1000,
+    runs: list[dict], save_model_max_labels: int = 1000, threads: int | None = None,
 ) -> None:  # fmt: skip
-    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, model}."""
+    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy}.
+
+    ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads):
+        _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels)
+
+
+def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels) -> None:
     from .features import load_feature_cache
 
     tx, ty, tidx, _ = load_feature_cache(train_path)

@@ -17,7 +17,7 @@ rule cosine:
     output:
         metrics=_cosine_outputs("metrics"),
         privacy=_cosine_outputs("privacy"),
-    threads: 1
+    threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
         mem_mb=2000,
     log:

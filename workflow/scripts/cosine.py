@@ -9,4 +9,4 @@ runs = [
     {"labels": lab, "metrics": met, "privacy": priv}
     for lab, met, priv in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, strict=True)
 ]
-cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs)
+cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, threads=sm.threads)

@@ -35,7 +35,9 @@ class CosineClassifier:
     """Cumulative noisy class-feature sums over a fixed label universe ``0..n_labels-1``."""
 
     def __init__(self, n_labels: int, dim: int) -> None:
-        self.sums = np.zeros((n_labels, dim), dtype=np.float64)
+        # float32 storage: sums of unit vectors and noise need no more precision, and the
+        # ×1000 public label spaces (10^4-10^5 labels) stay small and fast to score.
+        self.sums = np.zeros((n_labels, dim), dtype=np.float32)
         self.seen = np.zeros(n_labels, dtype=bool)  # ∪_k O_k so far
 
     def update(
@@ -59,13 +61,22 @@ class CosineClassifier:
             raise ValueError("training labels outside the task's output label space: drop or remap them first")
         if sigma < 0:
             raise ValueError(f"sigma must be >= 0, got {sigma}")
-        task_sums = np.zeros((len(o_t), self.sums.shape[1]), dtype=np.float64)
-        if labels.size:
-            rows = np.searchsorted(o_t, labels)
-            np.add.at(task_sums, rows, normalize_rows(features))
+        # One N(0, σ²I) draw per label of O_t (rows in sorted label order), then the data sums.
+        # Noise is drawn in float32, like opacus's.
         if sigma > 0:
-            task_sums += sigma * rng.standard_normal(task_sums.shape)
-        self.sums[o_t] += task_sums
+            task_sums = rng.standard_normal((len(o_t), self.sums.shape[1]), dtype=np.float32)
+            task_sums *= np.float32(sigma)
+        else:
+            task_sums = np.zeros((len(o_t), self.sums.shape[1]), dtype=np.float32)
+        if labels.size:  # Σ f(x)/‖f(x)‖ per present label, accumulated in float64
+            present, inverse = np.unique(labels, return_inverse=True)
+            data_sums = np.zeros((len(present), self.sums.shape[1]), dtype=np.float64)
+            np.add.at(data_sums, inverse, normalize_rows(features))
+            task_sums[np.searchsorted(o_t, present)] += data_sums.astype(np.float32)
+        if o_t.size and o_t[-1] - o_t[0] + 1 == len(o_t):  # contiguous ids: update a slice in place
+            self.sums[o_t[0] : o_t[-1] + 1] += task_sums
+        else:
+            self.sums[o_t] += task_sums
         self.seen[o_t] = True
         return {
             "mechanism": "gaussian" if sigma > 0 else "nonprivate",
@@ -81,15 +92,16 @@ class CosineClassifier:
 
         Scores are computed block by block with a running top-1, so no full
         (samples × labels) matrix is ever held. Prototypes with zero norm carry no
-        information and score −inf. Ties go to the smaller label id.
+        information and score −inf. Ties go to the smaller label id. With no usable
+        label (e.g. label release dropped every class) the prediction is −1: always wrong.
         """
         labels = np.flatnonzero(self.seen)
-        if labels.size == 0:
-            raise ValueError("the classifier has no labels yet")
-        protos = self.sums[labels]
-        norms = np.linalg.norm(protos, axis=1)
+        protos = self.sums if labels.size == len(self.sums) else self.sums[labels]
+        norms = np.sqrt(np.einsum("ij,ij->i", protos, protos))
         valid = norms > 0
-        labels, protos = labels[valid], (protos[valid] / norms[valid, None]).astype(np.float32)
+        if not valid.all():
+            labels, protos, norms = labels[valid], protos[valid], norms[valid]
+        protos = protos / norms[:, None]
         x = normalize_rows(features).astype(np.float32)
         n = len(x)
         best = np.full(n, -np.inf, dtype=np.float32)
