@@ -21,7 +21,6 @@ def make_fake_fashion_mnist(root, n_train_per_class=40, n_test_per_class=10, n_c
 
     gen = np.random.default_rng(seed)
     protos = gen.uniform(0, 255, size=(n_classes, 7, 7))
-    out = {}
     for split, per in (("train", n_train_per_class), ("test", n_test_per_class)):
         labels = np.repeat(np.arange(n_classes), per).astype(np.uint8)
         gen.shuffle(labels)
@@ -33,7 +32,9 @@ def make_fake_fashion_mnist(root, n_train_per_class=40, n_test_per_class=10, n_c
     files = {}
     for key, f in FASHION_MNIST_FILES.items():
         data = (root / f.name).read_bytes()
-        files[key] = RemoteFile(f.name, hashlib.md5(data).hexdigest(), hashlib.sha256(gzip.decompress(data)).hexdigest())
+        files[key] = RemoteFile(
+            f.name, hashlib.md5(data).hexdigest(), hashlib.sha256(gzip.decompress(data)).hexdigest()
+        )
     return files
 
 

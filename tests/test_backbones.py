@@ -66,7 +66,9 @@ def test_feature_extraction_matches_model_and_cache_roundtrip(tmp_path):
     with torch.inference_mode():
         direct = model(preprocess_batch(imgs, pre)).numpy()
     assert np.allclose(feats, direct, atol=1e-4)
-    meta = save_feature_cache(tmp_path / "f.npz", feats, np.arange(10) % 3, np.arange(10) * 2, {"backbone": "x"})
+    meta = save_feature_cache(
+        tmp_path / "f.npz", feats, np.arange(10) % 3, np.arange(10) * 2, {"backbone": "x"}
+    )
     f2, y2, i2, m2 = load_feature_cache(tmp_path / "f.npz", verify=True)
     assert np.array_equal(f2, feats) and m2["sha256"] == meta["sha256"] and list(i2) == list(range(0, 20, 2))
 

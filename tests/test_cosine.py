@@ -23,7 +23,9 @@ def test_noise_on_every_label_of_the_space_including_labels_without_data():
     sigma = 2.0
     clf = CosineClassifier(4, 3)
     clf.update(x, y, [0, 1, 2], sigma, np.random.default_rng(42))
-    noise = np.random.default_rng(42).standard_normal((3, 3), dtype=np.float32) * np.float32(sigma)  # sorted rows
+    noise = np.random.default_rng(42).standard_normal((3, 3), dtype=np.float32) * np.float32(
+        sigma
+    )  # sorted rows
     xn = normalize_rows(x)
     assert np.allclose(clf.sums[0], xn[:2].sum(0) + noise[0])
     assert np.allclose(clf.sums[1], xn[2:].sum(0) + noise[1])

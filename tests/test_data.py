@@ -53,8 +53,9 @@ def test_obtain_local_copy_verifies_content(fake_fmnist, tmp_path):
 def test_obtain_downloads_with_checksums(fake_fmnist, tmp_path):
     root, files = fake_fmnist
     url = root.as_uri() + "/"
-    obtain_fashion_mnist(tmp_path / "dl", source="download", urls=("file:///nonexistent/", url), files=files,
-                         retries=1)
+    obtain_fashion_mnist(
+        tmp_path / "dl", source="download", urls=("file:///nonexistent/", url), files=files, retries=1
+    )
     assert (tmp_path / "dl" / files["train_images"].name).is_file()
     bad = {k: type(f)(f.name, "0" * 32, f.content_sha256) for k, f in files.items()}
     with pytest.raises(DatasetError, match="checksum mismatch"):

@@ -21,7 +21,9 @@ def test_analytic_gaussian_sigma_reference_values(eps, expected):
     assert gaussian_sigma(eps, 1e-5) == pytest.approx(expected, abs=5e-5)
 
 
-@pytest.mark.parametrize("eps,delta,sens", [(0.1, 1e-6, 1.0), (1.0, 1e-5, 2.0), (8.0, 1e-5, 1.0), (30.0, 1e-9, 1.0)])
+@pytest.mark.parametrize(
+    "eps,delta,sens", [(0.1, 1e-6, 1.0), (1.0, 1e-5, 2.0), (8.0, 1e-5, 1.0), (30.0, 1e-9, 1.0)]
+)
 def test_sigma_is_the_smallest_that_meets_delta(eps, delta, sens):
     s = gaussian_sigma(eps, delta, sens)
     assert gaussian_delta(s, eps, sens) <= delta
@@ -124,20 +126,40 @@ def test_ledger_composes_and_verifies():
     k = tsgd_threshold(lab.epsilon, lab.delta)
     ledger = Ledger(target)
     for t in range(3):
-        ledger.add(t, {"mechanism": "ktsgd_label_release", "epsilon": lab.epsilon, "delta": lab.delta, "k": k})
+        ledger.add(
+            t, {"mechanism": "ktsgd_label_release", "epsilon": lab.epsilon, "delta": lab.delta, "k": k}
+        )
         s = gaussian_sigma(train.epsilon, train.delta)
-        ledger.add(t, {"mechanism": "gaussian", "epsilon": train.epsilon, "delta": train.delta, "sigma": s,
-                       "sensitivity": 1.0})
+        ledger.add(
+            t,
+            {
+                "mechanism": "gaussian",
+                "epsilon": train.epsilon,
+                "delta": train.delta,
+                "sigma": s,
+                "sensitivity": 1.0,
+            },
+        )
     total = ledger.check()
     assert total.epsilon == pytest.approx(1.0) and total.delta == pytest.approx(1e-5)
     d = ledger.to_dict()
     assert d["guarantee_holds"] and len(d["tasks"]) == 3
     # Too little noise is caught when the entry is added.
     with pytest.raises(PrivacyBudgetExceeded, match="parameters give"):
-        ledger.add(0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": 1.0, "sensitivity": 1.0})
+        ledger.add(
+            0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": 1.0, "sensitivity": 1.0}
+        )
     # A second full-budget mechanism on the same task exceeds the target.
-    ledger.add(1, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": gaussian_sigma(1.0, 1e-5),
-                   "sensitivity": 1.0})
+    ledger.add(
+        1,
+        {
+            "mechanism": "gaussian",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "sigma": gaussian_sigma(1.0, 1e-5),
+            "sensitivity": 1.0,
+        },
+    )
     with pytest.raises(PrivacyBudgetExceeded, match="exceeds the target"):
         ledger.check()
 

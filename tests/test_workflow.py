@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import make_fake_fashion_mnist
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,8 +88,11 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
     other.mkdir()
     shutil.copy(work / "config.yaml", other / "config.yaml")
     _snakemake(other)
-    for f in ("runs/cosine/fashion_mnist/tiny/disjoint-t5/seed1/eps1/public-x10/metrics.json",
-              "labels/fashion_mnist/disjoint-t5/seed2/eps1/release-f0.1.json", "tables/tiny_bench_cosine.csv"):
+    for f in (
+        "runs/cosine/fashion_mnist/tiny/disjoint-t5/seed1/eps1/public-x10/metrics.json",
+        "labels/fashion_mnist/disjoint-t5/seed2/eps1/release-f0.1.json",
+        "tables/tiny_bench_cosine.csv",
+    ):
         assert (work / "results" / f).read_bytes() == (other / "results" / f).read_bytes(), f
 
 

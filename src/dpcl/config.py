@@ -14,7 +14,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "resources" / "config.schema.yaml"  # config/schema.yaml links here
+SCHEMA_PATH = (
+    Path(__file__).resolve().parent / "resources" / "config.schema.yaml"
+)  # config/schema.yaml links here
 
 
 class ConfigError(ValueError):
@@ -100,7 +102,9 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if errors:
         lines = []
         for err in errors[:10]:
-            lines.append(f"config key '{_path(err)}': value {err.instance!r} is invalid: {_allowed(err, schema)}")
+            lines.append(
+                f"config key '{_path(err)}': value {err.instance!r} is invalid: {_allowed(err, schema)}"
+            )
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines))
     _fill_additional_defaults(config, schema)
     for name, bench in config["benchmarks"].items():

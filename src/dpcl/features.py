@@ -27,7 +27,9 @@ def preprocess_batch(images_u8, pre: Preprocessing):
         x = x.permute(0, 3, 1, 2)
     x = x.float().div_(255.0)
     if x.shape[-1] != pre.image_size or x.shape[-2] != pre.image_size:
-        x = F.interpolate(x, size=(pre.image_size, pre.image_size), mode=pre.interpolation, align_corners=False)
+        x = F.interpolate(
+            x, size=(pre.image_size, pre.image_size), mode=pre.interpolation, align_corners=False
+        )
     if x.shape[1] == 1:
         x = x.expand(-1, 3, -1, -1)
     mean = torch.tensor(pre.mean, dtype=x.dtype).view(1, 3, 1, 1)
@@ -58,7 +60,10 @@ def extract_features(
     model.eval()
     out = None
     n = len(images)
-    with torch.inference_mode(), tqdm(total=n, desc=desc, unit="img", disable=not progress, file=sys.stderr) as bar:
+    with (
+        torch.inference_mode(),
+        tqdm(total=n, desc=desc, unit="img", disable=not progress, file=sys.stderr) as bar,
+    ):
         for start in range(0, n, batch_size):
             feats = model(preprocess_batch(images[start : start + batch_size], pre))
             if feats.ndim != 2:
@@ -83,13 +88,17 @@ def save_feature_cache(
     path: str | Path, features: np.ndarray, labels: np.ndarray, index: np.ndarray, meta: dict
 ) -> dict:
     """Write features, labels, original sample indices and metadata (with a content hash)."""
-    meta = dict(meta, n=int(len(labels)), dim=int(features.shape[1]), sha256=content_hash(features, labels, index))
+    meta = dict(
+        meta, n=int(len(labels)), dim=int(features.shape[1]), sha256=content_hash(features, labels, index)
+    )
     write_npz(path, features=features, labels=labels.astype(np.int64), index=index.astype(np.int64),
               meta=np.array(json.dumps(meta, sort_keys=True)))  # fmt: skip
     return meta
 
 
-def load_feature_cache(path: str | Path, verify: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+def load_feature_cache(
+    path: str | Path, verify: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Features, labels, original indices and metadata; ``verify`` re-checks the content hash."""
     with np.load(path, allow_pickle=False) as z:
         feats, labels, index = z["features"], z["labels"], z["index"]

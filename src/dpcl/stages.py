@@ -63,7 +63,9 @@ def cache_features(
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
     model = create_backbone(backbone_cfg["arch"], backbone_cfg.get("weights", "timm-pretrained"))
-    pre = default_preprocessing(model, backbone_cfg.get("image_size"), backbone_cfg.get("channels_last", True))
+    pre = default_preprocessing(
+        model, backbone_cfg.get("image_size"), backbone_cfg.get("channels_last", True)
+    )
     _log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px")
     t0 = time.perf_counter()
     feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),

@@ -51,7 +51,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     expected = int(np.prod(dims)) * dtype.itemsize
     payload = data[4 + 4 * ndim :]
     if len(payload) != expected:
-        raise DatasetError(f"{path}: header says {dims} ({expected} bytes) but payload has {len(payload)} bytes")
+        raise DatasetError(
+            f"{path}: header says {dims} ({expected} bytes) but payload has {len(payload)} bytes"
+        )
     return np.frombuffer(payload, dtype=dtype).reshape(dims).astype(dtype.newbyteorder("="))
 
 
@@ -142,7 +144,9 @@ def _download(urls: tuple[str, ...], name: str, dest: Path, md5: str, retries: i
                     break
                 time.sleep(min(2**attempt, 10) if attempt + 1 < retries else 0)
     raise DatasetError(
-        f"could not download {name}:\n  " + "\n  ".join(errors) + "\nIf this machine is offline, install Debian's "
+        f"could not download {name}:\n  "
+        + "\n  ".join(errors)
+        + "\nIf this machine is offline, install Debian's "
         f"dataset-fashion-mnist package, or place the official {name} in {dest.parent} by hand."
     )
 

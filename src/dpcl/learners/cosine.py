@@ -58,7 +58,9 @@ class CosineClassifier:
         if o_t.size and (o_t[0] < 0 or o_t[-1] >= len(self.sums)):
             raise ValueError(f"label space exceeds the classifier's universe of {len(self.sums)} labels")
         if labels.size and not np.isin(labels, o_t).all():
-            raise ValueError("training labels outside the task's output label space: drop or remap them first")
+            raise ValueError(
+                "training labels outside the task's output label space: drop or remap them first"
+            )
         if sigma < 0:
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         # One N(0, σ²I) draw per label of O_t (rows in sorted label order), then the data sums.

@@ -52,7 +52,9 @@ def tsgd_pmf(epsilon: float, k: int) -> tuple[np.ndarray, np.ndarray]:
 def keep_probability(class_size: int | np.ndarray, epsilon: float, delta: float) -> np.ndarray | float:
     """Exact Pr[n + Z > k] that a class of size n is released (0 for n = 0, 1 for n > 2k)."""
     if math.isinf(epsilon):
-        return np.where(np.asarray(class_size) > 0, 1.0, 0.0) if np.ndim(class_size) else float(class_size > 0)
+        return (
+            np.where(np.asarray(class_size) > 0, 1.0, 0.0) if np.ndim(class_size) else float(class_size > 0)
+        )
     k = tsgd_threshold(epsilon, delta)
     z, p = tsgd_pmf(epsilon, k)
     # survival[i] = Pr[Z >= z[i]]

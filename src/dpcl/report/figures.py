@@ -11,7 +11,9 @@ from ..io import atomic_path
 from .tables import label_method_name
 
 
-def plot_average_accuracy(records: list[dict], methods: list[str], title: str, outputs: list[str | Path]) -> None:
+def plot_average_accuracy(
+    records: list[dict], methods: list[str], title: str, outputs: list[str | Path]
+) -> None:
     """One panel per ε tag; a line per label method of AA_t against the task index t."""
     import matplotlib
 
@@ -22,7 +24,9 @@ def plot_average_accuracy(records: list[dict], methods: list[str], title: str, o
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
     for ax, eps in zip(axes[0], epsilons, strict=True):
         for m in methods:
-            curves = np.array([r["average_accuracy"] for r in records if r["epsilon"] == eps and r["label_method"] == m])
+            curves = np.array(
+                [r["average_accuracy"] for r in records if r["epsilon"] == eps and r["label_method"] == m]
+            )
             if curves.size == 0:
                 continue
             curves = 100 * np.sort(curves, axis=0)

