@@ -44,6 +44,7 @@ include: "workflow/rules/scenarios.smk"
 include: "workflow/rules/labels.smk"
 include: "workflow/rules/cosine.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/privacy.smk"
 
 
 rule all:

@@ -33,10 +33,50 @@ def _threshold(args: argparse.Namespace) -> None:
 
 
 def _keep_prob(args: argparse.Namespace) -> None:
-    from .privacy.label_release import keep_probability
+    from .privacy.label_release import drop_lower_bound, keep_probabilities
 
-    p = float(keep_probability(args.class_size, args.epsilon, args.delta))
-    _emit(args, {"keep_probability": p}, f"Pr[class of size {args.class_size} released] = {p:.6g}")
+    if args.class_size < 0:
+        raise ValueError(f"--class-size must be >= 0, got {args.class_size}")
+    if args.tau is not None and args.mechanism != "laplace":
+        raise ValueError("--tau applies to --mechanism laplace only")
+    p = float(keep_probabilities(args.class_size, args.epsilon, args.delta, args.mechanism, args.tau))
+    lb = float(drop_lower_bound(args.class_size, args.epsilon, args.delta))
+    _emit(args, {"keep_probability": p, "drop_lower_bound": lb, "mechanism": args.mechanism},
+          f"Pr[class of size {args.class_size} released] = {p:.6g} ({args.mechanism}); any (ε, δ)-DP "
+          f"release drops it with probability >= {lb:.6g}")  # fmt: skip
+
+
+def _plan(args: argparse.Namespace) -> None:
+    from .privacy.label_release import min_fraction, plan_fraction
+
+    if args.fraction is not None:
+        res = plan_fraction(args.class_sizes, args.epsilon, args.delta, args.fraction, args.mechanism)
+        text = (f"fraction {args.fraction:g}: expected {res['expected_released']:.4g} of "
+                f"{len(args.class_sizes)} labels released")  # fmt: skip
+    else:
+        res = min_fraction(args.class_sizes, args.epsilon, args.delta, args.min_keep_prob, args.mechanism)
+        text = (f"smallest fraction releasing every class with probability >= {args.min_keep_prob:g}: "
+                f"{res['fraction']:.6g}")  # fmt: skip
+    _emit(args, res, text)
+
+
+def _release(args: argparse.Namespace) -> None:
+    from .privacy.label_release import release_labels
+    from .seeding import rng
+
+    counts = dict(enumerate(args.class_counts))
+    if any(c < 0 for c in args.class_counts):
+        raise ValueError(f"--class-counts must be >= 0, got {args.class_counts}")
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    gen = rng(args.seed, "cli", "labels-release", args.mechanism)
+    kept = [0] * len(counts)
+    for _ in range(args.repeat):
+        released, _rec = release_labels(counts, len(counts), args.epsilon, args.delta, gen, args.mechanism)
+        for y in released:
+            kept[y] += 1
+    _emit(args, {"kept_counts": kept, "repeat": args.repeat, "mechanism": args.mechanism},
+          "kept counts per label: " + " ".join(map(str, kept)) + f" (of {args.repeat} releases)")  # fmt: skip
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -88,7 +128,28 @@ def build_parser() -> argparse.ArgumentParser:
     k = lab.add_parser("keep-prob", help="probability that a class of size N is released")
     common(k)
     k.add_argument("--class-size", type=int, required=True)
+    k.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
+    k.add_argument(
+        "--tau", type=float, default=None, help="Laplace threshold (default: smallest (ε, δ)-DP one)"
+    )
     k.set_defaults(func=_keep_prob)
+    pl = lab.add_parser("plan", help="expected released labels, or the smallest budget fraction")
+    common(pl)
+    pl.add_argument("--class-sizes", type=int, nargs="+", required=True)
+    pl.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
+    how = pl.add_mutually_exclusive_group(required=True)
+    how.add_argument("--fraction", type=_probability, help="budget fraction f for label release")
+    how.add_argument(
+        "--min-keep-prob", type=_probability, help="keep every class with at least this probability"
+    )
+    pl.set_defaults(func=_plan)
+    r = lab.add_parser("release", help="simulate R independent label releases on given class counts")
+    common(r)
+    r.add_argument("--class-counts", type=int, nargs="+", required=True)
+    r.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
+    r.add_argument("--repeat", type=int, default=1)
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(func=_release)
 
     cfg = sub.add_parser("config", help="configuration files").add_subparsers(dest="cmd", required=True)
     v = cfg.add_parser("validate", help="validate a workflow config against the schema")

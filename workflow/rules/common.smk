@@ -27,5 +27,14 @@ def report_files(learner, name):
     ]
 
 
+def privacy_files():
+    return [
+        f"{R}/figures/{stem}.{ext}"
+        for stem in ("fig2_label_drop_probability", "figA1_drop_lower_bound")
+        for ext in ("png", "pdf")
+    ]
+
+
 def all_reports():
-    return [f for name in config["benchmarks"] for learner in config["learners"] for f in report_files(learner, name)]
+    runs = [f for name in config["benchmarks"] for learner in config["learners"] for f in report_files(learner, name)]
+    return runs + privacy_files()

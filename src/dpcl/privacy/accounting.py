@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .gaussian import gaussian_delta
-from .label_release import tsgd_delta
+from .label_release import laplace_delta, tsgd_delta
 
 ADJACENCY = "add/remove one individual; task-wise DP (each individual in exactly one task)"
 REL_TOL = 1e-12  # float slack when comparing a composed sum with its target
@@ -58,6 +58,8 @@ def verify_mechanism(entry: dict[str, Any]) -> float | None:
         achieved = gaussian_delta(float(entry["sigma"]), eps, float(entry["sensitivity"]))
     elif kind == "ktsgd_label_release":
         achieved = tsgd_delta(int(entry["k"]), eps)
+    elif kind == "laplace_label_release":
+        achieved = laplace_delta(float(entry["tau"]), eps)
     elif kind in ("nonprivate", "label_oracle_nonprivate", "data_independent", "label_oracle"):
         achieved = None
     else:

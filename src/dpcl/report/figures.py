@@ -42,8 +42,42 @@ def plot_average_accuracy(
     axes[0][-1].legend(fontsize=8, loc="lower left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    _save(fig, outputs)
+    plt.close(fig)
+
+
+def _save(fig, outputs: list[str | Path]) -> None:
     for out in outputs:
         out = Path(out)
         with atomic_path(out, suffix=out.suffix) as tmp:
             fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."))
+
+
+def plot_label_drop(epsilons: list[float], deltas: list[float], max_class_size: int, outputs: list[str | Path],
+                    lower_bound: bool = False) -> None:  # fmt: skip
+    """Fig. 2 (``lower_bound=False``): Pr[a new label is not added] under k-TSGD release, or
+    Fig. A1 (``lower_bound=True``): the lower bound 1 − δ_n for any (ε, δ)-DP release."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..privacy.label_release import drop_lower_bound, keep_probability
+
+    n = np.arange(1, max_class_size + 1)
+    styles = ["-", "--", ":", "-."]
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for j, delta in enumerate(deltas):
+        for i, eps in enumerate(epsilons):
+            drop = drop_lower_bound(n, eps, delta) if lower_bound else 1.0 - keep_probability(n, eps, delta)
+            ax.plot(n, drop, styles[j % len(styles)], color=f"C{i}", label=f"ε = {eps:g}, δ = {delta:g}")
+    ax.set_xlabel("class size n (examples of the new label)")
+    ax.set_ylabel("lower bound on Pr[label dropped]" if lower_bound else "Pr[label not added]")
+    ax.set_title("Any (ε, δ)-DP label release (paper Fig. A1)" if lower_bound
+                 else "k-TSGD label release (paper Fig. 2)", fontsize=10)  # fmt: skip
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    _save(fig, outputs)
     plt.close(fig)
