@@ -110,6 +110,9 @@ def test_label_methods_spaces_and_budgets():
     # class of size 2 is below k(0.5, 5e-6) and always dropped; 30 and 40 exceed 2k and always kept
     assert rel["tasks"][0]["labels"] == [0] and rel["tasks"][1]["labels"] == [2, 3]
     assert rel["ledger"][0]["mechanism"] == "ktsgd_label_release"
+    lap = output_label_spaces(parse_label_method("release-laplace-f0.5"), task_labels, 4, budget, seed=0)
+    assert lap["ledger"][0]["mechanism"] == "laplace_label_release"
+    assert lap["tasks"][1]["labels"] == [2, 3]  # 40 >> tau(0.5, 5e-6) ~ 24.7
     # Released labels are data-dependent and reproducible per seed
     again = output_label_spaces(parse_label_method("release-f0.5"), task_labels, 4, budget, seed=0)
     assert again == rel
@@ -118,6 +121,8 @@ def test_label_methods_spaces_and_budgets():
 def test_label_method_parsing_and_drop_mask():
     assert parse_label_method("release-f0.1").fraction == 0.1
     assert parse_label_method("public-x1000").multiplier == 1000
+    lap = parse_label_method("release-laplace-f0.25")
+    assert lap.mechanism == "laplace" and lap.fraction == 0.25 and lap.tag == "release-laplace-f0.25"
     for bad in ("release-f1.5", "public-x0", "foo", "release-f0"):
         with pytest.raises(ValueError, match="label method"):
             parse_label_method(bad)

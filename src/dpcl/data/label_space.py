@@ -7,6 +7,8 @@ Methods (config tags):
   Sec. 4.3), data-independent; dummy ids are ``n_base .. N*n_base-1``.
 - ``release-fF``: O_t released by k-TSGD thresholding (Eq. 7) with fraction F of both ε
   and δ; data of labels not released is dropped (Prop. 4.2).
+- ``release-laplace-fF``: the same with Laplace thresholding (App. C.3, Thm C.3; the
+  mechanism of paper 003).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..privacy.accounting import Budget, split_budget
 from ..privacy.label_release import release_labels
 from ..seeding import rng
 
-_TAG = re.compile(r"^(?:(oracle)|(base)|public-x(\d+)|release-f(0?\.\d+|[01]\.\d+))$")
+_TAG = re.compile(r"^(?:(oracle)|(base)|public-x(\d+)|release-(?:(laplace)-)?f(0?\.\d+|[01]\.\d+))$")
 
 
 @dataclass(frozen=True)
@@ -29,13 +31,15 @@ class LabelMethod:
     kind: str  # oracle | base | public | release
     multiplier: int = 1
     fraction: float | None = None
+    mechanism: str = "tsgd"  # release only: tsgd | laplace
 
     @property
     def tag(self) -> str:
         if self.kind == "public":
             return f"public-x{self.multiplier}"
         if self.kind == "release":
-            return f"release-f{self.fraction:g}"
+            mech = "" if self.mechanism == "tsgd" else f"{self.mechanism}-"
+            return f"release-{mech}f{self.fraction:g}"
         return self.kind
 
     @property
@@ -49,7 +53,7 @@ def parse_label_method(tag: str) -> LabelMethod:
     if not m:
         raise ValueError(
             f"unknown label method {tag!r}: allowed are 'oracle', 'base', 'public-xN' (N >= 1) "
-            "and 'release-fF' (0 < F < 1)"
+            "'release-fF' and 'release-laplace-fF' (0 < F < 1)"
         )
     if m.group(1):
         return LabelMethod("oracle")
@@ -60,10 +64,10 @@ def parse_label_method(tag: str) -> LabelMethod:
         if n < 1:
             raise ValueError(f"label method {tag!r}: the public multiplier must be >= 1")
         return LabelMethod("public", multiplier=n)
-    f = float(m.group(4))
+    f = float(m.group(5))
     if not 0 < f < 1:
         raise ValueError(f"label method {tag!r}: the release fraction must lie in (0, 1)")
-    return LabelMethod("release", fraction=f)
+    return LabelMethod("release", fraction=f, mechanism=m.group(4) or "tsgd")
 
 
 def label_universe_size(method: LabelMethod, n_base: int) -> int:
@@ -117,6 +121,7 @@ def output_label_spaces(
                 label_budget.epsilon,
                 label_budget.delta,
                 rng(seed, "labels", *run_key, method.tag, "task", t),
+                mechanism=method.mechanism,
             )
         spaces.append(o_t)
         entries.append(entry)

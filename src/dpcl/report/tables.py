@@ -20,6 +20,8 @@ def label_method_name(tag: str) -> str:
         return LABEL_METHOD_NAMES[tag]
     if tag.startswith("public-x"):
         return f"Public Labels ({tag[8:]}x)"
+    if tag.startswith("release-laplace-f"):
+        return f"Release Labels, Laplace ({100 * float(tag[17:]):g} %)"
     if tag.startswith("release-f"):
         return f"Release Labels ({100 * float(tag[9:]):g} %)"
     return tag
