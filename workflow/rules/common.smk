@@ -28,11 +28,13 @@ def report_files(learner, name):
 
 
 def privacy_files():
-    return [
+    figures = [
         f"{R}/figures/{stem}.{ext}"
         for stem in ("fig2_label_drop_probability", "figA1_drop_lower_bound")
         for ext in ("png", "pdf")
     ]
+    tables = [f"{R}/tables/{stem}.{ext}" for stem in ("fig1_label_space_attack", "privacy_audit") for ext in ("csv", "md")]
+    return figures + tables
 
 
 def all_reports():

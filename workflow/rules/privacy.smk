@@ -11,3 +11,29 @@ rule privacy_figures:
         f"{R}/logs/privacy_figures.log",
     script:
         "../scripts/privacy_figures.py"
+
+
+rule label_space_attack:
+    output:
+        csv=f"{R}/tables/fig1_label_space_attack.csv",
+        md=f"{R}/tables/fig1_label_space_attack.md",
+    params:
+        cfg=config["attack"],
+        delta=config["delta"],
+    log:
+        f"{R}/logs/label_space_attack.log",
+    script:
+        "../scripts/label_space_attack.py"
+
+
+rule privacy_audit:
+    output:
+        csv=f"{R}/tables/privacy_audit.csv",
+        md=f"{R}/tables/privacy_audit.md",
+    params:
+        cfg=config["audit"],
+        delta=config["delta"],
+    log:
+        f"{R}/logs/privacy_audit.log",
+    script:
+        "../scripts/privacy_audit.py"
