@@ -46,3 +46,42 @@ def test_console_script_validates_default_config():
                          capture_output=True, text=True, check=True)  # fmt: skip
     cfg = json.loads(out.stdout)["config"]
     assert cfg["epsilons"] == [1.0, 8.0, "inf"] and "split_fmnist" in cfg["benchmarks"]
+
+
+def test_noise_multiplier_json(capsys):
+    from dpcl.privacy.sgd_accounting import epsilon
+
+    out = _run(capsys, "privacy", "noise-multiplier", "--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.01",
+               "--steps", "1000", "--json")  # fmt: skip
+    assert out["accountant"] == "prv"
+    assert epsilon(out["noise_multiplier"], 0.01, 1000, 1e-5) <= 1.0
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "privacy",
+                "noise-multiplier",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--sample-rate",
+                "0",
+                "--steps",
+                "5",
+            ]
+        )
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "privacy",
+                "noise-multiplier",
+                "--epsilon",
+                "1",
+                "--delta",
+                "1e-5",
+                "--sample-rate",
+                "0.1",
+                "--steps",
+                "0",
+            ]
+        )

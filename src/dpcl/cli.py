@@ -24,6 +24,14 @@ def _sigma(args: argparse.Namespace) -> None:
     _emit(args, {"sigma": s}, f"sigma = {s:.6g} (analytic Gaussian, sensitivity {args.sensitivity:g})")
 
 
+def _noise_multiplier(args: argparse.Namespace) -> None:
+    from .privacy.sgd_accounting import noise_multiplier_info
+
+    info = noise_multiplier_info(args.epsilon, args.delta, args.sample_rate, args.steps, args.accountant)
+    _emit(args, info, f"noise multiplier = {info['noise_multiplier']:.6g} ({info['accountant']} accountant, "
+          f"ε = {info['epsilon_achieved']:.4g} at δ = {args.delta:g})")  # fmt: skip
+
+
 def _threshold(args: argparse.Namespace) -> None:
     from .privacy.label_release import tsgd_delta, tsgd_threshold
 
@@ -105,6 +113,13 @@ def _probability(x: str) -> float:
     return v
 
 
+def _rate(x: str) -> float:
+    v = float(x)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {x}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dpcl", description=__doc__)
     p.add_argument("--version", action="version", version=f"dpcl {__version__}")
@@ -120,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     common(s)
     s.add_argument("--sensitivity", type=_positive, default=1.0)
     s.set_defaults(func=_sigma)
+    nm = priv.add_parser(
+        "noise-multiplier", help="DP-SGD noise multiplier for (epsilon, delta), rate and steps"
+    )
+    common(nm)
+    nm.add_argument("--sample-rate", type=_rate, required=True, help="Poisson sampling rate q in (0, 1]")
+    nm.add_argument("--steps", type=int, required=True)
+    nm.add_argument("--accountant", choices=["prv", "rdp"], default="prv")
+    nm.set_defaults(func=_noise_multiplier)
 
     lab = sub.add_parser("labels", help="label-release planning").add_subparsers(dest="cmd", required=True)
     t = lab.add_parser("threshold", help="k-TSGD threshold k for (epsilon, delta)")
