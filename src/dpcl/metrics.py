@@ -14,13 +14,19 @@ import numpy as np
 
 
 def accuracy_matrix(predictions: list[list[np.ndarray]], targets: list[np.ndarray]) -> np.ndarray:
-    """acc[t, i] from ``predictions[t][i]`` (after task t, on task i's test set) and ``targets[i]``."""
+    """acc[t, i] from ``predictions[t][i]`` (after task t, on task i's test set) and ``targets[i]``.
+
+    A ``None`` prediction leaves acc[t, i] undefined (NaN), e.g. for a non-CL model that
+    exists only after the last task.
+    """
     n = len(targets)
     acc = np.full((n, n), np.nan)
     for t, row in enumerate(predictions):
         for i, pred in enumerate(row[: t + 1]):
             y = np.asarray(targets[i])
-            acc[t, i] = float(np.mean(np.asarray(pred) == y)) if y.size else np.nan
+            if pred is None or not y.size:
+                continue
+            acc[t, i] = float(np.mean(np.asarray(pred) == y))
     return acc
 
 

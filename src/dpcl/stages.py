@@ -238,3 +238,94 @@ def build_report(
     write_text(out_csv, summary.to_csv(index=False, float_format="%.4f"))
     write_text(out_md, table_a3_markdown(summary, methods, f"{benchmark}: final accuracy (%)"))
     plot_average_accuracy(records, methods, f"{benchmark}: average accuracy per task", figures)
+
+
+# --- DP-SGD head learners (PEFT ensemble, Naive, Non-CL) ---------------------------------
+
+
+def _parse_eps(v) -> float:
+    return math.inf if v == "inf" else float(v)
+
+
+def run_head_learners(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    learners: list[str],
+    dpsgd_cfg: dict,
+    aggregation: str = "argmax",
+    noise_cache: dict | None = None,
+) -> dict[str, tuple[dict, dict]]:
+    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger)}."""
+    from .dpsgd import DPSGDConfig
+    from .learners.peft import dpsgd_noise, run_head_learner
+
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    cfg = DPSGDConfig(**dpsgd_cfg)
+    target = Budget(_parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"]))
+    tb = labels["training_budget"]
+    noise = dpsgd_noise(_parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
+    task_data = []
+    for idx in scenario.train_indices:
+        rows = np.searchsorted(train_index, idx)
+        if np.any(rows >= len(train_index)) or np.any(train_index[np.minimum(rows, len(train_index) - 1)] != idx):
+            raise ValueError("the scenario references samples missing from the feature cache")
+        task_data.append((train_x[rows], train_y[rows]))
+    test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces = [t["labels"] for t in labels["tasks"]]
+    out = {}
+    for learner in learners:
+        ledger = Ledger(target)
+        for e in labels["ledger"]:
+            ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+        preds, records = run_head_learner(
+            learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
+            lambda t, _l=learner: rng(seed, _l, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd"),
+            aggregation,
+        )  # fmt: skip
+        for t, rec in enumerate(records):
+            ledger.add(t, rec)
+        acc = accuracy_matrix(preds, [y for _, y in test_sets])
+        with np.errstate(invalid="ignore"):
+            aa, af = average_accuracy(acc), average_forgetting(acc)
+        final = float(np.nanmean(acc[-1]))
+        privacy = ledger.to_dict()
+        metrics = {
+            "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
+            "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af, "final_accuracy": final,
+            "final_forgetting": float(af[-1]), "released_labels": [len(s) for s in spaces],
+            "noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "aggregation": aggregation,
+        }  # fmt: skip
+        out[learner] = (metrics, privacy)
+    return out
+
+
+def head_learner_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
+    learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}."""
+    from threadpoolctl import threadpool_limits
+
+    from .features import load_feature_cache
+
+    with threadpool_limits(limits=threads):
+        tx, ty, tidx, _ = load_feature_cache(train_path)
+        ex, ey, _, _ = load_feature_cache(test_path)
+        sc = Scenario.from_dict(read_json(scenario_path))
+        cache: dict = {}
+        for run in runs:
+            labels = read_json(run["labels"])
+            t0 = time.perf_counter()
+            res = run_head_learners((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed), learners, dpsgd_cfg,
+                                    aggregation, cache)  # fmt: skip
+            for learner, (metrics, privacy) in res.items():
+                m_path, p_path = run["outputs"][learner]
+                write_json(p_path, privacy)
+                write_json(m_path, metrics)
+            accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
+            _log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+                 f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip

@@ -11,6 +11,7 @@ recomputed from σ), so the ledger cannot claim a guarantee the noise does not g
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,14 @@ def split_budget(total: Budget, fraction: float) -> tuple[Budget, Budget]:
     return Budget(eps_l, delta_l), Budget(total.epsilon - eps_l, total.delta - delta_l)
 
 
+@functools.lru_cache(maxsize=256)
+def _dpsgd_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
+    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings)."""
+    from .sgd_accounting import epsilon as sgd_epsilon
+
+    return sgd_epsilon(sigma, sample_rate, steps, delta, accountant)
+
+
 def verify_mechanism(entry: dict[str, Any]) -> float | None:
     """Recompute the δ a mechanism really achieves at its ε; raise if it exceeds its claim."""
     kind = entry["mechanism"]
@@ -60,6 +69,13 @@ def verify_mechanism(entry: dict[str, Any]) -> float | None:
         achieved = tsgd_delta(int(entry["k"]), eps)
     elif kind == "laplace_label_release":
         achieved = laplace_delta(float(entry["tau"]), eps)
+    elif kind == "dpsgd":
+        spent = _dpsgd_epsilon(float(entry["noise_multiplier"]), float(entry["sample_rate"]), int(entry["steps"]),
+                               delta, entry.get("accountant", "prv"))  # fmt: skip
+        if spent > eps * (1 + 1e-9):
+            raise PrivacyBudgetExceeded(f"DP-SGD run claims ε={eps} but its accountant gives ε={spent:.6g}")
+        entry["epsilon_accounted"] = spent
+        achieved = None
     elif kind in ("nonprivate", "label_oracle_nonprivate", "data_independent", "label_oracle"):
         achieved = None
     else:

@@ -1,0 +1,145 @@
+"""DP-SGD for a linear head on cached features, with closed-form per-sample clipping.
+
+DESIGN §5 "DP-SGD", paper 000 Alg. 2 (head-only PEFT), App. D.1. Each step samples
+every example independently with probability q (Poisson sampling), computes the
+per-example gradient g_i of the cross-entropy loss, clips it to norm C, sums, adds
+N(0, σ²C²I) and takes an Adam step. For a linear head z = Wx + b the per-example
+gradient is δ_i x_iᵀ (weight) and δ_i (bias) with δ_i = softmax(z_i) − e_{y_i}, so
+    ‖g_i‖² = ‖x_i‖² ‖δ_i‖² + ‖δ_i‖²,
+and the clipped sum is (c ⊙ Δ)ᵀ X with c_i = min(1, C/‖g_i‖): no per-example gradient
+is ever materialised (the identity is tested against opacus's per-sample gradients).
+
+Privacy: q and the number of steps are configured, not derived from the (private)
+dataset size, and the noisy sum is divided by a configured constant (``normaliser``),
+never by the realised or expected batch size, so the released parameters are exactly
+the Poisson-subsampled Gaussian mechanism composed ``steps`` times, accounted by
+:mod:`dpcl.privacy.sgd_accounting`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DPSGDConfig:
+    """Hyperparameters of one DP-SGD run (App. D.1, Table A2)."""
+
+    sample_rate: float = 0.25  # Poisson sampling rate q
+    epochs: float = 40.0  # steps = round(epochs / q), independent of the data size
+    lr: float = 1e-2  # Adam learning rate
+    clip: float = 1.0  # per-example L2 clipping bound C (inf: no clipping, non-private twin)
+    normaliser: float = 128.0  # the noisy sum is divided by this public constant
+    betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
+
+    @property
+    def steps(self) -> int:
+        return max(1, int(round(self.epochs / self.sample_rate)))
+
+    def validate(self) -> None:
+        if not 0 < self.sample_rate <= 1:
+            raise ValueError(f"sample_rate must lie in (0, 1], got {self.sample_rate}")
+        for name in ("epochs", "lr", "normaliser"):
+            v = getattr(self, name)
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"{name} must be positive and finite, got {v}")
+        if not self.clip > 0:
+            raise ValueError(f"clip must be positive (inf: no clipping, non-private only), got {self.clip}")
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+def per_sample_grad_norms(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """‖g_i‖ of the linear head's per-example gradient (weight and bias), closed form."""
+    return np.sqrt((np.einsum("ij,ij->i", x, x) + 1.0) * np.einsum("ij,ij->i", delta, delta))
+
+
+def logit_grads(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """δ_i = ∂ℓ_i/∂z_i = softmax(z_i) − e_{y_i} for cross-entropy over the unmasked outputs."""
+    z = x @ w.T + b
+    if mask is not None:
+        z[:, ~mask] = -np.inf
+    p = _softmax(z)
+    p[np.arange(len(y)), y] -= 1.0
+    return p
+
+
+class LinearHead:
+    """Zero-initialised linear head (paper App. D: the last layer is set to zero)."""
+
+    def __init__(self, dim: int, n_out: int) -> None:
+        self.w = np.zeros((n_out, dim))
+        self.b = np.zeros(n_out)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.w.T + self.b
+
+
+def train_head(
+    head: LinearHead,
+    x: np.ndarray,
+    y: np.ndarray,
+    cfg: DPSGDConfig,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    active: np.ndarray | None = None,
+) -> dict:
+    """Train ``head`` in place with DP-SGD (``noise_multiplier = 0``: the non-private twin).
+
+    ``y`` are row indices into the head's outputs; ``active`` (bool per output) restricts
+    the softmax to a subset of outputs (used by the Naive baseline). With no data at all
+    the run still takes every step (noise only): the released head is a proper,
+    randomly perturbed classifier (App. B, Prop. B.6), never "no model".
+    """
+    cfg.validate()
+    if noise_multiplier < 0:
+        raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
+    if noise_multiplier > 0 and math.isinf(cfg.clip):
+        raise ValueError("a private run needs a finite clipping bound")
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.int64)
+    n = len(y)
+    if n and (y.min() < 0 or y.max() >= len(head.b)):
+        raise ValueError("labels must index the head's outputs")
+    m_w, v_w = np.zeros_like(head.w), np.zeros_like(head.w)
+    m_b, v_b = np.zeros_like(head.b), np.zeros_like(head.b)
+    b1, b2 = cfg.betas
+    clipped_fraction = 0.0
+    for step in range(1, cfg.steps + 1):
+        batch = np.flatnonzero(rng.random(n) < cfg.sample_rate) if n else np.zeros(0, dtype=np.int64)
+        g_w = np.zeros_like(head.w)
+        g_b = np.zeros_like(head.b)
+        if batch.size:
+            xb = x[batch]
+            d = logit_grads(head.w, head.b, xb, y[batch], active)
+            if math.isfinite(cfg.clip):
+                norms = per_sample_grad_norms(xb, d)
+                c = np.minimum(1.0, cfg.clip / np.maximum(norms, 1e-12))
+                clipped_fraction += float(np.mean(c < 1.0))
+                d *= c[:, None]
+            g_w += d.T @ xb
+            g_b += d.sum(axis=0)
+        if noise_multiplier > 0:
+            std = noise_multiplier * cfg.clip
+            g_w += std * rng.standard_normal(g_w.shape)
+            g_b += std * rng.standard_normal(g_b.shape)
+        g_w /= cfg.normaliser
+        g_b /= cfg.normaliser
+        # Adam (Kingma & Ba 2015), bias-corrected
+        for p, g, m, v in ((head.w, g_w, m_w, v_w), (head.b, g_b, m_b, v_b)):
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            p -= cfg.lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + cfg.adam_eps)
+    return {"steps": cfg.steps, "sample_rate": cfg.sample_rate, "clip": cfg.clip,
+            "noise_multiplier": float(noise_multiplier), "mean_clipped_fraction": clipped_fraction / cfg.steps}  # fmt: skip

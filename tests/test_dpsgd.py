@@ -1,0 +1,129 @@
+"""DP-SGD for linear heads, the head learners and the aggregation rules."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcl.dpsgd import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms, train_head
+from dpcl.learners.aggregation import aggregate
+from dpcl.learners.peft import dpsgd_noise, run_head_learner
+from dpcl.privacy.accounting import Budget, Ledger, PrivacyBudgetExceeded
+from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
+
+
+def _toy(n=60, dim=7, k=4, seed=0):
+    g = np.random.default_rng(seed)
+    return g.normal(size=(n, dim)) * 3, g.integers(0, k, n), g.normal(size=(k, dim)), g.normal(size=k)
+
+
+def test_closed_form_per_sample_norms_and_clipped_sum_match_opacus():
+    torch = pytest.importorskip("torch")
+    from opacus import GradSampleModule
+
+    x, y, w, b = _toy()
+    lin = torch.nn.Linear(x.shape[1], w.shape[0]).double()
+    with torch.no_grad():
+        lin.weight.copy_(torch.from_numpy(w))
+        lin.bias.copy_(torch.from_numpy(b))
+    gsm = GradSampleModule(lin, loss_reduction="sum")
+    loss = torch.nn.functional.cross_entropy(gsm(torch.from_numpy(x)), torch.from_numpy(y), reduction="sum")
+    loss.backward()
+    gw = lin.weight.grad_sample.numpy()  # (n, k, dim)
+    gb = lin.bias.grad_sample.numpy()  # (n, k)
+    ref_norms = np.sqrt((gw**2).sum(axis=(1, 2)) + (gb**2).sum(axis=1))
+    d = logit_grads(w, b, x, y, None)
+    assert np.allclose(per_sample_grad_norms(x, d), ref_norms, rtol=1e-6, atol=1e-9)
+    clip = 0.5 * np.median(ref_norms)
+    c = np.minimum(1.0, clip / ref_norms)
+    ref_sum_w = (gw * c[:, None, None]).sum(0)
+    ours_w = (d * np.minimum(1.0, clip / per_sample_grad_norms(x, d))[:, None]).T @ x
+    assert np.allclose(ours_w, ref_sum_w, rtol=1e-6, atol=1e-9)
+
+
+def test_no_sample_contributes_more_than_clip():
+    x, y, w, b = _toy(n=200)
+    d = logit_grads(w, b, x, y, None)
+    clip = 0.3
+    d_clipped = d * np.minimum(1.0, clip / per_sample_grad_norms(x, d))[:, None]
+    # explicit per-sample gradients of the clipped contributions
+    norms = np.sqrt(np.array([np.sum(np.outer(di, xi) ** 2) + np.sum(di**2) for di, xi in zip(d_clipped, x)]))
+    assert norms.max() <= clip * (1 + 1e-12)
+
+
+def test_noise_multiplier_matches_accountant_and_ledger_checks_it():
+    cfg = DPSGDConfig(sample_rate=0.2, epochs=10)
+    rec = dpsgd_noise(1.0, 1e-5, cfg)
+    assert rec["steps"] == 50 and rec["sample_rate"] == 0.2
+    spent = sgd_epsilon(rec["noise_multiplier"], 0.2, 50, 1e-5)
+    assert spent <= 1.0 and spent == pytest.approx(rec["epsilon"])
+    assert sgd_epsilon(rec["noise_multiplier"] * 0.99, 0.2, 50, 1e-5) > 1.0 * 0.99  # not wastefully large
+    ledger = Ledger(Budget(1.0, 1e-5))
+    ledger.add(0, rec)
+    assert ledger.holds()
+    with pytest.raises(PrivacyBudgetExceeded, match="accountant"):
+        ledger.add(1, {**rec, "noise_multiplier": rec["noise_multiplier"] / 2})
+
+
+def test_empty_task_still_releases_a_noisy_head():
+    cfg = DPSGDConfig(sample_rate=0.5, epochs=2)
+    head = LinearHead(5, 3)
+    info = train_head(head, np.zeros((0, 5)), np.zeros(0, dtype=int), cfg, 2.0, np.random.default_rng(0))
+    assert info["steps"] == 4 and np.any(head.w != 0)  # noise-only steps: a proper, random classifier
+    quiet = LinearHead(5, 3)
+    train_head(quiet, np.zeros((0, 5)), np.zeros(0, dtype=int), cfg, 0.0, np.random.default_rng(0))
+    assert np.all(quiet.w == 0)
+
+
+def test_private_run_needs_finite_clip_and_nonprivate_head_learns():
+    g = np.random.default_rng(1)
+    centers = g.normal(size=(3, 8)) * 4
+    y = g.integers(0, 3, 600)
+    x = centers[y] + g.normal(size=(600, 8))
+    with pytest.raises(ValueError, match="finite clipping"):
+        train_head(LinearHead(8, 3), x, y, DPSGDConfig(clip=math.inf), 1.0, g)
+    head = LinearHead(8, 3)
+    train_head(head, x, y, DPSGDConfig(sample_rate=0.2, epochs=5, clip=math.inf, lr=0.05), 0.0, g)
+    assert np.mean(head.logits(x).argmax(1) == y) > 0.95
+
+
+def test_aggregation_rules_on_hand_made_logits():
+    z1 = np.array([[5.0, 4.0], [0.0, 1.0]])  # member over labels [0, 1]
+    z2 = np.array([[3.0, -3.0], [9.0, 8.9]])  # member over labels [2, 3]
+    labels = [np.array([0, 1]), np.array([2, 3])]
+    assert aggregate([z1, z2], labels, "argmax").tolist() == [0, 2]
+    # median: z1 -> [.5, -.5], [-.5, .5]; z2 -> [3, -3], [.05, -.05]: member 2 wins row 0 by margin
+    assert aggregate([z1, z2], labels, "median").tolist() == [2, 1]
+    assert aggregate([np.zeros((2, 0))], [np.zeros(0, dtype=int)]).tolist() == [-1, -1]
+    with pytest.raises(ValueError, match="aggregation"):
+        aggregate([z1], [labels[0]], "vote")
+
+
+def _tasks(seed=0):
+    g = np.random.default_rng(seed)
+    centers = g.normal(size=(4, 6)) * 3
+    ys = [np.repeat([0, 1], 40), np.repeat([2, 3], 40)]
+    data = [(centers[y] + g.normal(size=(len(y), 6)), y) for y in ys]
+    tests = [(centers[y] + g.normal(size=(len(y), 6)), y) for y in ys]
+    return data, tests
+
+
+@pytest.mark.parametrize("learner", ["peft_head", "naive_head", "noncl_head"])
+def test_head_learners_deterministic_and_shaped(learner):
+    data, tests = _tasks()
+    cfg = DPSGDConfig(sample_rate=0.5, epochs=4)
+    noise = dpsgd_noise(8.0, 1e-5, cfg)
+
+    def run():
+        return run_head_learner(learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise,
+                                lambda t: np.random.default_rng([7, t]))  # fmt: skip
+
+    (p1, r1), (p2, r2) = run(), run()
+    assert len(p1) == 2 and len(r1) == 2
+    for a, b in zip(p1[-1], p2[-1], strict=True):
+        assert np.array_equal(a, b)
+    assert all(r["mechanism"] == "dpsgd" for r in r1)
+    if learner == "noncl_head":
+        assert p1[0] == [None]  # a non-CL model exists only after all data
+    else:
+        assert len(p1[0]) == 1 and len(p1[1]) == 2
