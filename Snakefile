@@ -35,6 +35,7 @@ wildcard_constraints:
     benchmark=r"[A-Za-z0-9_.-]+",
     scenario=r"[a-z]+-t\d+",
     method=r"[a-z0-9.-]+",
+    learner="cosine|peft_head|naive_head|noncl_head",
 
 
 include: "workflow/rules/common.smk"
@@ -43,8 +44,18 @@ include: "workflow/rules/features.smk"
 include: "workflow/rules/scenarios.smk"
 include: "workflow/rules/labels.smk"
 include: "workflow/rules/cosine.smk"
+include: "workflow/rules/heads.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"
+
+# Under a cluster executor (snakemake --profile slurm) these cheap steps run on the
+# submitting machine instead of waiting in the queue; a download also needs the internet,
+# which compute nodes often lack. No effect on local runs. Resources: see the rules and
+# profiles/slurm/config.yaml.
+localrules:
+    obtain_dataset,
+    report,
+    privacy_figures,
 
 
 rule all:

@@ -35,6 +35,9 @@ def tiny_run(tmp_path_factory):
         "epsilons": [1, "inf"],
         "delta": 1e-5,
         "label_methods": ["oracle", "base", "public-x10", "release-f0.1"],
+        "learners": ["cosine", "peft_head", "naive_head", "noncl_head"],
+        "head_label_methods": ["oracle", "release-f0.1"],
+        "dpsgd": {"sample_rate": 0.5, "epochs": 4},
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
                                        "train_per_class": 25, "test_per_class": 10}},
         "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32,
@@ -49,7 +52,7 @@ def tiny_run(tmp_path_factory):
 def test_every_rule_runs_and_writes_outputs(tiny_run):
     work, res = tiny_run
     out = work / "results"
-    for rule in ("obtain_dataset", "features", "scenario", "label_spaces", "cosine", "report"):
+    for rule in ("obtain_dataset", "features", "scenario", "label_spaces", "cosine", "heads", "report"):
         assert f"rule {rule}" in res.stderr + res.stdout
     assert (out / "tables" / "tiny_bench_cosine.csv").is_file()
     md = (out / "tables" / "tiny_bench_cosine.md").read_text()
@@ -58,6 +61,9 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
         assert (out / "figures" / f"tiny_bench_cosine_avg_acc.{ext}").stat().st_size > 1000
     runs = sorted((out / "runs" / "cosine").rglob("metrics.json"))
     assert len(runs) == 3 * 2 * 4
+    for learner in ("peft_head", "naive_head", "noncl_head"):
+        assert len(sorted((out / "runs" / learner).rglob("privacy.json"))) == 3 * 2 * 2
+        assert "head-only" in (out / "tables" / f"tiny_bench_{learner}.md").read_text()
 
 
 def test_run_outputs_are_consistent(tiny_run):
@@ -74,6 +80,10 @@ def test_run_outputs_are_consistent(tiny_run):
     assert m["released_labels"] == [0] * 5
     oracle = json.loads((run / "eps1/oracle/privacy.json").read_text())
     assert oracle["guarantee_holds"] is False and oracle["overall"]["epsilon"] == "inf"
+    peft = json.loads((work / "results/runs/peft_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
+                                "privacy.json").read_text())  # fmt: skip
+    assert peft["guarantee_holds"] and peft["overall"]["epsilon"] <= 1.0
+    assert [m["mechanism"] for m in peft["tasks"][0]["mechanisms"]] == ["ktsgd_label_release", "dpsgd"]
     nondp = json.loads((run / "epsinf/base/metrics.json").read_text())
     assert nondp["sigma"] == 0 and 0 < nondp["final_accuracy"] <= 1
     assert math.isinf(float(nondp["epsilon"]))

@@ -114,6 +114,12 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"config key 'benchmarks.{name}.{ref}': value {bench[ref]!r} is not defined; "
                     f"allowed: {sorted(config[pool])}"
                 )
+    extra = [m for m in (config.get("head_label_methods") or []) if m not in config["label_methods"]]
+    if extra:
+        raise ConfigError(
+            f"config key 'head_label_methods': values {extra} are not in label_methods; "
+            f"allowed: a subset of {config['label_methods']}"
+        )
     _normalise(config)
     return config
 

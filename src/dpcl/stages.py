@@ -229,10 +229,17 @@ def build_report(
     from .report.figures import plot_average_accuracy
     from .report.tables import summarise, table_a3_markdown
 
+    def num(v):  # write_json stores non-finite floats as "nan"/"inf"/"-inf"
+        if isinstance(v, list):
+            return [num(x) for x in v]
+        return float(v) if isinstance(v, str) else v
+
     records = []
     for p in metrics_paths:
         r = read_json(p)
         r["epsilon"] = eps_tag(math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
+        for key in ("final_accuracy", "final_forgetting", "average_accuracy", "average_forgetting"):
+            r[key] = num(r[key])
         records.append(r)
     summary = summarise(records, benchmark)
     write_text(out_csv, summary.to_csv(index=False, float_format="%.4f"))

@@ -10,11 +10,19 @@ def bench_wildcards(name):
     return dict(dataset=b["dataset"], backbone=b["backbone"], scenario=scenario_tag(b))
 
 
+HEAD_LEARNERS = [l for l in config["learners"] if l != "cosine"]
+HEAD_METHODS = config["head_label_methods"] or METHODS
+
+
+def methods_for(learner):
+    return METHODS if learner == "cosine" else HEAD_METHODS
+
+
 def run_files(learner, name, kind):
     w = bench_wildcards(name)
     return expand(
         f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{{seed}}/eps{{eps}}/{{method}}/{kind}.json",
-        seed=SEEDS, eps=EPS, method=METHODS,
+        seed=SEEDS, eps=EPS, method=methods_for(learner),
     )
 
 

@@ -10,7 +10,11 @@ rule report:
         png=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
         pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
     params:
-        methods=METHODS,
+        methods=lambda w: methods_for(w.learner),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     log:
         f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
     script:

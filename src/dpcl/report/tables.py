@@ -12,7 +12,12 @@ LABEL_METHOD_NAMES = {
     "oracle": "Label Oracle (Baseline)",
     "base": "Base Dataset (Baseline)",
 }
-LEARNER_NAMES = {"cosine": "Cosine Classifier"}
+LEARNER_NAMES = {
+    "cosine": "Cosine Classifier",
+    "peft_head": "PEFT Ensemble (head-only)",
+    "naive_head": "Naive (head-only)",
+    "noncl_head": "Non-CL (head-only)",
+}
 
 
 def label_method_name(tag: str) -> str:
@@ -29,7 +34,8 @@ def label_method_name(tag: str) -> str:
 
 def order_stats(values: list[float] | np.ndarray) -> tuple[float, float, float]:
     """(2nd worst, median, 2nd best) as the paper reports over 5 seeds; min/max below 3 seeds."""
-    v = np.sort(np.asarray(values, dtype=float))
+    v = np.asarray(values, dtype=float)
+    v = np.sort(v[~np.isnan(v)])
     if v.size == 0:
         return (math.nan, math.nan, math.nan)
     lo, hi = (v[1], v[-2]) if v.size >= 3 else (v[0], v[-1])

@@ -1,0 +1,19 @@
+"""DP-SGD head learners of one seed (thin wrapper: dpcl.stages.head_learner_sweep)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import head_learner_sweep
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+learners = sm.params.learners
+n_runs = len(sm.input.labels)
+# Outputs follow expand(learner, eps, method): learner-major, then (eps, method) as the labels.
+runs = []
+for r, labels in enumerate(sm.input.labels):
+    outputs = {
+        learner: (sm.output.metrics[i * n_runs + r], sm.output.privacy[i * n_runs + r])
+        for i, learner in enumerate(learners)
+    }
+    runs.append({"labels": labels, "outputs": outputs})
+head_learner_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, learners, dict(sm.params.dpsgd),
+                   sm.params.aggregation, threads=sm.threads)  # fmt: skip
