@@ -47,7 +47,9 @@ def test_no_sample_contributes_more_than_clip():
     clip = 0.3
     d_clipped = d * np.minimum(1.0, clip / per_sample_grad_norms(x, d))[:, None]
     # explicit per-sample gradients of the clipped contributions
-    norms = np.sqrt(np.array([np.sum(np.outer(di, xi) ** 2) + np.sum(di**2) for di, xi in zip(d_clipped, x)]))
+    norms = np.sqrt(
+        np.array([np.sum(np.outer(di, xi) ** 2) + np.sum(di**2) for di, xi in zip(d_clipped, x, strict=True)])
+    )
     assert norms.max() <= clip * (1 + 1e-12)
 
 
@@ -118,7 +120,7 @@ def test_head_learners_deterministic_and_shaped(learner):
         return run_head_learner(learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise,
                                 lambda t: np.random.default_rng([7, t]))  # fmt: skip
 
-    (p1, r1), (p2, r2) = run(), run()
+    (p1, r1), (p2, _) = run(), run()
     assert len(p1) == 2 and len(r1) == 2
     for a, b in zip(p1[-1], p2[-1], strict=True):
         assert np.array_equal(a, b)

@@ -63,7 +63,9 @@ def per_sample_grad_norms(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.sqrt((np.einsum("ij,ij->i", x, x) + 1.0) * np.einsum("ij,ij->i", delta, delta))
 
 
-def logit_grads(w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+def logit_grads(
+    w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None
+) -> np.ndarray:
     """δ_i = ∂ℓ_i/∂z_i = softmax(z_i) − e_{y_i} for cross-entropy over the unmasked outputs."""
     z = x @ w.T + b
     if mask is not None:

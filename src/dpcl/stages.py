@@ -278,7 +278,9 @@ def run_head_learners(
     task_data = []
     for idx in scenario.train_indices:
         rows = np.searchsorted(train_index, idx)
-        if np.any(rows >= len(train_index)) or np.any(train_index[np.minimum(rows, len(train_index) - 1)] != idx):
+        if np.any(rows >= len(train_index)) or np.any(
+            train_index[np.minimum(rows, len(train_index) - 1)] != idx
+        ):
             raise ValueError("the scenario references samples missing from the feature cache")
         task_data.append((train_x[rows], train_y[rows]))
     test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]

@@ -13,7 +13,9 @@ import numpy as np
 RULES = ("argmax", "median")
 
 
-def aggregate(member_logits: list[np.ndarray], member_labels: list[np.ndarray], rule: str = "argmax") -> np.ndarray:
+def aggregate(
+    member_logits: list[np.ndarray], member_labels: list[np.ndarray], rule: str = "argmax"
+) -> np.ndarray:
     """Predicted labels from per-member logits (n × |O_l|) and label ids (|O_l|); −1 if no member has outputs."""
     if rule not in RULES:
         raise ValueError(f"unknown aggregation rule {rule!r}; allowed: {list(RULES)}")

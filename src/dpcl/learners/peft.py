@@ -105,7 +105,9 @@ def run_head_learner(
         row = []
         for xt, _ in test_sets[: t + 1]:
             if learner == "peft_head":
-                row.append(aggregate([m.logits(xt) for m, _ in members], [o for _, o in members], aggregation))
+                row.append(
+                    aggregate([m.logits(xt) for m, _ in members], [o for _, o in members], aggregation)
+                )
             else:
                 ids = np.flatnonzero(active)
                 row.append(aggregate([head.logits(xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1))
