@@ -29,7 +29,7 @@ SEEDS = config["seeds"]
 wildcard_constraints:
     seed=r"\d+",
     eps=r"[0-9.e+-]+|inf",
-    split="train|test",
+    split="train|test|tune",
     dataset=r"[A-Za-z0-9_]+",
     backbone=r"[A-Za-z0-9_.-]+",
     benchmark=r"[A-Za-z0-9_.-]+",

@@ -129,3 +129,22 @@ def test_head_learners_deterministic_and_shaped(learner):
         assert p1[0] == [None]  # a non-CL model exists only after all data
     else:
         assert len(p1[0]) == 1 and len(p1[1]) == 2
+
+
+def test_tuning_split_and_tuned_config():
+    pytest.importorskip("optuna")
+    from dpcl.tuning import LR_RANGE, split_tuning_set, tune_head
+
+    y = np.repeat([3, 7], [50, 30])
+    tr, va = split_tuning_set(y, 0)
+    assert len(np.intersect1d(tr, va)) == 0 and len(tr) + len(va) == 80
+    assert np.sum(y[tr] == 3) == 35 and np.sum(y[tr] == 7) == 21  # stratified 70:30
+    g = np.random.default_rng(0)
+    x = np.where(y[:, None] == 3, 2.0, -2.0) + g.normal(size=(80, 4))
+    res = tune_head(x, y, 8.0, 1e-5, seed=1, n_trials=4, epochs=2)
+    assert len(res["trials"]) == 4 and res["tuning_set"]["classes"] == [3, 7]
+    cfg = res["dpsgd"]
+    assert 10 / 56 <= cfg["sample_rate"] <= 1.0
+    assert LR_RANGE[0] * math.sqrt(1 / 0.7) * 0.999 <= cfg["lr"] <= LR_RANGE[1] * math.sqrt(1 / 0.7) * 1.001
+    assert cfg["lr"] == pytest.approx(res["best_params"]["lr"] * math.sqrt(1 / 0.7))
+    assert res == tune_head(x, y, 8.0, 1e-5, seed=1, n_trials=4, epochs=2)  # deterministic per seed

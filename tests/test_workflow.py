@@ -29,7 +29,7 @@ def tiny_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("wf")
     raw = work / "raw"
     raw.mkdir()
-    make_fake_fashion_mnist(raw, n_train_per_class=30, n_test_per_class=12)
+    make_fake_fashion_mnist(raw, n_train_per_class=45, n_test_per_class=12)
     cfg = {
         "seeds": [0, 1, 2],
         "epsilons": [1, "inf"],
@@ -38,6 +38,7 @@ def tiny_run(tmp_path_factory):
         "learners": ["cosine", "peft_head", "naive_head", "noncl_head"],
         "head_label_methods": ["oracle", "release-f0.1"],
         "dpsgd": {"sample_rate": 0.5, "epochs": 4},
+        "tuning": {"trials": 3},
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
                                        "train_per_class": 25, "test_per_class": 10}},
         "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32,
@@ -52,7 +53,16 @@ def tiny_run(tmp_path_factory):
 def test_every_rule_runs_and_writes_outputs(tiny_run):
     work, res = tiny_run
     out = work / "results"
-    for rule in ("obtain_dataset", "features", "scenario", "label_spaces", "cosine", "heads", "report"):
+    for rule in (
+        "obtain_dataset",
+        "features",
+        "scenario",
+        "label_spaces",
+        "cosine",
+        "tune_heads",
+        "heads",
+        "report",
+    ):
         assert f"rule {rule}" in res.stderr + res.stdout
     assert (out / "tables" / "tiny_bench_cosine.csv").is_file()
     md = (out / "tables" / "tiny_bench_cosine.md").read_text()

@@ -43,11 +43,22 @@ def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
 
 
 def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
-    """The dataset split restricted to the configured fixed per-class subset, and its indices."""
-    ds = load_dataset(name, root, split)
-    per_class = cfg.get("train_per_class") if split == "train" else cfg.get("test_per_class")
-    idx = select_per_class(ds.labels, per_class, int(cfg.get("subset_seed", 0)))
-    return ds, idx
+    """The split restricted to its fixed per-class subset, and the original indices.
+
+    ``tune`` is a held-out part of the training split, disjoint from the ``train`` subset
+    that runs use, so hyperparameter tuning touches no private task data.
+    """
+    seed = int(cfg.get("subset_seed", 0))
+    ds = load_dataset(name, root, "train" if split == "tune" else split)
+    if split == "test":
+        return ds, select_per_class(ds.labels, cfg.get("test_per_class"), seed)
+    train_idx = select_per_class(ds.labels, cfg.get("train_per_class"), seed)
+    if split == "train":
+        return ds, train_idx
+    rest = np.setdiff1d(np.arange(len(ds.labels)), train_idx)
+    if rest.size == 0:
+        raise ValueError(f"dataset {name}: no training images left for a tuning split; lower train_per_class")
+    return ds, rest[select_per_class(ds.labels[rest], cfg.get("tune_per_class", 300), seed + 1)]
 
 
 # --- features ---------------------------------------------------------------------------
@@ -75,7 +86,8 @@ def cache_features(
         "dataset": dataset, "split": split, "backbone": backbone_name, "arch": backbone_cfg["arch"],
         "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
         "interpolation": pre.interpolation, "channels_last": pre.channels_last,
-        "per_class": dataset_cfg.get("train_per_class" if split == "train" else "test_per_class"),
+        "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
+                                      "tune": "tune_per_class"}[split]),  # fmt: skip
         "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
     }  # fmt: skip
     _log(f"  {len(idx) / max(seconds, 1e-9):.0f} images/s")
@@ -315,8 +327,12 @@ def run_head_learners(
 def head_learner_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
     learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
+    tuned: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
-    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}."""
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}.
+
+    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``.
+    """
     from threadpoolctl import threadpool_limits
 
     from .features import load_feature_cache
@@ -328,8 +344,9 @@ def head_learner_sweep(
         cache: dict = {}
         for run in runs:
             labels = read_json(run["labels"])
+            cfg = read_json(tuned[labels["epsilon_tag"]])["dpsgd"] if tuned else dpsgd_cfg
             t0 = time.perf_counter()
-            res = run_head_learners((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed), learners, dpsgd_cfg,
+            res = run_head_learners((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed), learners, cfg,
                                     aggregation, cache)  # fmt: skip
             for learner, (metrics, privacy) in res.items():
                 m_path, p_path = run["outputs"][learner]
@@ -338,3 +355,24 @@ def head_learner_sweep(
             accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
             _log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
                  f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+
+
+def tune_head_learners(
+    tune_path: str | Path, scenario_path: str | Path, epsilons: list[float], delta: float,
+    outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
+) -> None:  # fmt: skip
+    """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the public
+    tuning split, restricted to the classes of the scenario's first task (task-sized)."""
+    from .features import load_feature_cache
+    from .tuning import tune_head
+
+    x, y, _, _ = load_feature_cache(tune_path)
+    sc = Scenario.from_dict(read_json(scenario_path))
+    sel = np.isin(y, sc.task_classes[0])
+    for eps in epsilons:
+        t0 = time.perf_counter()
+        res = tune_head(x[sel], y[sel], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+        res["seed"] = sc.seed
+        write_json(outputs[eps_tag(eps)], res)
+        _log(f"tuned seed {sc.seed} eps {eps_tag(eps)}: validation accuracy "
+             f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip

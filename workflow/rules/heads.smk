@@ -9,7 +9,39 @@ def _head_outputs(kind):
     )
 
 
+TUNE = config["tuning"]["enabled"]
+
+
+def _tuning_files(w):
+    if not TUNE:
+        return []
+    return expand(
+        f"{R}/tuning/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS
+    )
+
+
 if HEAD_LEARNERS:
+
+    rule tune_heads:
+        input:
+            tune=f"{R}/features/{{dataset}}/{{backbone}}/tune.npz",
+            scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+        output:
+            expand(f"{R}/tuning/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
+        params:
+            epsilons=config["epsilons"],
+            eps_tags=EPS,
+            delta=config["delta"],
+            trials=config["tuning"]["trials"],
+            dpsgd=config["dpsgd"],
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        log:
+            f"{R}/logs/tune_heads/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        script:
+            "../scripts/tune_heads.py"
 
     rule heads:
         input:
@@ -17,6 +49,7 @@ if HEAD_LEARNERS:
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
             labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=HEAD_METHODS),
+            tuned=_tuning_files,
         output:
             metrics=_head_outputs("metrics"),
             privacy=_head_outputs("privacy"),
@@ -24,6 +57,7 @@ if HEAD_LEARNERS:
             learners=HEAD_LEARNERS,
             dpsgd=config["dpsgd"],
             aggregation=config["aggregation"],
+            eps_tags=EPS,
         threads: 1
         resources:
             mem_mb=2000,

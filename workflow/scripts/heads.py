@@ -15,5 +15,6 @@ for r, labels in enumerate(sm.input.labels):
         for i, learner in enumerate(learners)
     }
     runs.append({"labels": labels, "outputs": outputs})
+tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 head_learner_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, learners, dict(sm.params.dpsgd),
-                   sm.params.aggregation, threads=sm.threads)  # fmt: skip
+                   sm.params.aggregation, threads=sm.threads, tuned=tuned)  # fmt: skip

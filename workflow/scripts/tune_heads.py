@@ -1,0 +1,11 @@
+"""Tune the head learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.tune_head_learners)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import tune_head_learners
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+d = sm.params.dpsgd
+tune_head_learners(sm.input.tune, sm.input.scenario, sm.params.epsilons, sm.params.delta,
+                   dict(zip(sm.params.eps_tags, sm.output, strict=True)), sm.params.trials, d["epochs"],
+                   d["normaliser"])  # fmt: skip
