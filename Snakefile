@@ -5,6 +5,7 @@
 #   snakemake --cores all --configfile my.yaml              # your settings (validated)
 
 import os
+import re
 
 from dpcl.config import ConfigError, eps_tag, validate_config
 
@@ -32,7 +33,7 @@ wildcard_constraints:
     split="train|test|tune",
     dataset=r"[A-Za-z0-9_]+",
     backbone=r"[A-Za-z0-9_.-]+",
-    benchmark=r"[A-Za-z0-9_.-]+",
+    benchmark="|".join(re.escape(b) for b in config["benchmarks"]),
     scenario=r"[a-z]+-t\d+",
     method=r"[a-z0-9.-]+",
     learner="cosine|peft_head|naive_head|noncl_head",
@@ -55,6 +56,7 @@ include: "workflow/rules/privacy.smk"
 localrules:
     obtain_dataset,
     report,
+    summary_table,
     privacy_figures,
 
 

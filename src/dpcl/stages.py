@@ -232,16 +232,10 @@ def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_lab
 # --- report -----------------------------------------------------------------------------
 
 
-def build_report(
-    metrics_paths: list[str | Path], benchmark: str, methods: list[str],
-    out_csv: str | Path, out_md: str | Path, figures: list[str | Path],
-) -> None:  # fmt: skip
-    """Table A3-style CSV + Markdown and the average-accuracy-per-task figure of one benchmark."""
-    from .io import write_text
-    from .report.figures import plot_average_accuracy
-    from .report.tables import summarise, table_a3_markdown
+def _read_records(metrics_paths: list[str | Path]) -> list[dict]:
+    """Run metrics with ε as a tag and non-finite values (stored as strings) as floats."""
 
-    def num(v):  # write_json stores non-finite floats as "nan"/"inf"/"-inf"
+    def num(v):
         if isinstance(v, list):
             return [num(x) for x in v]
         return float(v) if isinstance(v, str) else v
@@ -253,6 +247,30 @@ def build_report(
         for key in ("final_accuracy", "final_forgetting", "average_accuracy", "average_forgetting"):
             r[key] = num(r[key])
         records.append(r)
+    return records
+
+
+def build_summary_table(metrics_paths: list[str | Path], benchmark: str, methods: list[str], out_csv: str | Path,
+                        out_md: str | Path) -> None:  # fmt: skip
+    """One Table A3-style table of every learner of a benchmark (rows ε × learner)."""
+    from .io import write_text
+    from .report.tables import summarise, table_a3_markdown
+
+    summary = summarise(_read_records(metrics_paths), benchmark)
+    write_text(out_csv, summary.to_csv(index=False, float_format="%.4f"))
+    write_text(out_md, table_a3_markdown(summary, methods, f"{benchmark}: final accuracy (%)"))
+
+
+def build_report(
+    metrics_paths: list[str | Path], benchmark: str, methods: list[str],
+    out_csv: str | Path, out_md: str | Path, figures: list[str | Path],
+) -> None:  # fmt: skip
+    """Table A3-style CSV + Markdown and the average-accuracy-per-task figure of one benchmark."""
+    from .io import write_text
+    from .report.figures import plot_average_accuracy
+    from .report.tables import summarise, table_a3_markdown
+
+    records = _read_records(metrics_paths)
     summary = summarise(records, benchmark)
     write_text(out_csv, summary.to_csv(index=False, float_format="%.4f"))
     write_text(out_md, table_a3_markdown(summary, methods, f"{benchmark}: final accuracy (%)"))

@@ -47,4 +47,5 @@ def privacy_files():
 
 def all_reports():
     runs = [f for name in config["benchmarks"] for learner in config["learners"] for f in report_files(learner, name)]
+    runs += [f"{R}/tables/{name}.{ext}" for name in config["benchmarks"] for ext in ("csv", "md")]
     return runs + privacy_files()

@@ -19,3 +19,21 @@ rule report:
         f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
     script:
         "../scripts/report.py"
+
+
+rule summary_table:
+    input:
+        lambda w: [f for learner in config["learners"] for f in run_files(learner, w.benchmark, "metrics")],
+    output:
+        csv=f"{R}/tables/{{benchmark}}.csv",
+        md=f"{R}/tables/{{benchmark}}.md",
+    params:
+        methods=METHODS,
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        f"{R}/logs/report/{{benchmark}}_summary.log",
+    script:
+        "../scripts/summary_table.py"

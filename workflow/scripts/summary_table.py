@@ -1,0 +1,8 @@
+"""Table of every learner of one benchmark (thin wrapper: dpcl.stages.build_summary_table)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import build_summary_table
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+build_summary_table(list(sm.input), sm.wildcards.benchmark, sm.params.methods, sm.output.csv, sm.output.md)
