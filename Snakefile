@@ -34,7 +34,7 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_]+",
     backbone=r"[A-Za-z0-9_.-]+",
     benchmark="|".join(re.escape(b) for b in config["benchmarks"]),
-    scenario=r"[a-z]+-t\d+",
+    scenario=r"[a-z]+(-n[0-9.]+-m[0-9.]+)?-t\d+",
     method=r"[a-z0-9.-]+",
     learner="cosine|peft_head|naive_head|noncl_head",
 

@@ -127,3 +127,40 @@ def test_label_method_parsing_and_drop_mask():
         with pytest.raises(ValueError, match="label method"):
             parse_label_method(bad)
     assert keep_mask(np.array([0, 1, 2, 1]), [1, 2]).tolist() == [False, True, True, True]
+
+
+def test_iblurry_properties():
+    from dpcl.data.scenarios import iblurry, iblurry_scenario
+
+    labels = np.repeat(np.arange(20), 30)
+    for m in (0, 10, 50, 100):
+        sc = iblurry_scenario(labels, 5, 50, m, seed=4)
+        all_idx = np.concatenate(sc.train_indices)
+        assert np.array_equal(np.sort(all_idx), np.arange(len(labels)))  # every sample in exactly one task
+        tasks_of = {
+            c: {t for t, idx in enumerate(sc.train_indices) if np.any(labels[idx] == c)} for c in range(20)
+        }
+        disjoint = sc.class_order[:10]
+        assert all(len(tasks_of[c]) == 1 for c in disjoint)  # disjoint classes: one task each
+        blurry = sc.class_order[10:]
+        owner = {c: t for t in range(5) for c in blurry[2 * t : 2 * t + 2]}  # 2 blurry classes per task
+        outside = sum(int(np.sum(labels[idx] == c)) for t, idx in enumerate(sc.train_indices) for c in blurry
+                      if owner[c] != t)  # fmt: skip
+        # M % of each task's 60 blurry samples are pooled and dealt evenly over 5 tasks, so about
+        # 1/5 of the pool returns to its owner: outside ~ 0.8 * pool, hypergeometric spread
+        pool = 5 * round(m / 100 * 60)
+        assert abs(outside - 0.8 * pool) <= 4 * np.sqrt(pool * 0.16) + 1
+        assert all(np.isin(labels[idx], blurry).sum() == 60 for idx in sc.train_indices)  # dealt evenly
+        if m == 0:
+            assert all(len(tasks_of[c]) == 1 for c in blurry)  # M = 0: a disjoint split
+        if m == 100:
+            assert all(len(tasks_of[c]) > 1 for c in blurry)
+        assert sorted(c for cs in sc.task_classes for c in cs) == list(range(20))  # first appearances
+        assert sc.name == f"iblurry-n50-m{m}-t5"
+    a = iblurry(labels, 5, 50, 25, seed=1)
+    b = iblurry(labels, 5, 50, 25, seed=1)
+    c = iblurry(labels, 5, 50, 25, seed=2)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+    with pytest.raises(ValueError, match="blurry_pct"):
+        iblurry(labels, 5, 50, 120, seed=0)

@@ -41,3 +41,11 @@ def test_accuracy_matrix_from_predictions():
     preds = [[np.array([0, 0, 1, 0])], [np.array([0, 1, 1, 1]), np.array([2, 2])]]
     acc = accuracy_matrix(preds, targets)
     assert acc[0, 0] == 0.75 and acc[1, 0] == 0.75 and acc[1, 1] == 0.5 and np.isnan(acc[0, 1])
+
+
+def test_tasks_without_test_classes_are_skipped():
+    # task 2 introduced no new class (blurry split): its column is undefined
+    acc = np.array([[0.8, NAN, NAN], [0.6, NAN, NAN], [0.7, NAN, 0.9]])
+    assert average_accuracy(acc) == pytest.approx([0.8, 0.6, 0.8])
+    af = average_forgetting(acc)
+    assert af[1] == pytest.approx(0.2) and af[2] == pytest.approx(0.1)

@@ -6,6 +6,9 @@ acc[t, i] is the test accuracy on task i's test classes after learning task t
 - forgetting f_{t,i} = max_{k < t} acc[k, i] − acc[t, i] for i < t        (A99)
   (k ranges over the rows where task i was already learned, i ≤ k < t)
 - average forgetting AF_t = mean_{i < t} f_{t,i}; undefined (NaN) for t = 0 (A100)
+
+A task without test classes of its own (possible in blurry scenarios, where a task may
+introduce no new class) has an undefined column; the means skip undefined entries.
 """
 
 from __future__ import annotations
@@ -30,10 +33,15 @@ def accuracy_matrix(predictions: list[list[np.ndarray]], targets: list[np.ndarra
     return acc
 
 
+def _nanmean(v: np.ndarray) -> float:
+    v = v[~np.isnan(v)]
+    return float(v.mean()) if v.size else float("nan")
+
+
 def average_accuracy(acc: np.ndarray) -> np.ndarray:
-    """AA_t for every t (A98)."""
+    """AA_t for every t (A98), over the tasks i ≤ t whose accuracy is defined."""
     acc = np.asarray(acc, dtype=float)
-    return np.array([np.mean(acc[t, : t + 1]) for t in range(len(acc))])
+    return np.array([_nanmean(acc[t, : t + 1]) for t in range(len(acc))])
 
 
 def forgetting(acc: np.ndarray) -> np.ndarray:
@@ -43,11 +51,13 @@ def forgetting(acc: np.ndarray) -> np.ndarray:
     f = np.full((n, n), np.nan)
     for t in range(1, n):
         for i in range(t):
-            f[t, i] = np.max(acc[i:t, i]) - acc[t, i]
+            past = acc[i:t, i]
+            if not np.all(np.isnan(past)):
+                f[t, i] = np.nanmax(past) - acc[t, i]
     return f
 
 
 def average_forgetting(acc: np.ndarray) -> np.ndarray:
     """AF_t for every t (A100); NaN at t = 0, where no task has been left behind yet."""
     f = forgetting(acc)
-    return np.array([np.nan] + [np.mean(f[t, :t]) for t in range(1, len(f))])
+    return np.array([np.nan] + [_nanmean(f[t, :t]) for t in range(1, len(f))])

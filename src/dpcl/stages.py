@@ -98,10 +98,10 @@ def cache_features(
 
 
 def build_scenario(dataset: str, root: str | Path, dataset_cfg: dict, kind: str, n_tasks: int, seed: int,
-                   out: str | Path) -> Scenario:  # fmt: skip
+                   out: str | Path, **params: float) -> Scenario:  # fmt: skip
     """Task split over the fixed training subset; indices are original dataset indices."""
     ds, idx = dataset_subset(dataset, root, "train", dataset_cfg)
-    sc = make_scenario(kind, ds.labels[idx], n_tasks, seed)
+    sc = make_scenario(kind, ds.labels[idx], n_tasks, seed, **params)
     sc.train_indices = [idx[i] for i in sc.train_indices]
     write_json(out, sc.to_dict())
     return sc

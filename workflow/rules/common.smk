@@ -2,6 +2,8 @@
 
 
 def scenario_tag(bench):
+    if bench["scenario"] == "iblurry":
+        return f"iblurry-n{bench['disjoint_pct']:g}-m{bench['blurry_pct']:g}-t{bench['n_tasks']}"
     return f"{bench['scenario']}-t{bench['n_tasks']}"
 
 

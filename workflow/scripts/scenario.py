@@ -8,8 +8,11 @@ from dpcl.stages import build_scenario
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-kind, n_tasks = re.fullmatch(r"([a-z]+)-t(\d+)", sm.wildcards.scenario).groups()
+kind, n, m, n_tasks = re.fullmatch(
+    r"([a-z]+)(?:-n([0-9.]+)-m([0-9.]+))?-t(\d+)", sm.wildcards.scenario
+).groups()
+blurry = {"disjoint_pct": float(n), "blurry_pct": float(m)} if kind == "iblurry" else {}
 build_scenario(
     sm.wildcards.dataset, Path(sm.input[0]).parent, sm.params.dataset_cfg, kind, int(n_tasks),
-    int(sm.wildcards.seed), sm.output[0],
+    int(sm.wildcards.seed), sm.output[0], **blurry,
 )  # fmt: skip
