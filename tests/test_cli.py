@@ -55,33 +55,6 @@ def test_noise_multiplier_json(capsys):
                "--steps", "1000", "--json")  # fmt: skip
     assert out["accountant"] == "prv"
     assert epsilon(out["noise_multiplier"], 0.01, 1000, 1e-5) <= 1.0
-    with pytest.raises(SystemExit):
-        main(
-            [
-                "privacy",
-                "noise-multiplier",
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-5",
-                "--sample-rate",
-                "0",
-                "--steps",
-                "5",
-            ]
-        )
-    with pytest.raises(SystemExit):
-        main(
-            [
-                "privacy",
-                "noise-multiplier",
-                "--epsilon",
-                "1",
-                "--delta",
-                "1e-5",
-                "--sample-rate",
-                "0.1",
-                "--steps",
-                "0",
-            ]
-        )
+    for bad in (["--sample-rate", "0", "--steps", "5"], ["--sample-rate", "0.1", "--steps", "0"]):
+        with pytest.raises(SystemExit):
+            main(["privacy", "noise-multiplier", "--epsilon", "1", "--delta", "1e-5", *bad])

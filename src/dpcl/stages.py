@@ -128,6 +128,34 @@ def release_label_spaces(
             write_json(outputs[(eps_tag(eps), tag)], res)
 
 
+# --- shared by the learners -------------------------------------------------------------
+
+
+def _parse_eps(v) -> float:
+    return math.inf if v == "inf" else float(v)
+
+
+def _ledger_from_labels(labels: dict) -> Ledger:
+    """A run's ledger, seeded with the label-release entries of its label file."""
+    ledger = Ledger(Budget(_parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"])))
+    for e in labels["ledger"]:
+        ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+    return ledger
+
+
+def _task_rows(train_index: np.ndarray, scenario: Scenario) -> list[np.ndarray]:
+    """Feature-cache rows of each task's training samples (checked to exist)."""
+    out = []
+    for idx in scenario.train_indices:
+        rows = np.searchsorted(train_index, idx)
+        if np.any(rows >= len(train_index)) or np.any(
+            train_index[np.minimum(rows, len(train_index) - 1)] != idx
+        ):
+            raise ValueError("the scenario references samples missing from the feature cache")
+        out.append(rows)
+    return out
+
+
 # --- cosine classifier ------------------------------------------------------------------
 
 
@@ -145,24 +173,16 @@ def run_cosine(
     """
     train_x, train_y, train_index = train
     test_x, test_y = test
-    target_eps = labels["target"]["epsilon"]
-    target_eps = math.inf if target_eps == "inf" else float(target_eps)
-    target = Budget(target_eps, float(labels["target"]["delta"]))
-    ledger = Ledger(target)
-    for e in labels["ledger"]:
-        ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+    ledger = _ledger_from_labels(labels)
+    target = ledger.target
     tb = labels["training_budget"]
-    t_eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
+    t_eps = _parse_eps(tb["epsilon"])
     sigma = cosine_sigma(t_eps, float(tb["delta"]))
     clf = CosineClassifier(int(labels["label_universe"]), train_x.shape[1])
     test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
     preds: list[list[np.ndarray]] = []
     released = []
-    for t in range(scenario.n_tasks):
-        rows = np.searchsorted(train_index, scenario.train_indices[t])
-        if np.any(rows >= len(train_index)) or np.any(train_index[np.minimum(rows, len(train_index) - 1)]
-                                                      != scenario.train_indices[t]):  # fmt: skip
-            raise ValueError("the scenario references samples missing from the feature cache")
+    for t, rows in enumerate(_task_rows(train_index, scenario)):
         o_t = labels["tasks"][t]["labels"]
         y = train_y[rows]
         keep = keep_mask(y, o_t)
@@ -183,7 +203,7 @@ def run_cosine(
     metrics = {
         "learner": "cosine",
         "label_method": labels["method"],
-        "epsilon": target_eps,
+        "epsilon": target.epsilon,
         "delta": target.delta,
         "seed": seed,
         "acc": acc,
@@ -280,10 +300,6 @@ def build_report(
 # --- DP-SGD head learners (PEFT ensemble, Naive, Non-CL) ---------------------------------
 
 
-def _parse_eps(v) -> float:
-    return math.inf if v == "inf" else float(v)
-
-
 def run_head_learners(
     train: tuple[np.ndarray, np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
@@ -317,9 +333,8 @@ def run_head_learners(
     spaces = [t["labels"] for t in labels["tasks"]]
     out = {}
     for learner in learners:
-        ledger = Ledger(target)
-        for e in labels["ledger"]:
-            ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+        ledger = _ledger_from_labels(labels)
+        target = ledger.target
         preds, records = run_head_learner(
             learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
             lambda t, _l=learner: rng(seed, _l, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd"),
