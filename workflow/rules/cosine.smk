@@ -20,6 +20,7 @@ rule cosine:
     threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
         mem_mb=2000,
+        runtime=30,  # minutes
     log:
         f"{R}/logs/cosine/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
     script:

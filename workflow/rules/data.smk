@@ -6,6 +6,10 @@ rule obtain_dataset:
         f"{RES}/{{dataset}}/MANIFEST.json",
     params:
         cfg=lambda w: config["datasets"][w.dataset],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,  # minutes (a download, where no local copy exists)
     log:
         f"{R}/logs/obtain_dataset/{{dataset}}.log",
     script:

@@ -9,9 +9,10 @@ rule features:
     params:
         dataset_cfg=lambda w: config["datasets"][w.dataset],
         backbone_cfg=lambda w: config["backbones"][w.backbone],
-    threads: workflow.cores
+    threads: 8  # at most --cores locally; --cpus-per-task on SLURM
     resources:
         mem_mb=4000,
+        runtime=60,  # minutes
     log:
         f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
     script:

@@ -12,6 +12,10 @@ rule label_spaces:
         eps_tags=EPS,
         methods=METHODS,
         delta=config["delta"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     log:
         f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
     script:

@@ -7,6 +7,10 @@ rule privacy_figures:
         figA1=multiext(f"{R}/figures/figA1_drop_lower_bound", ".png", ".pdf"),
     params:
         cfg=config["privacy_figures"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     log:
         f"{R}/logs/privacy_figures.log",
     script:
@@ -20,6 +24,10 @@ rule label_space_attack:
     params:
         cfg=config["attack"],
         delta=config["delta"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
     log:
         f"{R}/logs/label_space_attack.log",
     script:
@@ -33,6 +41,10 @@ rule privacy_audit:
     params:
         cfg=config["audit"],
         delta=config["delta"],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
     log:
         f"{R}/logs/privacy_audit.log",
     script:
