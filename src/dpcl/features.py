@@ -48,13 +48,22 @@ def extract_features(
     threads: int | None = None,
     progress: bool = True,
     desc: str = "features",
+    device: str = "auto",
 ) -> np.ndarray:
-    """Global-pooled features of ``images`` (float32, one row per image), batch by batch."""
+    """Global-pooled features of ``images`` (float32, one row per image), batch by batch.
+
+    ``device="auto"`` uses the first CUDA GPU when torch sees one (e.g. a SLURM job with
+    ``gpu: 1``), else the CPU; images are decoded and resized on the CPU either way.
+    """
     import torch
     from tqdm.auto import tqdm
 
     if threads:
         torch.set_num_threads(int(threads))
+    dev = torch.device(
+        "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+    )
+    model = model.to(dev)
     if pre.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.eval()
@@ -65,12 +74,14 @@ def extract_features(
         tqdm(total=n, desc=desc, unit="img", disable=not progress, file=sys.stderr) as bar,
     ):
         for start in range(0, n, batch_size):
-            feats = model(preprocess_batch(images[start : start + batch_size], pre))
+            feats = model(
+                preprocess_batch(images[start : start + batch_size], pre).to(dev, non_blocking=True)
+            )
             if feats.ndim != 2:
                 raise ValueError(f"backbone returned shape {tuple(feats.shape)}; expected (batch, features)")
             if out is None:
                 out = np.empty((n, feats.shape[1]), dtype=np.float32)
-            out[start : start + len(feats)] = feats.float().numpy()
+            out[start : start + len(feats)] = feats.float().cpu().numpy()
             bar.update(len(feats))
     return out if out is not None else np.empty((0, 0), dtype=np.float32)
 
