@@ -44,3 +44,44 @@ def fake_fmnist(tmp_path):
     root.mkdir()
     files = make_fake_fashion_mnist(root)
     return root, files
+
+
+def make_fake_cifar(root, variant="cifar100", n_train=60, n_test=20, seed=0):
+    """Write an archive in the official CIFAR python layout (pickled dicts with bytes keys,
+    rows of 3072 bytes = R, G, B planes of 32x32) and return (path, md5, images_by_split)."""
+    import hashlib
+    import io
+    import pickle
+    import tarfile
+
+    gen = np.random.default_rng(seed)
+    n_classes = 100 if variant == "cifar100" else 10
+    top = "cifar-100-python" if variant == "cifar100" else "cifar-10-batches-py"
+    files, images = {}, {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        img = gen.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+        fine = gen.integers(0, n_classes, n)
+        rows = img.transpose(0, 3, 1, 2).reshape(n, 3072)
+        images[split] = (img, fine)
+        if variant == "cifar100":
+            files[split] = {b"data": rows, b"fine_labels": fine.tolist(), b"coarse_labels": (fine // 5).tolist(),
+                            b"filenames": [f"{i}.png".encode() for i in range(n)]}  # fmt: skip
+        else:
+            parts = np.array_split(np.arange(n), 5) if split == "train" else [np.arange(n)]
+            names = [f"data_batch_{i + 1}" for i in range(5)] if split == "train" else ["test_batch"]
+            for name, p in zip(names, parts, strict=True):
+                files[name] = {b"data": rows[p], b"labels": fine[p].tolist()}
+    if variant == "cifar100":
+        files["meta"] = {b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
+                         b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)]}  # fmt: skip
+        archive = root / "cifar-100-python.tar.gz"
+    else:
+        files["batches.meta"] = {b"label_names": [f"class{i}".encode() for i in range(10)]}
+        archive = root / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, obj in files.items():
+            data = pickle.dumps(obj, protocol=2)
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return archive, hashlib.md5(archive.read_bytes()).hexdigest(), images

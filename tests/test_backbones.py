@@ -76,3 +76,20 @@ def test_feature_extraction_matches_model_and_cache_roundtrip(tmp_path):
 def test_unknown_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(BackboneError, match="does not exist"):
         create_backbone("tf_efficientnet_lite0", str(tmp_path / "missing.pth"))
+
+
+def test_cache_features_of_a_cifar_split(tmp_path):
+    from conftest import make_fake_cifar
+
+    from dpcl.stages import cache_features, obtain_dataset
+
+    src = tmp_path / "src"
+    src.mkdir()
+    make_fake_cifar(src, "cifar100", n_train=24, n_test=8)
+    manifest = tmp_path / "resources" / "cifar100" / "MANIFEST.json"
+    obtain_dataset("cifar100", manifest, {"source": "local", "local_dir": str(src), "verify": False})
+    meta = cache_features("cifar100", manifest.parent, "test", {}, "tiny",
+                          {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 5},
+                          tmp_path / "f.npz", progress=False)  # fmt: skip
+    feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)
+    assert feats.shape == (8, 1280) and meta["n"] == 8 and list(index) == list(range(8))

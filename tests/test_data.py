@@ -164,3 +164,31 @@ def test_iblurry_properties():
     assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
     with pytest.raises(ValueError, match="blurry_pct"):
         iblurry(labels, 5, 50, 120, seed=0)
+
+
+@pytest.mark.parametrize("variant", ["cifar100", "cifar10"])
+def test_cifar_download_extract_and_load(tmp_path, variant):
+    from conftest import make_fake_cifar
+
+    from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, load_dataset, obtain_cifar
+
+    src = tmp_path / "mirror"
+    src.mkdir()
+    archive, md5, images = make_fake_cifar(src, variant)
+    table = {variant: RemoteFile(CIFAR_ARCHIVES[variant].name, md5, "")}
+    folder = obtain_cifar(variant, tmp_path / "res", urls=(src.as_uri() + "/",), archives=table, retries=1)
+    assert folder.is_dir()
+    for split in ("train", "test"):
+        ds = load_dataset(variant, tmp_path / "res", split)
+        img, fine = images[split]
+        assert ds.images.shape == img.shape and np.array_equal(ds.images, img)  # byte layout: RGB planes
+        assert np.array_equal(ds.labels, fine)
+        if variant == "cifar100":
+            assert np.array_equal(ds.coarse_labels, fine // 5) and len(ds.coarse_classes) == 20
+    # the same archive placed by hand (offline users) is verified too
+    obtain_cifar(variant, tmp_path / "res2", local_dir=src, archives=table)
+    bad = {variant: RemoteFile(table[variant].name, "0" * 32, "")}
+    with pytest.raises(DatasetError, match="md5"):
+        obtain_cifar(variant, tmp_path / "res3", local_dir=src, archives=bad)
+    with pytest.raises(DatasetError, match="by hand"):
+        obtain_cifar(variant, tmp_path / "res4", urls=("file:///nonexistent/",), archives=bad, retries=1)

@@ -34,12 +34,23 @@ def _log(msg: str) -> None:
 
 def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
     """Put the raw files of dataset ``name`` beside ``manifest`` (verified), then write the manifest."""
-    if name != "fashion_mnist":
-        raise ValueError(f"unknown dataset {name!r}")
     dest = Path(manifest).parent
-    files = obtain_fashion_mnist(dest, source=cfg.get("source", "auto"), local_dir=cfg.get("local_dir"),
-                                 verify=cfg.get("verify", True))  # fmt: skip
-    write_json(manifest, {"dataset": name, "files": {k: Path(v).name for k, v in files.items()}})
+    if name == "fashion_mnist":
+        files = obtain_fashion_mnist(dest, source=cfg.get("source", "auto"), local_dir=cfg.get("local_dir"),
+                                     verify=cfg.get("verify", True))  # fmt: skip
+        listing = {k: Path(v).name for k, v in files.items()}
+    elif name in ("cifar10", "cifar100"):
+        from .data.datasets import obtain_cifar
+
+        if cfg.get("source", "auto") == "local" and not cfg.get("local_dir"):
+            raise ValueError(
+                f"dataset {name}: source 'local' needs local_dir (the folder holding the archive)"
+            )
+        folder = obtain_cifar(name, dest, local_dir=cfg.get("local_dir"), verify=cfg.get("verify", True))
+        listing = {"folder": folder.name}
+    else:
+        raise ValueError(f"unknown dataset {name!r}")
+    write_json(manifest, {"dataset": name, "files": listing})
 
 
 def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
