@@ -192,3 +192,28 @@ def test_cifar_download_extract_and_load(tmp_path, variant):
         obtain_cifar(variant, tmp_path / "res3", local_dir=src, archives=bad)
     with pytest.raises(DatasetError, match="by hand"):
         obtain_cifar(variant, tmp_path / "res4", urls=("file:///nonexistent/",), archives=bad, retries=1)
+
+
+def test_remap_task_is_exactly_eq8():
+    from dpcl.data.label_space import remap_task
+
+    labels = np.array([0, 1, 2, 3, 4, 5, 1, 7])
+    space = [0, 1, 10, 11, 99]
+    parent = {0: 10, 1: 10, 2: 10, 3: 11, 4: 11, 5: 12, 7: 13}  # 12, 13 not public
+    for rule, kw in (("drop", {}), ("hierarchy", {"parent": parent}), ("unknown", {"unknown": 99})):
+        keep, new = remap_task(labels, space, rule, **kw)
+
+        def r_label(y, rule=rule):  # Eq. 8's R_t^label, written out
+            if y in space:
+                return y
+            if rule == "hierarchy":
+                return parent[y] if parent[y] in space else None
+            return 99 if rule == "unknown" else None
+
+        expected = [(i, r_label(int(y))) for i, y in enumerate(labels) if r_label(int(y)) is not None]
+        assert list(zip(np.flatnonzero(keep).tolist(), new.tolist(), strict=True)) == expected
+        assert set(new.tolist()) <= set(space)
+    with pytest.raises(ValueError, match="unknown"):
+        remap_task(labels, space, "unknown", unknown=5)
+    with pytest.raises(ValueError, match="rule"):
+        remap_task(labels, space, "merge")

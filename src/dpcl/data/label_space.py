@@ -139,3 +139,45 @@ def output_label_spaces(
 def keep_mask(labels: np.ndarray, label_space: list[int] | np.ndarray) -> np.ndarray:
     """Samples whose label is in O_t; the others are dropped (paper 000 Eq. 8, R = drop)."""
     return np.isin(np.asarray(labels), np.asarray(label_space, dtype=np.int64))
+
+
+REMAP_RULES = ("drop", "hierarchy", "unknown")
+
+
+def remap_task(
+    labels: np.ndarray,
+    label_space: list[int] | np.ndarray,
+    rule: str = "drop",
+    parent: dict[int, int] | np.ndarray | None = None,
+    unknown: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """R_t^task of paper 000 Eq. 8: map each data label into O_t or drop the sample.
+
+    R_t^label(y) = y if y ∈ O_t; otherwise, by ``rule``: ``drop``; ``hierarchy``:
+    parent[y] if that is in O_t, else drop (e.g. CIFAR-100 fine → coarse); ``unknown``:
+    the label ``unknown``, which must itself be in O_t. Returns (kept sample mask, new
+    labels of the kept samples). Any such R keeps the release (ε, δ)-DP w.r.t. D_t when
+    O_t is data-independent (Prop. 4.2).
+    """
+    if rule not in REMAP_RULES:
+        raise ValueError(f"unknown remapping rule {rule!r}; allowed: {list(REMAP_RULES)}")
+    labels = np.asarray(labels, dtype=np.int64)
+    space = np.asarray(sorted(set(int(o) for o in label_space)), dtype=np.int64)
+    mapped = labels.copy()
+    inside = np.isin(labels, space)
+    if rule == "hierarchy":
+        if parent is None:
+            raise ValueError("the hierarchy rule needs a parent map")
+        par = np.asarray([parent[int(y)] for y in labels[~inside]], dtype=np.int64) if isinstance(parent, dict) \
+            else np.asarray(parent, dtype=np.int64)[labels[~inside]]  # fmt: skip
+        mapped[~inside] = par
+        keep = inside.copy()
+        keep[~inside] = np.isin(par, space)
+    elif rule == "unknown":
+        if unknown is None or int(unknown) not in set(space.tolist()):
+            raise ValueError(f"the unknown rule needs an 'unknown' label inside O_t, got {unknown!r}")
+        mapped[~inside] = int(unknown)
+        keep = np.ones(len(labels), dtype=bool)
+    else:
+        keep = inside
+    return keep, mapped[keep]
