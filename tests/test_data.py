@@ -217,3 +217,18 @@ def test_remap_task_is_exactly_eq8():
         remap_task(labels, space, "unknown", unknown=5)
     with pytest.raises(ValueError, match="rule"):
         remap_task(labels, space, "merge")
+
+
+def test_blurry_samples_figure_numbers(tmp_path):
+    from dpcl.report.figures import blurry_samples_per_task, plot_blurry_samples
+
+    labels = np.repeat(np.arange(20), 30)
+    # M = 0: each task holds its 2 owned blurry classes whole: 30 samples per class
+    assert np.allclose(blurry_samples_per_task(labels, 5, 50, 0, seed=0), 30.0)
+    # M = 100: the 300 blurry samples are dealt evenly (60 per task) over all 10 blurry classes,
+    # each of which appears in every task with overwhelming probability -> about 6 per class
+    assert np.allclose(blurry_samples_per_task(labels, 5, 50, 100, seed=0), 6.0, atol=0.7)
+    mid = blurry_samples_per_task(labels, 5, 50, 50, seed=0)
+    assert np.all((mid > 6.0 - 0.7) & (mid < 30.0))
+    plot_blurry_samples(labels, 5, 50, [10, 50, 100], 0, "toy", [tmp_path / "f.png"])
+    assert (tmp_path / "f.png").stat().st_size > 1000

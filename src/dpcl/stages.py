@@ -420,3 +420,12 @@ def tune_head_learners(
         write_json(outputs[eps_tag(eps)], res)
         _log(f"tuned seed {sc.seed} eps {eps_tag(eps)}: validation accuracy "
              f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+
+
+def blurry_figure(dataset: str, root: str | Path, dataset_cfg: dict, n_tasks: int, disjoint_pct: float,
+                  blurry_pcts: list[float], seed: int, title: str, outputs: list[str | Path]) -> None:  # fmt: skip
+    """Fig. 7 right panel for a benchmark's training subset (seed 0 of the sweep)."""
+    from .report.figures import plot_blurry_samples
+
+    ds, idx = dataset_subset(dataset, root, "train", dataset_cfg)
+    plot_blurry_samples(ds.labels[idx], n_tasks, disjoint_pct, blurry_pcts, seed, title, outputs)

@@ -50,4 +50,10 @@ def privacy_files():
 def all_reports():
     runs = [f for name in config["benchmarks"] for learner in config["learners"] for f in report_files(learner, name)]
     runs += [f"{R}/tables/{name}.{ext}" for name in config["benchmarks"] for ext in ("csv", "md")]
+    runs += [
+        f"{R}/figures/{name}_blurry_samples.{ext}"
+        for name, b in config["benchmarks"].items()
+        if b["scenario"] == "iblurry"
+        for ext in ("png", "pdf")
+    ]
     return runs + privacy_files()

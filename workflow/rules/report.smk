@@ -37,3 +37,22 @@ rule summary_table:
         f"{R}/logs/report/{{benchmark}}_summary.log",
     script:
         "../scripts/summary_table.py"
+
+
+rule blurry_figure:
+    input:
+        lambda w: f"{RES}/{config['benchmarks'][w.benchmark]['dataset']}/MANIFEST.json",
+    output:
+        multiext(f"{R}/figures/{{benchmark}}_blurry_samples", ".png", ".pdf"),
+    params:
+        bench=lambda w: config["benchmarks"][w.benchmark],
+        dataset_cfg=lambda w: config["datasets"][config["benchmarks"][w.benchmark]["dataset"]],
+        seed=SEEDS[0],
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
+    script:
+        "../scripts/blurry_figure.py"

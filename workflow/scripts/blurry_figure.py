@@ -1,0 +1,12 @@
+"""Fig. 7 right panel for an i-Blurry benchmark (thin wrapper: dpcl.stages.blurry_figure)."""
+
+from pathlib import Path
+
+from dpcl.io import tee_stderr
+from dpcl.stages import blurry_figure
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+b = sm.params.bench
+blurry_figure(b["dataset"], Path(sm.input[0]).parent, sm.params.dataset_cfg, b["n_tasks"], b["disjoint_pct"],
+              b["blurry_figure_pcts"], sm.params.seed, sm.wildcards.benchmark, list(sm.output))  # fmt: skip
