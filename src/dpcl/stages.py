@@ -329,17 +329,9 @@ def run_head_learners(
     train_x, train_y, train_index = train
     test_x, test_y = test
     cfg = DPSGDConfig(**dpsgd_cfg)
-    target = Budget(_parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"]))
     tb = labels["training_budget"]
     noise = dpsgd_noise(_parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
-    task_data = []
-    for idx in scenario.train_indices:
-        rows = np.searchsorted(train_index, idx)
-        if np.any(rows >= len(train_index)) or np.any(
-            train_index[np.minimum(rows, len(train_index) - 1)] != idx
-        ):
-            raise ValueError("the scenario references samples missing from the feature cache")
-        task_data.append((train_x[rows], train_y[rows]))
+    task_data = [(train_x[rows], train_y[rows]) for rows in _task_rows(train_index, scenario)]
     test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     spaces = [t["labels"] for t in labels["tasks"]]
     out = {}
