@@ -58,9 +58,11 @@ localrules:
     report,
     summary_table,
     privacy_figures,
+    aggregation_figure,
 
 
 rule all:
     input:
         all_reports(),
+        aggregation_figure_files(),
     default_target: True

@@ -96,9 +96,28 @@ def test_aggregation_rules_on_hand_made_logits():
     assert aggregate([z1, z2], labels, "argmax").tolist() == [0, 2]
     # median: z1 -> [.5, -.5], [-.5, .5]; z2 -> [3, -3], [.05, -.05]: member 2 wins row 0 by margin
     assert aggregate([z1, z2], labels, "median").tolist() == [2, 1]
+    # entropy (SAFE, γ = 1): H(z1 row 0) = 0.582, H(z2 row 0) = 0.017 -> w = (0.362, 0.638); scores
+    # 1.81, 1.45, 1.91, -1.91. Row 1: H = 0.582 vs 0.692 -> w = (0.527, 0.473); label 2 scores 4.26.
+    assert aggregate([z1, z2], labels, "entropy").tolist() == [2, 2]
     assert aggregate([np.zeros((2, 0))], [np.zeros(0, dtype=int)]).tolist() == [-1, -1]
+    assert aggregate([np.zeros((2, 0))], [np.zeros(0, dtype=int)], "entropy").tolist() == [-1, -1]
     with pytest.raises(ValueError, match="aggregation"):
         aggregate([z1], [labels[0]], "vote")
+
+
+def test_entropy_rule_is_safes_weighted_sum_on_a_shared_label_space():
+    g = np.random.default_rng(3)
+    za, zb = g.normal(0, 2, (500, 4)), g.normal(0, 2, (500, 4))
+    lab = np.array([7, 1, 4, 9])  # unsorted ids: the rule must map columns to labels
+    h = [
+        -(p * np.log(p + 1e-9)).sum(1)
+        for p in (np.exp(z) / np.exp(z).sum(1, keepdims=True) for z in (za, zb))
+    ]
+    wa = np.exp(-h[0]) / (np.exp(-h[0]) + np.exp(-h[1]))
+    expected = lab[(wa[:, None] * za + (1 - wa)[:, None] * zb).argmax(1)]
+    assert np.array_equal(aggregate([za, zb], [lab, lab], "entropy"), expected)
+    # γ → 0 gives equal weights: the plain sum of logits
+    assert np.array_equal(aggregate([za, zb], [lab, lab], "entropy", gamma=0.0), lab[(za + zb).argmax(1)])
 
 
 def _tasks(seed=0):
@@ -125,6 +144,17 @@ def test_head_learners_deterministic_and_shaped(learner):
     for a, b in zip(p1[-1], p2[-1], strict=True):
         assert np.array_equal(a, b)
     assert all(r["mechanism"] == "dpsgd" for r in r1)
+    if learner == "peft_head":  # every aggregation rule on the same members; the chosen one is p1
+        by_rule: dict = {}
+        p3, _ = run_head_learner(learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise,
+                                 lambda t: np.random.default_rng([7, t]), "median", by_rule)  # fmt: skip
+        assert sorted(by_rule) == ["argmax", "entropy", "median"]
+        for preds in by_rule.values():
+            assert [len(row) for row in preds] == [1, 2]
+        for a, b in zip(by_rule["argmax"][-1], p1[-1], strict=True):
+            assert np.array_equal(a, b)
+        for a, b in zip(by_rule["median"][-1], p3[-1], strict=True):
+            assert np.array_equal(a, b)
     if learner == "noncl_head":
         assert p1[0] == [None]  # a non-CL model exists only after all data
     else:

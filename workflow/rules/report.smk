@@ -56,3 +56,27 @@ rule blurry_figure:
         f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
     script:
         "../scripts/blurry_figure.py"
+
+
+def aggregation_figure_files():
+    """Fig. A2 (aggregation rules of the PEFT ensemble) per benchmark, when peft_head runs."""
+    if "peft_head" not in config["learners"]:
+        return []
+    return [f"{R}/figures/{name}_figA2_aggregation.{ext}" for name in config["benchmarks"] for ext in ("png", "pdf")]
+
+
+rule aggregation_figure:
+    input:
+        lambda w: run_files("peft_head", w.benchmark, "metrics"),
+    output:
+        multiext(f"{R}/figures/{{benchmark}}_figA2_aggregation", ".png", ".pdf"),
+    params:
+        methods=HEAD_METHODS,
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        f"{R}/logs/report/{{benchmark}}_figA2_aggregation.log",
+    script:
+        "../scripts/aggregation_figure.py"

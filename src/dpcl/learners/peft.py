@@ -21,7 +21,7 @@ import numpy as np
 
 from ..dpsgd import DPSGDConfig, LinearHead, train_head
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
-from .aggregation import aggregate
+from .aggregation import RULES, aggregate
 
 LEARNERS = ("peft_head", "naive_head", "noncl_head")
 
@@ -59,11 +59,14 @@ def run_head_learner(
     noise: dict,
     rng_for,
     aggregation: str = "argmax",
+    by_rule: dict[str, list[list[np.ndarray]]] | None = None,
 ) -> tuple[list[list[np.ndarray]], list[dict]]:
     """Train ``learner`` through the tasks; return predictions[t][i] on task i's test set
     after task t, and one mechanism record per task for the ledger.
 
-    ``rng_for(t)`` gives task t's generator (sampling and noise).
+    ``rng_for(t)`` gives task t's generator (sampling and noise). For ``peft_head``, a dict
+    passed as ``by_rule`` is filled with the predictions of every aggregation rule (App. D.2,
+    Fig. A2): post-processing of the same members, so it costs no privacy.
     """
     if learner not in LEARNERS:
         raise ValueError(f"unknown learner {learner!r}; allowed: {list(LEARNERS)}")
@@ -103,11 +106,16 @@ def run_head_learner(
             info = train_head(head, x[keep], y[keep], cfg, sigma, rng_for(t), active=active)
         records.append({**noise, **info, "data": f"features of D_{t} ({int(keep.sum())} kept)"})
         row = []
-        for xt, _ in test_sets[: t + 1]:
+        for i, (xt, _) in enumerate(test_sets[: t + 1]):
             if learner == "peft_head":
-                row.append(
-                    aggregate([m.logits(xt) for m, _ in members], [o for _, o in members], aggregation)
-                )
+                logits, spaces = [m.logits(xt) for m, _ in members], [o for _, o in members]
+                row.append(aggregate(logits, spaces, aggregation))
+                if by_rule is not None:
+                    for rule in RULES:
+                        rows = by_rule.setdefault(rule, [])
+                        if i == 0:
+                            rows.append([])
+                        rows[t].append(row[-1] if rule == aggregation else aggregate(logits, spaces, rule))
             else:
                 ids = np.flatnonzero(active)
                 row.append(aggregate([head.logits(xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1))

@@ -124,3 +124,42 @@ def plot_blurry_samples(labels: np.ndarray, n_tasks: int, disjoint_pct: float, b
     fig.tight_layout()
     _save(fig, outputs)
     plt.close(fig)
+
+
+def plot_aggregation_comparison(records: list[dict], methods: list[str], title: str,
+                                outputs: list[str | Path]) -> None:  # fmt: skip
+    """Fig. A2: final accuracy of the PEFT ensemble under each aggregation rule (App. D.2);
+    one panel per label method, bars per ε, median over seeds with min/max error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..learners.aggregation import RULES
+
+    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    methods = [m for m in methods if any(r["label_method"] == m for r in records)]
+    fig, axes = plt.subplots(1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.4), sharey=True,
+                             squeeze=False)  # fmt: skip
+    width = 0.8 / len(RULES)
+    for ax, m in zip(axes[0], methods, strict=False):
+        for k, rule in enumerate(RULES):
+            med, lo, hi = [], [], []
+            for eps in epsilons:
+                v = 100 * np.array([r["final_accuracy_by_aggregation"][rule] for r in records
+                                    if r["epsilon"] == eps and r["label_method"] == m])  # fmt: skip
+                med.append(np.median(v) if v.size else np.nan)
+                lo.append(med[-1] - v.min() if v.size else 0)
+                hi.append(v.max() - med[-1] if v.size else 0)
+            x = np.arange(len(epsilons)) + (k - (len(RULES) - 1) / 2) * width
+            ax.bar(x, med, width, yerr=[lo, hi], capsize=2, label={"argmax": "ArgMax", "median": "Median",
+                                                                   "entropy": "Entropy"}[rule])  # fmt: skip
+        ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
+        ax.set_title(label_method_name(m), fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].set_ylabel("final accuracy (%)")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, outputs)
+    plt.close(fig)

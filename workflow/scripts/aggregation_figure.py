@@ -1,0 +1,8 @@
+"""Fig. A2 of one benchmark (thin wrapper: dpcl.stages.aggregation_figure)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import aggregation_figure
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+aggregation_figure(list(sm.input), sm.wildcards.benchmark, sm.params.methods, list(sm.output))
