@@ -85,3 +85,120 @@ def make_fake_cifar(root, variant="cifar100", n_train=60, n_test=20, seed=0):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return archive, hashlib.md5(archive.read_bytes()).hexdigest(), images
+
+
+# --- the paper's other datasets (tests/test_datasets_paper.py) ------------------------------
+
+
+def _md5(path) -> str:
+    import hashlib
+
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def make_fake_mnist(root, n_train=30, n_test=10, seed=0):
+    """Write MNIST's four idx.gz files; return (RemoteFile table with their md5s, arrays by split)."""
+    from dpcl.data.datasets import RemoteFile
+    from dpcl.data.sources import MNIST_FILES
+
+    gen = np.random.default_rng(seed)
+    arrays = {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        images = gen.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        write_idx(root / MNIST_FILES[f"{split}_images"].name, images)
+        write_idx(root / MNIST_FILES[f"{split}_labels"].name, labels)
+        arrays[split] = (images, labels)
+    table = {k: RemoteFile(f.name, _md5(root / f.name), "") for k, f in MNIST_FILES.items()}
+    return table, arrays
+
+
+def make_fake_svhn(root, n_train=30, n_test=10, seed=0):
+    """Write train_32x32.mat / test_32x32.mat as MATLAB v5 files in SVHN's layout
+    (X: 32x32x3xN uint8, y: Nx1 with digit 0 stored as 10); return (md5 table, arrays)."""
+    import scipy.io
+
+    from dpcl.data.datasets import RemoteFile
+    from dpcl.data.sources import SVHN_FILES
+
+    gen = np.random.default_rng(seed)
+    arrays = {}
+    for split, n in (("train", n_train), ("test", n_test)):
+        x = gen.integers(0, 256, size=(32, 32, 3, n), dtype=np.uint8)
+        digits = np.arange(n) % 10
+        y = np.where(digits == 0, 10, digits).astype(np.uint8).reshape(n, 1)
+        scipy.io.savemat(root / SVHN_FILES[split].name, {"X": x, "y": y}, format="5")
+        arrays[split] = (x, digits)
+    table = {k: RemoteFile(f.name, _md5(root / f.name), "") for k, f in SVHN_FILES.items()}
+    return table, arrays
+
+
+def _png_bytes(img: np.ndarray) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def make_fake_notmnist(root, n_train_per_class=4, n_test_per_class=2, n_corrupt=2, seed=0):
+    """Write notMNIST.zip as in the paper's copy: notMNIST/{Train,Test}/{A..J}/*.png (28x28 grey),
+    plus ``n_corrupt`` unreadable .png files; return (path, md5, {split: {(letter, name): image}})."""
+    import zipfile
+
+    gen = np.random.default_rng(seed)
+    archive = root / "notMNIST.zip"
+    written: dict[str, dict] = {"train": {}, "test": {}}
+    with zipfile.ZipFile(archive, "w") as zf:
+        for split, folder, per in (("train", "Train", n_train_per_class), ("test", "Test", n_test_per_class)):
+            for letter in "ABCDEFGHIJ":
+                for i in range(per):
+                    img = gen.integers(0, 256, size=(28, 28), dtype=np.uint8)
+                    name = f"img{i}.png"
+                    zf.writestr(f"notMNIST/{folder}/{letter}/{name}", _png_bytes(img))
+                    written[split][(letter, name)] = img
+        for i in range(n_corrupt):
+            zf.writestr(f"notMNIST/Train/{'AF'[i % 2]}/broken{i}.png", b"\x89PNG\r\n\x1a\n truncated")
+    return archive, _md5(archive), written
+
+
+def make_fake_imagenet_r(root, per_class=(6, 9, 5, 10), n_corrupt=1, seed=0):
+    """Write imagenet-r.tar: imagenet-r/<wnid>/*.jpg of varying sizes and aspect ratios, each
+    class one flat colour, plus a README and ``n_corrupt`` unreadable JPEGs; also one wide image
+    (class 0) whose centre third is red and whose sides are blue, to check the centre crop.
+    Returns (path, md5, wnids, colours)."""
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    gen = np.random.default_rng(seed)
+    wnids = [f"n{1440764 + 1000 * c:08d}" for c in range(len(per_class))]
+    colours = gen.integers(30, 226, size=(len(per_class), 3)).astype(np.uint8)
+    archive = root / "imagenet-r.tar"
+
+    def add(tar, name, data):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(archive, "w") as tar:
+        add(tar, "imagenet-r/README.txt", b"ImageNet-R renditions\n")
+        for c, (wnid, n) in enumerate(zip(wnids, per_class, strict=True)):
+            for i in range(n):
+                w, h = int(gen.integers(20, 90)), int(gen.integers(20, 90))
+                img = np.broadcast_to(colours[c], (h, w, 3)).copy()
+                buf = io.BytesIO()
+                Image.fromarray(img).save(buf, format="JPEG", quality=95)
+                add(tar, f"imagenet-r/{wnid}/art_{i}.jpg", buf.getvalue())
+        wide = np.zeros((40, 120, 3), np.uint8)
+        wide[:, :] = (0, 0, 255)
+        wide[:, 40:80] = (255, 0, 0)
+        buf = io.BytesIO()
+        Image.fromarray(wide).save(buf, format="JPEG", quality=95)
+        add(tar, f"imagenet-r/{wnids[0]}/wide.jpg", buf.getvalue())
+        for i in range(n_corrupt):
+            add(tar, f"imagenet-r/{wnids[1]}/broken_{i}.jpg", b"\xff\xd8\xff\xe0 not really a jpeg")
+    return archive, _md5(archive), wnids, colours

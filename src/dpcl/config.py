@@ -79,7 +79,9 @@ def _allowed(error: jsonschema.ValidationError, root: dict) -> str:
     if error.validator == "additionalProperties":
         return f"unknown key; allowed keys: {sorted(s.get('properties', {}))}"
     if error.validator == "propertyNames":
-        return f"unknown name; allowed: {s.get('propertyNames', {}).get('enum')}"
+        names = s.get("propertyNames", {})
+        allowed = names.get("enum") or f"names matching {names.get('pattern')}"
+        return f"unknown name; allowed: {allowed}"
     desc = _description(root, error)
     if desc:
         return f"{error.message}. Allowed: {' '.join(desc.split())}"

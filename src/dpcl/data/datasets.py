@@ -125,7 +125,13 @@ def _digest(path: Path, algo: str, decompress: bool = False) -> str:
     return h.hexdigest()
 
 
-def _download(urls: tuple[str, ...], name: str, dest: Path, md5: str, retries: int = 3) -> None:
+def _download(
+    urls: tuple[str, ...], name: str, dest: Path, md5: str, retries: int = 3, hint: str | None = None
+) -> None:
+    """Fetch ``name`` from the first mirror that serves it, retrying with back-off; check its md5.
+
+    ``hint`` replaces the default advice (Fashion-MNIST's) on how to place the file by hand.
+    """
     errors = []
     for base in urls:
         url = base + name
@@ -143,12 +149,11 @@ def _download(urls: tuple[str, ...], name: str, dest: Path, md5: str, retries: i
                 if isinstance(exc, DatasetError):
                     break
                 time.sleep(min(2**attempt, 10) if attempt + 1 < retries else 0)
-    raise DatasetError(
-        f"could not download {name}:\n  "
-        + "\n  ".join(errors)
-        + "\nIf this machine is offline, install Debian's "
+    advice = hint or (
+        "If this machine is offline, install Debian's "
         f"dataset-fashion-mnist package, or place the official {name} in {dest.parent} by hand."
     )
+    raise DatasetError(f"could not download {name}:\n  " + "\n  ".join(errors) + "\n" + advice)
 
 
 def obtain_fashion_mnist(
@@ -221,12 +226,43 @@ def load_fashion_mnist(root: str | Path, split: str) -> ImageDataset:
     return ImageDataset(images=images, labels=labels, classes=FASHION_MNIST_CLASSES)
 
 
+DATASETS = (
+    "fashion_mnist",
+    "cifar10",
+    "cifar100",
+    "mnist",
+    "svhn",
+    "notmnist",
+    "imagenet_r",
+    "five_datasets",
+)
+VARIANT_SEPARATOR = "__"
+
+
+def base_name(name: str) -> str:
+    """The dataset kind of a config key: ``imagenet_r__seed1`` is a variant of ``imagenet_r``.
+
+    Variants let a config declare one dataset several times with different options (e.g.
+    ImageNet-R's ``split_seed``, which the paper re-draws per seed); each variant is
+    obtained into its own resources folder.
+    """
+    base = name.split(VARIANT_SEPARATOR, 1)[0]
+    if base not in DATASETS:
+        raise ValueError(
+            f"unknown dataset {name!r}; known: {sorted(DATASETS)} "
+            f"(optionally with a variant suffix, e.g. imagenet_r{VARIANT_SEPARATOR}seed1)"
+        )
+    return base
+
+
 def load_dataset(name: str, root: str | Path, split: str) -> ImageDataset:
     """Dispatch on the dataset name (one entry per supported dataset)."""
-    loaders = {"fashion_mnist": load_fashion_mnist, "cifar100": load_cifar100, "cifar10": load_cifar10}
-    if name not in loaders:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(loaders)}")
-    return loaders[name](root, split)
+    from . import sources
+
+    loaders = {"fashion_mnist": load_fashion_mnist, "cifar100": load_cifar100, "cifar10": load_cifar10,
+               "mnist": sources.load_mnist, "svhn": sources.load_svhn, "notmnist": sources.load_notmnist,
+               "imagenet_r": sources.load_imagenet_r, "five_datasets": sources.load_five_datasets}  # fmt: skip
+    return loaders[base_name(name)](root, split)
 
 
 def select_per_class(labels: np.ndarray, per_class: int | None, seed: int) -> np.ndarray:
@@ -281,7 +317,9 @@ def obtain_cifar(
             archive.unlink()
             raise DatasetError(f"{f.name} in {local_dir}: md5 does not match the official {f.md5}")
     elif not archive.is_file() or (verify and _digest(archive, "md5") != f.md5):
-        _download(urls, f.name, archive, f.md5 if verify else _NO_CHECK, retries=retries)
+        hint = (f"If this machine is offline, download {urls[0]}{f.name} elsewhere and place it by hand "
+                f"in {dest} or in a folder named by the config key datasets.{name}.local_dir.")  # fmt: skip
+        _download(urls, f.name, archive, f.md5 if verify else _NO_CHECK, retries=retries, hint=hint)
     out = dest / _CIFAR_DIRS[name]
     with tarfile.open(archive, "r:gz") as tar:
         members = [m for m in tar.getmembers() if m.name.startswith(_CIFAR_DIRS[name])]
