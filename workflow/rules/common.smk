@@ -2,8 +2,8 @@
 
 
 def scenario_tag(bench):
-    if bench["scenario"] == "iblurry":
-        return f"iblurry-n{bench['disjoint_pct']:g}-m{bench['blurry_pct']:g}-t{bench['n_tasks']}"
+    if bench["scenario"] in ("iblurry", "siblurry"):
+        return f"{bench['scenario']}-n{bench['disjoint_pct']:g}-m{bench['blurry_pct']:g}-t{bench['n_tasks']}"
     return f"{bench['scenario']}-t{bench['n_tasks']}"
 
 
@@ -12,7 +12,11 @@ def bench_wildcards(name):
     return dict(dataset=b["dataset"], backbone=b["backbone"], scenario=scenario_tag(b))
 
 
-HEAD_LEARNERS = [l for l in config["learners"] if l != "cosine"]
+# DP-SGD learners on cached features sharing one job per seed (heads.smk); DP-A-GEM
+# (agem.smk) and the FiLM learners on images (film.smk) have rules of their own.
+HEAD_LEARNERS = [l for l in config["learners"] if l in ("peft_head", "naive_head", "noncl_head")]
+FILM_LEARNERS = [l for l in config["learners"] if l.endswith("_film")]
+FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
 HEAD_METHODS = config["head_label_methods"] or METHODS
 
 

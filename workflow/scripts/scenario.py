@@ -11,7 +11,7 @@ tee_stderr(sm.log[0])
 kind, n, m, n_tasks = re.fullmatch(
     r"([a-z]+)(?:-n([0-9.]+)-m([0-9.]+))?-t(\d+)", sm.wildcards.scenario
 ).groups()
-blurry = {"disjoint_pct": float(n), "blurry_pct": float(m)} if kind == "iblurry" else {}
+blurry = {"disjoint_pct": float(n), "blurry_pct": float(m)} if kind in ("iblurry", "siblurry") else {}
 build_scenario(
     sm.wildcards.dataset, Path(sm.input[0]).parent, sm.params.dataset_cfg, kind, int(n_tasks),
     int(sm.wildcards.seed), sm.output[0], **blurry,

@@ -3,12 +3,33 @@
 Methods (config tags):
 - ``oracle``: O_t = labels present in D_t. A leaky baseline: not DP for any δ < 1 (Prop. 4.1).
 - ``base``: all labels of the base dataset at every task (data-independent).
-- ``public-xN``: the base labels plus dummy labels up to N × the base size (S_prior,
-  Sec. 4.3), data-independent; dummy ids are ``n_base .. N*n_base-1``.
+- ``public-xN[-cP][-grow][-unknown|-parent]``: Public Labels (S_prior, Sec. 4.3), fixed
+  before seeing data, from public information only (T, n_base, N, P, the dataset's
+  published class hierarchy and the run seed):
+  * ``xN``: label ids ``0 .. N*n_base-1``: the base labels ``0 .. n_base-1`` plus dummy
+    labels ``n_base .. N*n_base-1`` that never occur in the data (×10, ×100, ×1000 in the
+    paper's Sec. 6.1 / Fig. 6 use the same set at every task, S_prior^all);
+  * ``-cP`` (coverage, default 100): only P % of the base labels are public, a subset
+    fixed by the run seed alone (``rng(seed, "labels", "public", "coverage")``, nested in
+    P), simulating an imprecise public taxonomy that misses some data labels; the dummy
+    ids stay; ``public-x1-c0-parent`` is "the public set is the coarse labels";
+  * ``-grow``: a per-task schedule: task t (0-based, T tasks) holds the public base labels
+    plus the first round((N-1)·n_base·t/(T-1)) dummy labels, so O_t grows linearly from
+    the base labels (t = 0) to N × base (t = T-1); with T = 1 the full set;
+  * remapping R_t^label of data labels outside O_t (Eq. 8, Prop. 4.2): default ``drop``;
+    ``-unknown`` maps them to one extra public label ``unknown`` (id N*n_base);
+    ``-parent`` maps a fine label y to its parent in the dataset's hierarchy (CIFAR-100
+    fine → coarse), the parents being extra public labels with ids N*n_base + p. With
+    full coverage (P = 100) no data label is outside O_t, so a rule would be vacuous:
+    ``-unknown``/``-parent`` therefore need P < 100.
 - ``release-fF``: O_t released by k-TSGD thresholding (Eq. 7) with fraction F of both ε
   and δ; data of labels not released is dropped (Prop. 4.2).
 - ``release-laplace-fF``: the same with Laplace thresholding (App. C.3, Thm C.3; the
   mechanism of paper 003).
+
+Every label file carries a ``remap`` spec (rule, unknown id, parent ids); the learners
+map each task's (x, y) through :func:`remap_task_data` and the test labels through
+:func:`evaluation_labels`, so training data is exactly R_t^task(D_t) of Eq. 8.
 """
 
 from __future__ import annotations
@@ -23,7 +44,10 @@ from ..privacy.accounting import Budget, split_budget
 from ..privacy.label_release import release_labels
 from ..seeding import rng
 
-_TAG = re.compile(r"^(?:(oracle)|(base)|public-x(\d+)|release-(?:(laplace)-)?f(0?\.\d+|[01]\.\d+))$")
+_TAG = re.compile(
+    r"^(?:(oracle)|(base)|public-x(\d+)(?:-c(0|[1-9]\d?))?(-grow)?(?:-(unknown|parent))?"
+    r"|release-(?:(laplace)-)?f(0?\.\d+|[01]\.\d+))$"
+)
 
 
 @dataclass(frozen=True)
@@ -32,11 +56,17 @@ class LabelMethod:
     multiplier: int = 1
     fraction: float | None = None
     mechanism: str = "tsgd"  # release only: tsgd | laplace
+    coverage: int = 100  # public only: percent of the base labels that are public
+    schedule: str = "fixed"  # public only: fixed | grow
+    remap: str = "drop"  # public only: drop | unknown | parent (R_t^label, Eq. 8)
 
     @property
     def tag(self) -> str:
         if self.kind == "public":
-            return f"public-x{self.multiplier}"
+            cov = "" if self.coverage == 100 else f"-c{self.coverage}"
+            grow = "-grow" if self.schedule == "grow" else ""
+            rule = "" if self.remap == "drop" else f"-{self.remap}"
+            return f"public-x{self.multiplier}{cov}{grow}{rule}"
         if self.kind == "release":
             mech = "" if self.mechanism == "tsgd" else f"{self.mechanism}-"
             return f"release-{mech}f{self.fraction:g}"
@@ -52,7 +82,8 @@ def parse_label_method(tag: str) -> LabelMethod:
     m = _TAG.match(str(tag))
     if not m:
         raise ValueError(
-            f"unknown label method {tag!r}: allowed are 'oracle', 'base', 'public-xN' (N >= 1) "
+            f"unknown label method {tag!r}: allowed are 'oracle', 'base', "
+            "'public-xN[-cP][-grow][-unknown|-parent]' (N >= 1, 0 <= P <= 100), "
             "'release-fF' and 'release-laplace-fF' (0 < F < 1)"
         )
     if m.group(1):
@@ -63,16 +94,80 @@ def parse_label_method(tag: str) -> LabelMethod:
         n = int(m.group(3))
         if n < 1:
             raise ValueError(f"label method {tag!r}: the public multiplier must be >= 1")
-        return LabelMethod("public", multiplier=n)
-    f = float(m.group(5))
+        cov = 100 if m.group(4) is None else int(m.group(4))
+        if not 0 <= cov <= 100 or (m.group(4) is not None and cov == 100):
+            raise ValueError(f"label method {tag!r}: the coverage -cP needs 0 <= P < 100 (omit it for 100)")
+        rule = m.group(6) or "drop"
+        if rule != "drop" and cov == 100:
+            raise ValueError(
+                f"label method {tag!r}: with every base label public no data label is remapped; "
+                f"'-{rule}' needs a coverage below 100, e.g. 'public-x{n}-c50-{rule}'"
+            )
+        if cov == 0 and rule == "drop":
+            raise ValueError(
+                f"label method {tag!r}: no base label is public, so drop would discard every sample; "
+                "add '-unknown' or '-parent'"
+            )
+        return LabelMethod("public", multiplier=n, coverage=cov, schedule="grow" if m.group(5) else "fixed",
+                           remap=rule)  # fmt: skip
+    f = float(m.group(8))
     if not 0 < f < 1:
         raise ValueError(f"label method {tag!r}: the release fraction must lie in (0, 1)")
-    return LabelMethod("release", fraction=f, mechanism=m.group(4) or "tsgd")
+    return LabelMethod("release", fraction=f, mechanism=m.group(7) or "tsgd")
 
 
-def label_universe_size(method: LabelMethod, n_base: int) -> int:
-    """Number of label ids a classifier may have to hold under ``method``."""
-    return n_base * method.multiplier if method.kind == "public" else n_base
+def label_universe_size(method: LabelMethod, n_base: int, n_parents: int = 0) -> int:
+    """Number of label ids a classifier may have to hold under ``method`` (see the module doc)."""
+    if method.kind != "public":
+        return n_base
+    extra = {"drop": 0, "unknown": 1, "parent": n_parents}[method.remap]
+    return n_base * method.multiplier + extra
+
+
+def public_base_labels(method: LabelMethod, n_base: int, seed: int) -> list[int]:
+    """The base labels in the public set: all, or the coverage subset fixed by ``seed`` alone."""
+    if method.coverage == 100:
+        return list(range(n_base))
+    order = rng(seed, "labels", "public", "coverage").permutation(n_base)  # nested in P
+    return sorted(int(y) for y in order[: int(round(method.coverage / 100 * n_base))])
+
+
+def public_label_spaces(
+    method: LabelMethod, n_base: int, n_tasks: int, seed: int, n_parents: int = 0
+) -> list[list[int]]:
+    """O_t^prior of every task from public information only (T, n_base, N, P, hierarchy size, seed)."""
+    if method.kind != "public":
+        raise ValueError(f"{method.tag} is not a public label method")
+    if method.remap == "parent" and n_parents < 1:
+        raise ValueError(
+            f"label method {method.tag!r} needs a class hierarchy (parents); the dataset has none"
+        )
+    top = n_base * method.multiplier
+    extra = {"drop": [], "unknown": [top], "parent": list(range(top, top + n_parents))}[method.remap]
+    base = public_base_labels(method, n_base, seed)
+    n_dummy = top - n_base
+    spaces = []
+    for t in range(n_tasks):
+        k = n_dummy if method.schedule == "fixed" or n_tasks == 1 else round(n_dummy * t / (n_tasks - 1))
+        spaces.append(base + list(range(n_base, n_base + k)) + extra)
+    return spaces
+
+
+def remap_spec(method: LabelMethod, n_base: int, parent: np.ndarray | None = None) -> dict:
+    """The label file's ``remap`` entry: R_t^label of Eq. 8 as data (rule, unknown id, parent ids)."""
+    top = n_base * method.multiplier
+    if method.kind != "public" or method.remap == "drop":
+        return {"rule": "drop", "unknown": None, "parent": None}
+    if method.remap == "unknown":
+        return {"rule": "unknown", "unknown": top, "parent": None}
+    if parent is None:
+        raise ValueError(
+            f"label method {method.tag!r} needs a class hierarchy (parents); the dataset has none"
+        )
+    parent = np.asarray(parent, dtype=np.int64)
+    if parent.shape != (n_base,):
+        raise ValueError(f"the parent map must give one parent per base label ({n_base}), got {parent.shape}")
+    return {"rule": "hierarchy", "unknown": None, "parent": [int(top + p) for p in parent]}
 
 
 def output_label_spaces(
@@ -82,15 +177,24 @@ def output_label_spaces(
     budget: Budget,
     seed: int,
     run_key: tuple = (),
+    parent: np.ndarray | None = None,
 ) -> dict:
-    """O_t for every task, the budget left for training, and ledger entries per task.
+    """O_t for every task, the budget left for training, ledger entries and the remap spec.
 
     ``task_labels[t]`` are the (private) labels of D_t. Label-release noise is drawn from
-    ``rng(seed, "labels", *run_key, method.tag, "task", t)``.
+    ``rng(seed, "labels", *run_key, method.tag, "task", t)``. ``parent[y]`` is the parent
+    of base label y in the dataset's (public) hierarchy, needed by ``-parent`` tags.
     """
     spaces: list[list[int]] = []
     entries: list[dict] = []
     training = budget
+    n_parents = int(np.max(parent)) + 1 if parent is not None and len(parent) else 0
+    spec = remap_spec(method, n_base, parent)
+    public = (
+        public_label_spaces(method, n_base, len(task_labels), seed, n_parents)
+        if method.kind == "public"
+        else None
+    )
     if method.kind == "release":
         label_budget, training = split_budget(budget, method.fraction)
     for t, labels in enumerate(task_labels):
@@ -106,7 +210,7 @@ def output_label_spaces(
                 "note": "O_t = labels present in D_t: not DP for any delta < 1 (paper 000 Prop. 4.1)",
             }
         elif method.kind in ("base", "public"):
-            o_t = list(range(label_universe_size(method, n_base)))
+            o_t = public[t] if public is not None else list(range(n_base))
             entry = {
                 "mechanism": "data_independent",
                 "epsilon": 0.0,
@@ -128,7 +232,8 @@ def output_label_spaces(
     return {
         "method": method.tag,
         "n_base": n_base,
-        "label_universe": label_universe_size(method, n_base),
+        "label_universe": label_universe_size(method, n_base, n_parents),
+        "remap": spec,
         "target": {"epsilon": budget.epsilon, "delta": budget.delta},
         "training_budget": {"epsilon": training.epsilon, "delta": training.delta},
         "tasks": [{"task": t, "labels": o, "n_labels": len(o)} for t, o in enumerate(spaces)],
@@ -181,3 +286,33 @@ def remap_task(
     else:
         keep = inside
     return keep, mapped[keep]
+
+
+def remap_task_data(labels: np.ndarray, label_space: list[int] | np.ndarray, spec: dict | None
+                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(kept sample mask, trained labels) of one task: R_t^task of Eq. 8 under a label file's spec.
+
+    A missing spec (label files written before remapping existed) means ``drop``.
+    """
+    spec = spec or {"rule": "drop"}
+    return remap_task(
+        labels, label_space, spec["rule"], parent=spec.get("parent"), unknown=spec.get("unknown")
+    )
+
+
+def evaluation_labels(labels: np.ndarray, label_file: dict) -> np.ndarray:
+    """Test labels as the released model names them: R^label over the union of all O_t.
+
+    Labels in the public vocabulary stay; others become ``unknown`` or their parent (the
+    classes a remapped model is trained to predict); under ``drop`` they stay as they are
+    and count as errors (no model can output them).
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    spec = label_file.get("remap") or {"rule": "drop"}
+    if spec["rule"] == "drop":
+        return labels.copy()
+    union = sorted(set().union(*(set(t["labels"]) for t in label_file["tasks"])))
+    _, mapped = remap_task(
+        labels, union, spec["rule"], parent=spec.get("parent"), unknown=spec.get("unknown")
+    )
+    return mapped

@@ -72,6 +72,21 @@ def disjoint_scenario(labels: np.ndarray, n_tasks: int, seed: int) -> Scenario:
     return Scenario(f"disjoint-t{n_tasks}", seed, order, task_classes, train_indices)
 
 
+def _blurry_setup(labels, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int, kind: str):
+    """Checked inputs of a blurry split: (labels, classes, generator, class order, #disjoint classes)."""
+    labels = np.asarray(labels)
+    if not 0 <= disjoint_pct <= 100 or not 0 <= blurry_pct <= 100:
+        raise ValueError(
+            f"disjoint_pct and blurry_pct must lie in [0, 100], got {disjoint_pct}, {blurry_pct}"
+        )
+    classes = np.unique(labels)
+    if not 1 <= n_tasks <= len(classes):
+        raise ValueError(f"n_tasks must lie in 1..{len(classes)} (the number of classes), got {n_tasks}")
+    gen = rng(seed, "scenario", kind)
+    order = gen.permutation(classes)
+    return labels, classes, gen, order, int(round(disjoint_pct / 100 * len(classes)))
+
+
 def iblurry_scenario(
     labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
 ) -> Scenario:
@@ -85,17 +100,9 @@ def iblurry_scenario(
     ``task_classes[t]`` are the classes whose training samples first appear in task t
     (the test classes that task t adds to the evaluation).
     """
-    labels = np.asarray(labels)
-    if not 0 <= disjoint_pct <= 100 or not 0 <= blurry_pct <= 100:
-        raise ValueError(
-            f"disjoint_pct and blurry_pct must lie in [0, 100], got {disjoint_pct}, {blurry_pct}"
-        )
-    classes = np.unique(labels)
-    if not 1 <= n_tasks <= len(classes):
-        raise ValueError(f"n_tasks must lie in 1..{len(classes)} (the number of classes), got {n_tasks}")
-    gen = rng(seed, "scenario", "iblurry")
-    order = gen.permutation(classes)
-    n_disjoint = int(round(disjoint_pct / 100 * len(classes)))
+    labels, classes, gen, order, n_disjoint = _blurry_setup(
+        labels, n_tasks, disjoint_pct, blurry_pct, seed, "iblurry"
+    )
     disjoint_parts = np.array_split(order[:n_disjoint], n_tasks)
     blurry_parts = np.array_split(order[n_disjoint:], n_tasks)
     own = [
@@ -128,6 +135,109 @@ def iblurry(
     return iblurry_scenario(labels, n_tasks, disjoint_pct, blurry_pct, seed).train_indices
 
 
+def _random_composition(total: int, n_parts: int, gen: np.random.Generator, positive: bool) -> np.ndarray:
+    """Sizes of ``n_parts`` consecutive parts of ``total`` items, cut at random points.
+
+    ``positive``: T - 1 distinct cuts drawn uniformly from 1..total-1 (every part non-empty,
+    a uniform random composition); otherwise T - 1 cuts drawn with replacement from
+    0..total (Moon et al.'s ``torch.randint`` cuts; parts may be empty).
+    """
+    if n_parts == 1:
+        return np.asarray([total], dtype=np.int64)
+    if positive:
+        cuts = np.sort(gen.choice(np.arange(1, total), size=n_parts - 1, replace=False))
+    else:
+        cuts = np.sort(gen.integers(0, total + 1, size=n_parts - 1))
+    return np.diff(np.concatenate([[0], cuts, [total]])).astype(np.int64)
+
+
+@dataclass
+class SiBlurrySplit:
+    """Si-Blurry internals kept for checks: class ownership and the blurry samples moved."""
+
+    disjoint_classes: list[list[int]]
+    blurry_classes: list[list[int]]
+    moved_out: list[np.ndarray]  # sample indices task t gave to the pool
+    moved_in: list[np.ndarray]  # sample indices task t received from the pool
+    train_indices: list[np.ndarray]
+
+
+def siblurry_split(
+    labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
+) -> SiBlurrySplit:
+    """Si-Blurry (Moon et al., ICCV 2023; paper 003 Sec. 7.2): stochastic blurry task boundaries.
+
+    Follows the ``varing_NM`` branch of Moon et al.'s ``OnlineSampler`` (MVP code):
+    1. permute the classes; the first round(N % · C) are disjoint, the rest blurry;
+    2. cut the disjoint classes into T consecutive groups at random points, and likewise
+       the blurry classes (so the number of disjoint and blurry classes varies per task);
+    3. the number of moved samples is round(M % · B) (B = all blurry-class samples); it is
+       cut into T random shares m_t; task t gives min(m_t, b_t) random samples of its own
+       blurry classes to a pool, the pool is shuffled and task t gets back as many as it
+       gave (so the blurry ratio varies per task, and task sizes are those of step 2).
+    Our choices (documented deviations): N % is rounded, not truncated to a multiple of T,
+    and no class is discarded (MVP drops the remainder); the class cuts are distinct, so a
+    group with >= T classes gives every task at least one (MVP's cuts may coincide and
+    leave a task empty); the moved samples are drawn at random, not the first in file
+    order; a task returns to the pool at most its own blurry samples and receives exactly
+    that count back. The sample shares m_t use MVP's cuts with replacement (may be 0).
+    """
+    labels, classes, gen, order, n_disjoint = _blurry_setup(
+        labels, n_tasks, disjoint_pct, blurry_pct, seed, "siblurry"
+    )
+    n_blurry = len(classes) - n_disjoint
+    if max(n_disjoint, n_blurry) < n_tasks:
+        raise ValueError(
+            f"Si-Blurry with {n_tasks} tasks needs at least {n_tasks} disjoint or {n_tasks} blurry "
+            f"classes; N = {disjoint_pct:g} % of {len(classes)} classes gives {n_disjoint} and {n_blurry}"
+        )
+
+    def groups(part: np.ndarray) -> list[list[int]]:
+        sizes = _random_composition(len(part), n_tasks, gen, positive=len(part) >= n_tasks)
+        bounds = np.cumsum(sizes)[:-1]
+        return [sorted(int(c) for c in g) for g in np.split(part, bounds)]
+
+    d_groups, b_groups = groups(order[:n_disjoint]), groups(order[n_disjoint:])
+    own = [np.flatnonzero(np.isin(labels, d + b)) for d, b in zip(d_groups, b_groups, strict=True)]
+    blurry_idx = [np.flatnonzero(np.isin(labels, b)) for b in b_groups]
+    total_blurry = int(sum(len(i) for i in blurry_idx))
+    shares = _random_composition(int(round(blurry_pct / 100 * total_blurry)), n_tasks, gen, positive=False)
+    moved_out = []
+    for t, idx in enumerate(blurry_idx):
+        take = np.sort(gen.permutation(idx)[: min(int(shares[t]), len(idx))]).astype(np.int64)
+        moved_out.append(take)
+        own[t] = np.setdiff1d(own[t], take)
+    pool = gen.permutation(np.concatenate(moved_out))
+    bounds = np.cumsum([len(m) for m in moved_out])[:-1]
+    moved_in = [np.sort(p).astype(np.int64) for p in np.split(pool, bounds)]
+    train = [np.sort(np.concatenate([o, i])).astype(np.int64) for o, i in zip(own, moved_in, strict=True)]
+    return SiBlurrySplit(d_groups, b_groups, moved_out, moved_in, train)
+
+
+def siblurry_scenario(
+    labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
+) -> Scenario:
+    """:func:`siblurry_split` as a :class:`Scenario` (test classes: first appearance, as i-Blurry)."""
+    labels = np.asarray(labels)
+    split = siblurry_split(labels, n_tasks, disjoint_pct, blurry_pct, seed)
+    seen: set[int] = set()
+    task_classes = []
+    for idx in split.train_indices:
+        new = sorted(int(c) for c in np.unique(labels[idx]) if int(c) not in seen)
+        seen.update(new)
+        task_classes.append(new)
+    order = [c for d, b in zip(split.disjoint_classes, split.blurry_classes, strict=True) for c in d + b]
+    name = f"siblurry-n{disjoint_pct:g}-m{blurry_pct:g}-t{n_tasks}"
+    return Scenario(name, seed, order, task_classes, split.train_indices)
+
+
+def siblurry(
+    labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
+) -> list[np.ndarray]:
+    """Train-sample indices per task of :func:`siblurry_scenario`."""
+    return siblurry_split(labels, n_tasks, disjoint_pct, blurry_pct, seed).train_indices
+
+
 def make_scenario(kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoint_pct: float = 50,
                   blurry_pct: float = 0) -> Scenario:  # fmt: skip
     """Build the scenario named ``kind`` (one entry per supported split)."""
@@ -135,4 +245,33 @@ def make_scenario(kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoi
         return disjoint_scenario(labels, n_tasks, seed)
     if kind == "iblurry":
         return iblurry_scenario(labels, n_tasks, disjoint_pct, blurry_pct, seed)
-    raise ValueError(f"unknown scenario {kind!r}; known: ['disjoint', 'iblurry']")
+    if kind == "siblurry":
+        return siblurry_scenario(labels, n_tasks, disjoint_pct, blurry_pct, seed)
+    if kind == "datasets":
+        return datasets_scenario(labels, n_tasks, seed)
+    raise ValueError(f"unknown scenario {kind!r}; known: ['disjoint', 'iblurry', 'siblurry', 'datasets']")
+
+
+def datasets_scenario(labels: np.ndarray, n_tasks: int, seed: int, classes_per_dataset: int = 10) -> Scenario:
+    """5-datasets (paper 000 App. E, F.5): task t is the whole source dataset ``order[t]``.
+
+    Sources are label blocks of ``classes_per_dataset`` (label // 10 for the composite
+    ``five_datasets``); ``order`` is the ``seed``-th of the n! source orders in
+    ``itertools.permutations`` order (seed mod n!), so seeds 0..119 run all 120 orders of
+    5-datasets and each seed names one order.
+    """
+    import itertools
+    import math
+
+    labels = np.asarray(labels)
+    groups = labels // classes_per_dataset
+    present = [int(g) for g in np.unique(groups)]
+    if n_tasks != len(present):
+        raise ValueError(
+            f"scenario 'datasets' has one task per source dataset: n_tasks must be {len(present)}, got {n_tasks}"
+        )
+    order = next(itertools.islice(itertools.permutations(present), seed % math.factorial(len(present)), None))
+    task_classes = [sorted(int(c) for c in np.unique(labels[groups == g])) for g in order]
+    train_indices = [np.flatnonzero(groups == g).astype(np.int64) for g in order]
+    class_order = [c for cs in task_classes for c in cs]
+    return Scenario(f"datasets-t{n_tasks}", seed, class_order, task_classes, train_indices)
