@@ -35,8 +35,8 @@ def tiny_run(tmp_path_factory):
         "epsilons": [1, "inf"],
         "delta": 1e-5,
         "label_methods": ["oracle", "base", "public-x10", "release-f0.1"],
-        "learners": ["cosine", "peft_head", "naive_head", "noncl_head"],
-        "head_label_methods": ["oracle", "release-f0.1"],
+        "learners": ["cosine", "peft_head", "naive_head", "noncl_head", "agem_head"],
+        "head_label_methods": ["oracle", "base", "release-f0.1"],  # base: Fig. 3 (DP-A-GEM comparison)
         "dpsgd": {"sample_rate": 0.5, "epochs": 4},
         "tuning": {"trials": 3},
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
@@ -61,6 +61,8 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
         "cosine",
         "tune_heads",
         "heads",
+        "agem",
+        "fig3_desai",
         "report",
     ):
         assert f"rule {rule}" in res.stderr + res.stdout
@@ -69,11 +71,15 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
     assert "Release Labels (10 %)" in md and "non-DP" in md
     for ext in ("png", "pdf"):
         assert (out / "figures" / f"tiny_bench_cosine_avg_acc.{ext}").stat().st_size > 1000
+        assert (out / "figures" / f"tiny_bench_fig3_desai.{ext}").stat().st_size > 1000
+        assert (out / "figures" / f"tiny_bench_peft_head_figA2_aggregation.{ext}").stat().st_size > 1000
     runs = sorted((out / "runs" / "cosine").rglob("metrics.json"))
     assert len(runs) == 3 * 2 * 4
     for learner in ("peft_head", "naive_head", "noncl_head"):
-        assert len(sorted((out / "runs" / learner).rglob("privacy.json"))) == 3 * 2 * 2
+        assert len(sorted((out / "runs" / learner).rglob("privacy.json"))) == 3 * 2 * 3
         assert "head-only" in (out / "tables" / f"tiny_bench_{learner}.md").read_text()
+    assert len(sorted((out / "runs" / "agem_head").rglob("privacy.json"))) == 3 * 2 * 3
+    assert "agem_head" in (out / "tables" / "tiny_bench.csv").read_text()  # the summary table picks it up
 
 
 def test_run_outputs_are_consistent(tiny_run):
@@ -94,6 +100,14 @@ def test_run_outputs_are_consistent(tiny_run):
                                 "privacy.json").read_text())  # fmt: skip
     assert peft["guarantee_holds"] and peft["overall"]["epsilon"] <= 1.0
     assert [m["mechanism"] for m in peft["tasks"][0]["mechanisms"]] == ["ktsgd_label_release", "dpsgd"]
+    agem = json.loads((work / "results/runs/agem_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
+                                "privacy.json").read_text())  # fmt: skip
+    assert agem["guarantee_holds"] and agem["overall"]["epsilon"] <= 1.0
+    kinds = [m["mechanism"] for m in agem["tasks"][0]["mechanisms"]]
+    assert kinds == ["ktsgd_label_release", "dpsgd", "dpsgd_buffer"]
+    steps = agem["tasks"][0]["mechanisms"][1]["steps"]
+    assert agem["agem"]["buffer_part"]["worst_case_compositions"] == 4 * steps  # T - 1 = 4 later tasks
+    assert set(agem["tasks"][0]["parts"]) == {"rule", "train", "reference"}
     nondp = json.loads((run / "epsinf/base/metrics.json").read_text())
     assert nondp["sigma"] == 0 and 0 < nondp["final_accuracy"] <= 1
     assert math.isinf(float(nondp["epsilon"]))

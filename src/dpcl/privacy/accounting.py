@@ -76,6 +76,22 @@ def verify_mechanism(entry: dict[str, Any]) -> float | None:
             raise PrivacyBudgetExceeded(f"DP-SGD run claims ε={eps} but its accountant gives ε={spent:.6g}")
         entry["epsilon_accounted"] = spent
         achieved = None
+    elif kind == "dpsgd_buffer":
+        # DP-A-GEM's memory buffer (App. D.4 (d)): a reference individual is reread at every
+        # step of each later task, so its reads compose sequentially: steps = per task × tasks.
+        per_task, later = int(entry["steps_per_task"]), int(entry["later_tasks"])
+        if int(entry["steps"]) != per_task * later or later < 1:
+            raise PrivacyBudgetExceeded(
+                f"buffer entry counts steps={entry['steps']} but is reread {later} times × {per_task} steps"
+            )
+        if entry.get("part") != "reference":
+            raise ValueError(f"a dpsgd_buffer entry must have part 'reference', got {entry.get('part')!r}")
+        spent = _dpsgd_epsilon(float(entry["noise_multiplier"]), float(entry["sample_rate"]), per_task * later,
+                               delta, entry.get("accountant", "prv"))  # fmt: skip
+        if spent > eps * (1 + 1e-9):
+            raise PrivacyBudgetExceeded(f"buffer rereads claim ε={eps}; the accountant gives ε={spent:.6g}")
+        entry["epsilon_accounted"] = spent
+        achieved = None
     elif kind in ("nonprivate", "label_oracle_nonprivate", "data_independent", "label_oracle"):
         achieved = None
     else:
@@ -102,10 +118,29 @@ class Ledger:
             entry["delta_achieved"] = achieved
         self.tasks.setdefault(int(task), []).append(entry)
 
+    def part_budgets(self, task: int) -> dict[str, Budget]:
+        """Per disjoint part of a task (entries with a ``part`` key): basic composition within it."""
+        parts: dict[str, Budget] = {}
+        for e in self.tasks.get(task, []):
+            if e.get("part") is not None:
+                b = parts.get(e["part"], Budget(0.0, 0.0))
+                parts[e["part"]] = Budget(b.epsilon + float(e["epsilon"]), b.delta + float(e["delta"]))
+        return parts
+
     def task_budget(self, task: int) -> Budget:
-        """Basic composition of the mechanisms applied to one task's data."""
-        entries = self.tasks.get(task, [])
-        return Budget(sum(float(e["epsilon"]) for e in entries), sum(float(e["delta"]) for e in entries))
+        """Basic composition of the mechanisms applied to one task's data.
+
+        Entries without ``part`` touch all of D_t; entries with one touch only that part of
+        D_t, and the parts are disjoint (e.g. DP-A-GEM's train and reference parts, App.
+        D.4 (a)), so each individual pays the shared entries plus its own part's: the
+        worst part bounds everyone.
+        """
+        shared = [e for e in self.tasks.get(task, []) if e.get("part") is None]
+        parts = self.part_budgets(task).values()
+        return Budget(
+            sum(float(e["epsilon"]) for e in shared) + max((b.epsilon for b in parts), default=0.0),
+            sum(float(e["delta"]) for e in shared) + max((b.delta for b in parts), default=0.0),
+        )
 
     def total(self) -> Budget:
         """Parallel composition over tasks (Thm B.7): the worst task's guarantee."""
@@ -141,6 +176,14 @@ class Ledger:
             )
         return total
 
+    def _parts_dict(self, task: int) -> dict[str, Any]:
+        """The per-part budgets of a task, if it has disjoint parts (shown in privacy.json)."""
+        parts = self.part_budgets(task)
+        if not parts:
+            return {}
+        return {"parts": {"rule": "disjoint parts compose in parallel; shared entries (no part) add to each",
+                          **{p: {"epsilon": b.epsilon, "delta": b.delta} for p, b in parts.items()}}}  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         total = self.check()
         return {
@@ -159,6 +202,7 @@ class Ledger:
                         "delta": self.task_budget(t).delta,
                     },
                 }
+                | self._parts_dict(t)
                 for t in sorted(self.tasks)
             ],
             "overall": {

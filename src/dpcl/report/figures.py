@@ -163,3 +163,47 @@ def plot_aggregation_comparison(records: list[dict], methods: list[str], title: 
     fig.tight_layout()
     _save(fig, outputs)
     plt.close(fig)
+
+
+FIG3_LEARNERS = {
+    "cosine": "Cosine Classifier",
+    "peft_head": "PEFT Ensemble",
+    "agem_head": "DP-A-GEM (Desai et al.)",
+}
+
+
+def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | Path]) -> None:
+    """Fig. 3 (paper 000 Sec. 6.1): test accuracy after each task t on the tasks seen so far
+    (AA_t) of the Cosine Classifier, PEFT Ensemble and DP-A-GEM, one panel per ε; median over
+    seeds with min/max error bars. ``records`` are run metrics of one label method (Base Dataset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not records:
+        raise ValueError("Fig. 3 needs at least one run")
+    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
+    offsets = {name: (k - 1) * 0.12 for k, name in enumerate(FIG3_LEARNERS)}  # keep error bars apart
+    for ax, eps in zip(axes[0], epsilons, strict=True):
+        for learner, name in FIG3_LEARNERS.items():
+            runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
+            curves = [r["average_accuracy"] for r in runs]
+            if not curves:
+                continue
+            curves = 100 * np.asarray(curves, dtype=float)
+            med = np.median(curves, axis=0)
+            t = np.arange(1, curves.shape[1] + 1) + offsets[learner]
+            ax.errorbar(t, med, yerr=[med - curves.min(axis=0), curves.max(axis=0) - med], marker="o", ms=3,
+                        capsize=2, label=name)  # fmt: skip
+        ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
+        ax.set_xlabel("task t")
+        ax.set_xticks(np.arange(1, len(records[0]["average_accuracy"]) + 1))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy on tasks seen (%)")
+    axes[0][-1].legend(fontsize=8, loc="lower left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, outputs)
+    plt.close(fig)

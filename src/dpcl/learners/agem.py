@@ -1,0 +1,263 @@
+"""Enhanced DP-A-GEM (Desai et al. 2021) head-only on cached features: a baseline.
+
+Paper 000 Sec. 6.1 ("Comparison with Desai et al.", Fig. 3) and App. D.4. One linear head
+over the label universe (softmax restricted to ∪_{k≤t} O_k, like ``naive_head``) is
+trained task after task with DP-SGD. Each task's data D_t is split into disjoint parts
+D_t^train and D_t^ref; the reference parts of past tasks form the memory buffer. At every
+step of task t ≥ 1 the learner computes two DP gradients (App. D.4, items 1-2):
+
+- g: the sum of clipped per-example gradients of a Poisson sample (rate q) of D_t^train
+  plus N(0, σ²C²I);
+- g_ref: the same for a Poisson sample (rate q_ref) of the buffer, noise multiplier σ_ref;
+
+and, if gᵀg_ref < 0, projects g̃ = g − (gᵀg_ref / g_refᵀg_ref) g_ref (Eq. A102) before the
+Adam step. The projection is post-processing of two DP releases.
+
+Privacy (per individual, add/remove adjacency; DESIGN §4):
+
+- a D_t^train individual is read by task t's ``steps`` steps only: (σ, q, steps);
+- a D_s^ref individual is reread at every step of every later task s+1, …, T−1:
+  (σ_ref, q_ref, (T−1−s)·steps), worst case s = 0 with (T−1)·steps compositions.
+  σ_ref is calibrated for that worst case, so T must be known in advance (it is public:
+  part of the scenario). Paper 002's Lemma 2 charges the buffer only once; we do not.
+- the two parts are disjoint, so they compose in parallel with each other; the task's
+  label release (which counts all of D_t) composes sequentially with both.
+
+The split is a fixed function of each individual's identity (a seeded coin per sample
+id, probability ``buffer_fraction``), never "k samples per class": with a fixed-size
+draw, adding one individual would move another one between the parts, so the parts
+would not be a data-independent partition and parallel composition would not apply.
+The buffer of the last task would never be reread, so D_{T-1} is not split.
+
+Not private in the paper's sense: the buffer keeps **raw samples** across tasks, which
+the paper's privacy model forbids (Table 1: only DP releases may be kept between tasks).
+This learner exists to be compared against, not to be deployed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dpsgd import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
+from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
+from ..seeding import rng
+from .aggregation import aggregate
+from .peft import dpsgd_noise
+
+LEARNER = "agem_head"
+
+
+@dataclass(frozen=True)
+class AGEMConfig:
+    """Memory-buffer settings of DP-A-GEM (App. D.4: 10 % of a training class size)."""
+
+    buffer_fraction: float = 0.1  # probability that a training sample goes to its task's reference part
+    buffer_sample_rate: float | None = None  # Poisson rate q_ref of the buffer batch; None: DP-SGD's q
+
+    def validate(self) -> None:
+        """Raise with the key named if a value is out of range."""
+        if not 0.0 < self.buffer_fraction < 1.0:
+            raise ValueError(f"agem.buffer_fraction must lie in (0, 1), got {self.buffer_fraction!r}")
+        q = self.buffer_sample_rate
+        if q is not None and not 0.0 < q <= 1.0:
+            raise ValueError(f"agem.buffer_sample_rate must lie in (0, 1] or be null, got {q!r}")
+
+    def ref_rate(self, cfg: DPSGDConfig) -> float:
+        """q_ref: the configured buffer rate, else the training rate q."""
+        return float(self.buffer_sample_rate if self.buffer_sample_rate is not None else cfg.sample_rate)
+
+
+def reference_mask(sample_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Which samples belong to their task's reference part: a seeded coin per sample id.
+
+    The coin of an individual depends only on (seed, its id), so adding or removing one
+    individual never moves another between the train and reference parts.
+    """
+    ids = np.asarray(sample_ids, dtype=np.int64)
+    if ids.size == 0:
+        return np.zeros(0, dtype=bool)
+    if ids.min() < 0:
+        raise ValueError("sample ids must be non-negative")
+    coins = rng(seed, LEARNER, "reference_split").random(int(ids.max()) + 1)
+    return coins[ids] < fraction
+
+
+def buffer_record(
+    noise_multiplier: float, sample_rate: float, steps_per_task: int, later_tasks: int, delta: float,
+    accountant: str = "prv",
+) -> dict:  # fmt: skip
+    """Ledger entry of a reference part reread by ``later_tasks`` tasks of ``steps_per_task`` steps each."""
+    if later_tasks < 1:
+        raise ValueError(f"a buffer entry needs at least one later task, got {later_tasks}")
+    rec = accountant_record(noise_multiplier, sample_rate, steps_per_task * later_tasks, delta, accountant)
+    rec.update(mechanism="dpsgd_buffer", steps_per_task=int(steps_per_task), later_tasks=int(later_tasks),
+               part="reference")  # fmt: skip
+    return rec
+
+
+def agem_noise(
+    epsilon: float, delta: float, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int, cache: dict | None = None
+) -> tuple[dict, dict | None]:
+    """Noise for g (``steps`` at q) and for g_ref (calibrated for (T−1)·steps at q_ref), each
+    within the task's training budget (ε, δ), App. D.4 (f). The second is None if T = 1."""
+    train = dpsgd_noise(epsilon, delta, cfg, cache)
+    if n_tasks < 2:
+        return train, None
+    q_ref, reads = agem.ref_rate(cfg), (n_tasks - 1) * cfg.steps
+    if math.isinf(epsilon):
+        return train, {"mechanism": "nonprivate", "noise_multiplier": 0.0, "epsilon": math.inf, "delta": 0.0,
+                       "sample_rate": q_ref, "steps": reads}  # fmt: skip
+    key = ("buffer", epsilon, delta, q_ref, reads)
+    if cache is not None and key in cache:
+        return train, dict(cache[key])
+    info = noise_multiplier_info(epsilon, delta, q_ref, reads)
+    ref = {"noise_multiplier": info["noise_multiplier"], "accountant": info["accountant"], "sample_rate": q_ref,
+           "steps_per_task": cfg.steps, "worst_case_steps": reads, "epsilon_target": epsilon, "delta": delta}  # fmt: skip
+    if cache is not None:
+        cache[key] = dict(ref)
+    return train, ref
+
+
+def _noisy_clipped_sum(
+    head: LinearHead,
+    x: np.ndarray,
+    y: np.ndarray,
+    rate: float,
+    clip: float,
+    sigma: float,
+    gen: np.random.Generator,
+    active: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1)."""  # fmt: skip
+    n = len(y)
+    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+    clipped = 0.0
+    if batch.size:
+        xb = x[batch]
+        d = logit_grads(head.w, head.b, xb, y[batch], active)
+        if math.isfinite(clip):
+            c = np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))
+            clipped = float(np.mean(c < 1.0))
+            d *= c[:, None]
+        g_w += d.T @ xb
+        g_b += d.sum(axis=0)
+    if sigma > 0:
+        g_w += sigma * clip * gen.standard_normal(g_w.shape)
+        g_b += sigma * clip * gen.standard_normal(g_b.shape)
+    return g_w, g_b, clipped
+
+
+def project(g: np.ndarray, g_ref: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A-GEM projection (Eq. A102): g − (gᵀg_ref / g_refᵀg_ref) g_ref if gᵀg_ref < 0, else g."""
+    dot = float(g.ravel() @ g_ref.ravel())
+    if dot >= 0.0:
+        return g, False
+    return g - (dot / float(g_ref.ravel() @ g_ref.ravel())) * g_ref, True
+
+
+def train_agem_task(
+    head: LinearHead, x: np.ndarray, y: np.ndarray, buf_x: np.ndarray | None, buf_y: np.ndarray | None,
+    cfg: DPSGDConfig, sigma: float, q_ref: float, sigma_ref: float, gen: np.random.Generator,
+    gen_ref: np.random.Generator, active: np.ndarray,
+) -> dict:  # fmt: skip
+    """One task of DP-A-GEM in place; ``buf_x is None`` means no buffer mechanism (task 0).
+
+    With a buffer mechanism, g_ref is computed at every step even if the buffer happens to
+    be empty (then it is pure noise), so whether the buffer is empty is never revealed.
+    """
+    cfg.validate()
+    for name, s in (("noise_multiplier", sigma), ("buffer noise_multiplier", sigma_ref)):
+        if s < 0 or (s > 0 and math.isinf(cfg.clip)):
+            raise ValueError(f"{name} must be >= 0 and a private run needs a finite clip, got {s}")
+    m = [np.zeros_like(head.w), np.zeros_like(head.b)]
+    v = [np.zeros_like(head.w), np.zeros_like(head.b)]
+    b1, b2 = cfg.betas
+    clipped = projected = 0.0
+    for step in range(1, cfg.steps + 1):
+        g_w, g_b, c = _noisy_clipped_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
+        clipped += c
+        if buf_x is not None:
+            r_w, r_b, _ = _noisy_clipped_sum(head, buf_x, buf_y, q_ref, cfg.clip, sigma_ref, gen_ref, active)
+            g = np.concatenate([g_w.ravel(), g_b])
+            g, did = project(g, np.concatenate([r_w.ravel(), r_b]))
+            projected += did
+            g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+        for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
+            g = g / cfg.normaliser  # public constant (see dpcl.dpsgd)
+            m[k] = b1 * m[k] + (1 - b1) * g
+            v[k] = b2 * v[k] + (1 - b2) * g * g
+            p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+    return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
+
+
+def run_agem_head(
+    task_data: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    test_sets: list[tuple[np.ndarray, np.ndarray]],
+    label_spaces: list[list[int]],
+    n_universe: int,
+    cfg: DPSGDConfig,
+    agem: AGEMConfig,
+    noise: dict,
+    noise_ref: dict | None,
+    rng_for: Callable[[int, str], np.random.Generator],
+    split_seed: int,
+) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
+    """Train DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task stats).
+
+    ``task_data[t]`` = (features, labels, sample ids); ``noise``/``noise_ref`` come from
+    :func:`agem_noise`; ``rng_for(t, part)`` gives the generator of task t's "train" or
+    "reference" mechanism; ``split_seed`` seeds :func:`reference_mask`.
+    """
+    agem.validate()
+    n_tasks = len(task_data)
+    if n_tasks > 1 and noise_ref is None:
+        raise ValueError("more than one task needs the buffer's noise (agem_noise)")
+    sigma = float(noise["noise_multiplier"])
+    sigma_ref = float(noise_ref["noise_multiplier"]) if noise_ref else 0.0
+    q_ref = agem.ref_rate(cfg)
+    dim = task_data[0][0].shape[1]
+    head = LinearHead(dim, n_universe)
+    active = np.zeros(n_universe, dtype=bool)
+    buf_x, buf_y = np.zeros((0, dim)), np.zeros(0, dtype=np.int64)
+    preds: list[list[np.ndarray]] = []
+    records: list[list[dict]] = []
+    stats: list[dict] = []
+    for t, (x, y, ids) in enumerate(task_data):
+        o_t = sorted(label_spaces[t])
+        active[o_t] = True
+        keep = np.isin(y, o_t)
+        last = t == n_tasks - 1
+        ref = (
+            reference_mask(ids, agem.buffer_fraction, split_seed)
+            if not last
+            else np.zeros(len(y), dtype=bool)
+        )
+        tr = keep & ~ref
+        info = train_agem_task(head, x[tr], y[tr], buf_x if t > 0 else None, buf_y if t > 0 else None, cfg,
+                               sigma, q_ref, sigma_ref, rng_for(t, "train"), rng_for(t, "reference"), active)  # fmt: skip
+        entries = [{**noise, "steps": cfg.steps, "sample_rate": cfg.sample_rate, "part": "train",
+                    "data": f"train part of D_{t} ({int(tr.sum())} samples)", **info}]  # fmt: skip
+        if not last:
+            if sigma_ref > 0:
+                rec = buffer_record(sigma_ref, q_ref, cfg.steps, n_tasks - 1 - t, float(noise_ref["delta"]),
+                                    noise_ref["accountant"])  # fmt: skip
+                rec["epsilon_target"] = noise_ref["epsilon_target"]
+            else:
+                rec = {**noise_ref, "steps": cfg.steps * (n_tasks - 1 - t), "part": "reference"}
+            rec["data"] = (f"reference part of D_{t} ({int((keep & ref).sum())} samples, raw, kept in the buffer "
+                           f"and reread by tasks {t + 1}..{n_tasks - 1})")  # fmt: skip
+            entries.append(rec)
+        records.append(entries)
+        stats.append({"task": t, "train_samples": int(tr.sum()), "buffer_samples_before": int(len(buf_y)),
+                      **info})  # fmt: skip
+        buf_x = np.concatenate([buf_x, x[keep & ref]])
+        buf_y = np.concatenate([buf_y, y[keep & ref]])
+        ids_active = np.flatnonzero(active)
+        preds.append([aggregate([head.logits(xt)[:, ids_active]], [ids_active]) if ids_active.size
+                      else np.full(len(xt), -1) for xt, _ in test_sets[: t + 1]])  # fmt: skip
+    return preds, records, stats

@@ -1,0 +1,74 @@
+# DP-A-GEM baseline (enhanced Desai et al. 2021, paper 000 App. D.4), head-only on cached
+# features: every (ε, label method) of one seed in one job; and Fig. 3 (Sec. 6.1).
+# Its memory buffer keeps raw samples across tasks: a baseline, not a method of the paper.
+
+AGEM = "agem_head" in config["learners"]
+FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"] or EPS
+
+
+def _agem_outputs(kind):
+    return expand(
+        f"{R}/runs/agem_head/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        eps=EPS, method=HEAD_METHODS,
+    )
+
+
+def _fig3_runs(w):
+    b = bench_wildcards(w.benchmark)
+    return expand(
+        f"{R}/runs/{{learner}}/{b['dataset']}/{b['backbone']}/{b['scenario']}/seed{{seed}}/eps{{eps}}/base/metrics.json",
+        learner=[l for l in ("cosine", "peft_head", "agem_head") if l in config["learners"]], seed=SEEDS, eps=FIG3_EPS,
+    )
+
+
+def fig3_files():
+    """Fig. 3 targets: only when DP-A-GEM runs and the heads run the Base Dataset setting."""
+    if not (AGEM and "base" in HEAD_METHODS):
+        return []
+    return [f"{R}/figures/{name}_fig3_desai.{ext}" for name in config["benchmarks"] for ext in ("png", "pdf")]
+
+
+if AGEM:
+    if TUNE and not HEAD_LEARNERS:
+        raise WorkflowError(
+            "config key 'learners': agem_head reuses the head learners' tuned DP-SGD hyperparameters "
+            "(App. D.4); add peft_head to learners or set tuning.enabled: false"
+        )
+
+    rule agem:
+        input:
+            train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
+            test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
+            scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=HEAD_METHODS),
+            tuned=_tuning_files,
+        output:
+            metrics=_agem_outputs("metrics"),
+            privacy=_agem_outputs("privacy"),
+        params:
+            dpsgd=config["dpsgd"],
+            agem=config["agem"],
+            eps_tags=EPS,
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        log:
+            f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        script:
+            "../scripts/agem.py"
+
+    rule fig3_desai:
+        input:
+            _fig3_runs,
+        output:
+            png=f"{R}/figures/{{benchmark}}_fig3_desai.png",
+            pdf=f"{R}/figures/{{benchmark}}_fig3_desai.pdf",
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        log:
+            f"{R}/logs/report/{{benchmark}}_fig3_desai.log",
+        script:
+            "../scripts/desai_figure.py"

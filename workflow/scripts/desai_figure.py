@@ -1,0 +1,8 @@
+"""Fig. 3: comparison with Desai et al. in the Base Dataset setting (thin wrapper: dpcl.stages.desai_figure)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import desai_figure
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+desai_figure(list(sm.input), sm.wildcards.benchmark, [sm.output.png, sm.output.pdf])
