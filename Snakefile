@@ -35,8 +35,9 @@ wildcard_constraints:
     backbone=r"[A-Za-z0-9_.-]+",
     benchmark="|".join(re.escape(b) for b in config["benchmarks"]),
     scenario=r"[a-z]+(-n[0-9.]+-m[0-9.]+)?-t\d+",
+    task=r"\d+",
     method=r"[a-z0-9.-]+",
-    learner="cosine|peft_head|naive_head|noncl_head",
+    learner="cosine|peft_head|naive_head|noncl_head|agem_head|peft_film|naive_film|noncl_film",
 
 
 include: "workflow/rules/common.smk"
@@ -46,6 +47,8 @@ include: "workflow/rules/scenarios.smk"
 include: "workflow/rules/labels.smk"
 include: "workflow/rules/cosine.smk"
 include: "workflow/rules/heads.smk"
+include: "workflow/rules/agem.smk"
+include: "workflow/rules/film.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"
 
@@ -59,10 +62,12 @@ localrules:
     summary_table,
     privacy_figures,
     aggregation_figure,
+    fig3_desai,
 
 
 rule all:
     input:
         all_reports(),
         aggregation_figure_files(),
+        fig3_files(),
     default_target: True

@@ -16,7 +16,7 @@ import numpy as np
 
 from .config import eps_tag
 from .data.datasets import load_dataset, obtain_fashion_mnist, select_per_class
-from .data.label_space import keep_mask, output_label_spaces, parse_label_method
+from .data.label_space import evaluation_labels, output_label_spaces, parse_label_method, remap_task_data
 from .data.scenarios import Scenario, make_scenario
 from .io import read_json, write_json, write_npz
 from .learners.cosine import CosineClassifier, cosine_sigma
@@ -34,23 +34,47 @@ def _log(msg: str) -> None:
 
 def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
     """Put the raw files of dataset ``name`` beside ``manifest`` (verified), then write the manifest."""
+    from .data.datasets import base_name
+
     dest = Path(manifest).parent
-    if name == "fashion_mnist":
+    kind = base_name(name)  # a variant key such as imagenet_r__seed1 is obtained like imagenet_r
+    if kind in ("mnist", "svhn", "notmnist", "imagenet_r", "five_datasets"):
+        listing = _obtain_paper_dataset(name, kind, dest, cfg)
+    elif kind == "fashion_mnist":
         files = obtain_fashion_mnist(dest, source=cfg.get("source", "auto"), local_dir=cfg.get("local_dir"),
                                      verify=cfg.get("verify", True))  # fmt: skip
         listing = {k: Path(v).name for k, v in files.items()}
-    elif name in ("cifar10", "cifar100"):
+    elif kind in ("cifar10", "cifar100"):
         from .data.datasets import obtain_cifar
 
         if cfg.get("source", "auto") == "local" and not cfg.get("local_dir"):
             raise ValueError(
                 f"dataset {name}: source 'local' needs local_dir (the folder holding the archive)"
             )
-        folder = obtain_cifar(name, dest, local_dir=cfg.get("local_dir"), verify=cfg.get("verify", True))
+        folder = obtain_cifar(kind, dest, local_dir=cfg.get("local_dir"), verify=cfg.get("verify", True))
         listing = {"folder": folder.name}
     else:
         raise ValueError(f"unknown dataset {name!r}")
     write_json(manifest, {"dataset": name, "files": listing})
+
+
+def _obtain_paper_dataset(name: str, kind: str, dest: Path, cfg: dict) -> dict:
+    """MNIST, SVHN, notMNIST, ImageNet-R and 5-datasets (dpcl.data.sources), config keys applied."""
+    from .data import sources
+
+    source, local_dir = cfg.get("source", "auto"), cfg.get("local_dir")
+    if source == "local" and not local_dir:
+        raise ValueError(f"dataset {name}: source 'local' needs local_dir (the folder holding the files)")
+    local_dir = None if source == "download" else local_dir
+    kw = {"local_dir": local_dir, "verify": cfg.get("verify", True)}
+    if kind == "imagenet_r":
+        out = sources.obtain_imagenet_r(dest, split_seed=int(cfg.get("split_seed", 0)),
+                                        image_size=int(cfg.get("image_size") or 224), **kw)  # fmt: skip
+    else:
+        fn = {"mnist": sources.obtain_mnist, "svhn": sources.obtain_svhn, "notmnist": sources.obtain_notmnist,
+              "five_datasets": sources.obtain_five_datasets}[kind]  # fmt: skip
+        out = fn(dest, **kw)
+    return {k: (Path(v).name if isinstance(v, Path) else v) for k, v in out.items()}
 
 
 def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
@@ -59,6 +83,9 @@ def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
     ``tune`` is a held-out part of the training split, disjoint from the ``train`` subset
     that runs use, so hyperparameter tuning touches no private task data.
     """
+    from .data.sources import check_obtained_options
+
+    check_obtained_options(name, root, cfg)  # e.g. ImageNet-R's split_seed and image_size
     seed = int(cfg.get("subset_seed", 0))
     ds = load_dataset(name, root, "train" if split == "tune" else split)
     if split == "test":
@@ -80,14 +107,11 @@ def cache_features(
     out: str | Path, threads: int | None = None, progress: bool = True,
 ) -> dict:  # fmt: skip
     """Extract and cache features of one dataset split with one backbone."""
-    from .backbones import create_backbone, default_preprocessing
+    from .backbones import backbone_from_config
     from .features import extract_features, save_feature_cache
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
-    model = create_backbone(backbone_cfg["arch"], backbone_cfg.get("weights", "timm-pretrained"))
-    pre = default_preprocessing(
-        model, backbone_cfg.get("image_size"), backbone_cfg.get("channels_last", True)
-    )
+    model, pre = backbone_from_config(backbone_cfg)
     _log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px")
     t0 = time.perf_counter()
     feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),
@@ -130,13 +154,31 @@ def release_label_spaces(
     sc = Scenario.from_dict(read_json(scenario_path))
     task_labels = [ds.labels[i] for i in sc.train_indices]
     n_base = len(ds.classes)
+    needs_parent = any(parse_label_method(tag).remap == "parent" for tag in methods)
+    parent = _parent_map(ds, n_base) if needs_parent else None
     for eps in epsilons:
         budget = Budget(eps, delta) if math.isfinite(eps) else Budget(math.inf, 0.0)
         for tag in methods:
             method = parse_label_method(tag)
-            res = output_label_spaces(method, task_labels, n_base, budget, seed, run_key=(eps_tag(eps),))
+            if method.remap == "parent" and parent is None:
+                raise ValueError(f"label method {tag!r} needs a class hierarchy; dataset {dataset!r} has none "
+                                 "(CIFAR-100 has one: fine → coarse)")  # fmt: skip
+            res = output_label_spaces(method, task_labels, n_base, budget, seed, run_key=(eps_tag(eps),),
+                                      parent=parent)  # fmt: skip
             res.update(seed=seed, scenario=sc.name, epsilon_tag=eps_tag(eps))
             write_json(outputs[(eps_tag(eps), tag)], res)
+
+
+def _parent_map(ds, n_base: int) -> np.ndarray | None:
+    """Parent of every base label in the dataset's published hierarchy (CIFAR-100 fine → coarse), or None."""
+    coarse = getattr(ds, "coarse_labels", None)
+    if coarse is None:
+        return None
+    parent = np.full(n_base, -1, dtype=np.int64)
+    parent[np.asarray(ds.labels)] = np.asarray(coarse)
+    if np.any(parent < 0) or np.any(parent[np.asarray(ds.labels)] != np.asarray(coarse)):
+        raise ValueError("the class hierarchy must give every base label exactly one parent")
+    return parent
 
 
 # --- shared by the learners -------------------------------------------------------------
@@ -191,23 +233,23 @@ def run_cosine(
     sigma = cosine_sigma(t_eps, float(tb["delta"]))
     clf = CosineClassifier(int(labels["label_universe"]), train_x.shape[1])
     test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
+    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
     preds: list[list[np.ndarray]] = []
     released = []
     for t, rows in enumerate(_task_rows(train_index, scenario)):
         o_t = labels["tasks"][t]["labels"]
-        y = train_y[rows]
-        keep = keep_mask(y, o_t)
-        rec = clf.update(train_x[rows[keep]], y[keep], o_t, sigma,
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        rec = clf.update(train_x[rows[keep]], y, o_t, sigma,
                          rng(seed, "cosine", labels["epsilon_tag"], labels["method"], "task", t, "gaussian"))  # fmt: skip
         rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
-                   data=f"features of D_{t} ({int(keep.sum())} kept, {int((~keep).sum())} dropped)")  # fmt: skip
+                   data=f"features of R_task(D_{t}) ({int(keep.sum())} kept, {int((~keep).sum())} dropped)")  # fmt: skip
         ledger.add(t, rec)
         released.append(len(o_t))
         seen = np.concatenate(test_sets[: t + 1])
         pred = clf.predict(test_x[seen])
         bounds = np.cumsum([len(s) for s in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
-    acc = accuracy_matrix(preds, [test_y[s] for s in test_sets])
+    acc = accuracy_matrix(preds, [eval_y[s] for s in test_sets])
     aa, af = average_accuracy(acc), average_forgetting(acc)
     privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
     privacy["sigma"] = sigma
@@ -308,6 +350,22 @@ def build_report(
     plot_average_accuracy(records, methods, f"{benchmark}: average accuracy per task", figures)
 
 
+def aggregation_figure(metrics_paths: list[str | Path], benchmark: str, methods: list[str],
+                       outputs: list[str | Path], learner: str = "peft_head") -> None:  # fmt: skip
+    """Fig. A2 for one benchmark: a PEFT ensemble's final accuracy under every aggregation rule."""
+    from .report.figures import plot_aggregation_comparison
+    from .report.tables import LEARNER_NAMES
+
+    records = _read_records(metrics_paths)
+    missing = [r for r in records if "final_accuracy_by_aggregation" not in r]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} PEFT runs lack per-rule accuracies (written since the Entropy rule); rerun them"
+        )
+    title = f"{benchmark}: {LEARNER_NAMES.get(learner, learner)}, aggregation rules"
+    plot_aggregation_comparison(records, methods, title, outputs)
+
+
 # --- DP-SGD head learners (PEFT ensemble, Naive, Non-CL) ---------------------------------
 
 
@@ -331,17 +389,22 @@ def run_head_learners(
     cfg = DPSGDConfig(**dpsgd_cfg)
     tb = labels["training_budget"]
     noise = dpsgd_noise(_parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
-    task_data = [(train_x[rows], train_y[rows]) for rows in _task_rows(train_index, scenario)]
-    test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, o_t in zip(_task_rows(train_index, scenario), spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y))
+    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     out = {}
     for learner in learners:
         ledger = _ledger_from_labels(labels)
         target = ledger.target
+        by_rule: dict = {}
         preds, records = run_head_learner(
             learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
             lambda t, _l=learner: rng(seed, _l, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd"),
-            aggregation,
+            aggregation, by_rule if learner == "peft_head" else None,
         )  # fmt: skip
         for t, rec in enumerate(records):
             ledger.add(t, rec)
@@ -356,19 +419,20 @@ def run_head_learners(
             "final_forgetting": float(af[-1]), "released_labels": [len(s) for s in spaces],
             "noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "aggregation": aggregation,
         }  # fmt: skip
+        if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
+            accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
+            metrics["acc_by_aggregation"] = accs
+            metrics["final_accuracy_by_aggregation"] = {
+                rule: float(np.nanmean(a[-1])) for rule, a in accs.items()
+            }
         out[learner] = (metrics, privacy)
     return out
 
 
-def head_learner_sweep(
-    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
-    learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
-    tuned: dict[str, str] | None = None,
-) -> None:  # fmt: skip
-    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}.
-
-    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``.
-    """
+def _feature_runs(train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned):
+    """Yield (run, train, test, scenario, label file, DP-SGD config, noise cache) for the runs of
+    one seed on cached features, with BLAS capped at ``threads``; ``tuned`` maps ε tags to
+    tuning results whose DP-SGD config replaces ``dpsgd_cfg``."""
     from threadpoolctl import threadpool_limits
 
     from .features import load_feature_cache
@@ -381,15 +445,28 @@ def head_learner_sweep(
         for run in runs:
             labels = read_json(run["labels"])
             cfg = read_json(tuned[labels["epsilon_tag"]])["dpsgd"] if tuned else dpsgd_cfg
-            t0 = time.perf_counter()
-            res = run_head_learners((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed), learners, cfg,
-                                    aggregation, cache)  # fmt: skip
-            for learner, (metrics, privacy) in res.items():
-                m_path, p_path = run["outputs"][learner]
-                write_json(p_path, privacy)
-                write_json(m_path, metrics)
-            accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
-            _log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+            yield run, (tx, ty, tidx), (ex, ey), sc, labels, cfg, cache
+
+
+def head_learner_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
+    learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
+    tuned: dict[str, str] | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}.
+
+    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``.
+    """
+    for run, train, test, sc, labels, cfg, cache in _feature_runs(train_path, test_path, scenario_path, runs,
+                                                                   dpsgd_cfg, threads, tuned):  # fmt: skip
+        t0 = time.perf_counter()
+        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, cfg, aggregation, cache)
+        for learner, (metrics, privacy) in res.items():
+            m_path, p_path = run["outputs"][learner]
+            write_json(p_path, privacy)
+            write_json(m_path, metrics)
+        accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
+        _log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
                  f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
 
 
@@ -421,3 +498,106 @@ def blurry_figure(dataset: str, root: str | Path, dataset_cfg: dict, n_tasks: in
 
     ds, idx = dataset_subset(dataset, root, "train", dataset_cfg)
     plot_blurry_samples(ds.labels[idx], n_tasks, disjoint_pct, blurry_pcts, seed, title, outputs)
+
+
+# --- DP-A-GEM baseline (enhanced Desai et al. 2021, App. D.4), head-only ----------------
+
+
+def run_agem(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    dpsgd_cfg: dict,
+    agem_cfg: dict,
+    noise_cache: dict | None = None,
+) -> tuple[dict, dict]:
+    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger).
+
+    The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
+    and the reference part's buffer rereads over the later tasks (disjoint parts, in
+    parallel); it raises if any individual's total exceeds the target.
+    """
+    from .dpsgd import DPSGDConfig
+    from .learners.agem import AGEMConfig, agem_noise, run_agem_head
+
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig(**agem_cfg)
+    agem.validate()
+    tb = labels["training_budget"]
+    n_tasks = len(scenario.train_indices)
+    eps, delta = _parse_eps(tb["epsilon"]), float(tb["delta"])
+    noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, noise_cache)
+    task_data = [(train_x[rows], train_y[rows], np.asarray(ids)) for rows, ids in
+                 zip(_task_rows(train_index, scenario), scenario.train_indices, strict=True)]  # fmt: skip
+    test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces = [t["labels"] for t in labels["tasks"]]
+    ledger = _ledger_from_labels(labels)
+    target = ledger.target
+    preds, records, stats = run_agem_head(
+        task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
+        lambda t, part: rng(seed, "agem_head", labels["epsilon_tag"], labels["method"], "task", t, part),
+        seed,
+    )  # fmt: skip
+    for t, entries in enumerate(records):
+        for e in entries:
+            ledger.add(t, e)
+    acc = accuracy_matrix(preds, [y for _, y in test_sets])
+    with np.errstate(invalid="ignore"):
+        aa, af = average_accuracy(acc), average_forgetting(acc)
+    privacy = ledger.to_dict()
+    buffer = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
+    privacy["agem"] = {
+        "note": "baseline: the buffer keeps raw samples across tasks, which the paper's privacy model forbids "
+                "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
+        "train_part": {"noise_multiplier": noise["noise_multiplier"], "sample_rate": cfg.sample_rate,
+                       "steps": cfg.steps, "compositions": "steps of its own task only"},
+        "buffer_part": None if noise_ref is None else {
+            "noise_multiplier": noise_ref["noise_multiplier"], "sample_rate": agem.ref_rate(cfg),
+            "steps_per_task": cfg.steps, "worst_case_later_tasks": n_tasks - 1,
+            "worst_case_compositions": (n_tasks - 1) * cfg.steps,
+            "epsilon_worst_case": max((float(e["epsilon"]) for e in buffer), default=0.0),
+            "compositions": "every step of every later task (sequential), App. D.4 (d)"},
+        "per_individual_total": privacy["overall"],
+    }  # fmt: skip
+    metrics = {
+        "learner": "agem_head", "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
+        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
+        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
+        "released_labels": [len(s) for s in spaces], "noise_multiplier": noise["noise_multiplier"],
+        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+        "dpsgd": dpsgd_cfg, "agem": agem_cfg, "tasks": stats,
+    }  # fmt: skip
+    return metrics, privacy
+
+
+def agem_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
+    dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) DP-A-GEM runs of one seed; ``runs`` items: {labels, metrics, privacy}.
+
+    ``tuned`` maps ε tags to the head learners' tuning results: like the paper (App. D.4),
+    DP-A-GEM reuses the PEFT method's DP-SGD hyperparameters.
+    """
+    for run, train, test, sc, labels, cfg, cache in _feature_runs(train_path, test_path, scenario_path, runs,
+                                                                   dpsgd_cfg, threads, tuned):  # fmt: skip
+        t0 = time.perf_counter()
+        metrics, privacy = run_agem(train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache)
+        write_json(run["privacy"], privacy)
+        write_json(run["metrics"], metrics)
+        _log(f"agem_head seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+                 f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+
+
+def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[str | Path]) -> None:
+    """Fig. 3 for one benchmark: Cosine Classifier, PEFT Ensemble and DP-A-GEM in the Base Dataset setting."""
+    from .report.figures import plot_desai_comparison
+
+    records = _read_records(metrics_paths)
+    other = sorted({r["label_method"] for r in records} - {"base"})
+    if other:
+        raise ValueError(f"Fig. 3 is drawn in the Base Dataset setting (label method 'base'), not {other}")
+    plot_desai_comparison(records, f"{benchmark}: comparison with Desai et al. (Base Dataset)", outputs)

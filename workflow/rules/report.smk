@@ -59,17 +59,23 @@ rule blurry_figure:
 
 
 def aggregation_figure_files():
-    """Fig. A2 (aggregation rules of the PEFT ensemble) per benchmark, when peft_head runs."""
-    if "peft_head" not in config["learners"]:
-        return []
-    return [f"{R}/figures/{name}_figA2_aggregation.{ext}" for name in config["benchmarks"] for ext in ("png", "pdf")]
+    """Fig. A2 (aggregation rules of a PEFT ensemble) per benchmark and PEFT learner that runs."""
+    return [
+        f"{R}/figures/{name}_{learner}_figA2_aggregation.{ext}"
+        for name in config["benchmarks"]
+        for learner in ("peft_head", "peft_film")
+        if learner in config["learners"]
+        for ext in ("png", "pdf")
+    ]
 
 
 rule aggregation_figure:
     input:
-        lambda w: run_files("peft_head", w.benchmark, "metrics"),
+        lambda w: run_files(w.learner, w.benchmark, "metrics"),
     output:
-        multiext(f"{R}/figures/{{benchmark}}_figA2_aggregation", ".png", ".pdf"),
+        multiext(f"{R}/figures/{{benchmark}}_{{learner}}_figA2_aggregation", ".png", ".pdf"),
+    wildcard_constraints:
+        learner="peft_head|peft_film",
     params:
         methods=HEAD_METHODS,
     threads: 1
@@ -77,6 +83,6 @@ rule aggregation_figure:
         mem_mb=2000,
         runtime=10,
     log:
-        f"{R}/logs/report/{{benchmark}}_figA2_aggregation.log",
+        f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
     script:
         "../scripts/aggregation_figure.py"

@@ -42,7 +42,7 @@ def dpsgd_noise(epsilon: float, delta: float, cfg: DPSGDConfig, cache: dict | No
     return rec
 
 
-def _rows(o_t: list[int], labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def label_rows(o_t: list[int], labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep-mask of samples whose label is in O_t and their row index in sorted O_t."""
     o = np.asarray(sorted(o_t), dtype=np.int64)
     keep = np.isin(labels, o)
@@ -79,7 +79,7 @@ def run_head_learner(
         union = sorted(set().union(*map(set, label_spaces)))
         xs, ys = zip(*task_data, strict=True)
         x, y = np.concatenate(xs), np.concatenate(ys)
-        keep, rows = _rows(union, y)
+        keep, rows = label_rows(union, y)
         head = LinearHead(dim, len(union))
         info = train_head(head, x[keep], rows, cfg, sigma, rng_for(0))
         rec = {**noise, **info, "data": f"all tasks at once ({int(keep.sum())} samples)"}
@@ -96,7 +96,7 @@ def run_head_learner(
     for t, (x, y) in enumerate(task_data):
         o_t = sorted(label_spaces[t])
         if learner == "peft_head":
-            keep, rows = _rows(o_t, y)
+            keep, rows = label_rows(o_t, y)
             member = LinearHead(dim, len(o_t))
             info = train_head(member, x[keep], rows, cfg, sigma, rng_for(t))
             members.append((member, np.asarray(o_t, dtype=np.int64)))

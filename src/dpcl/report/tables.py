@@ -17,6 +17,10 @@ LEARNER_NAMES = {
     "peft_head": "PEFT Ensemble (head-only)",
     "naive_head": "Naive (head-only)",
     "noncl_head": "Non-CL (head-only)",
+    "agem_head": "DP-A-GEM (head-only)",
+    "peft_film": "PEFT Ensemble (FiLM)",
+    "naive_film": "Naive (FiLM)",
+    "noncl_film": "Non-CL (FiLM)",
 }
 
 

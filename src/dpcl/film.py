@@ -1,0 +1,498 @@
+"""FiLM PEFT ensemble members trained with DP-SGD on images (paper 000 Sec. 5.2, Alg. 2,
+App. D, D.1), and the FiLM variants of the Naive and Non-CL baselines (App. F.1, Alg. A1, A2).
+
+FiLM here (App. D): every LayerNorm scale and bias of the pre-trained backbone plus a
+zero-initialised linear head over O_t are trainable, everything else is frozen; for
+ViT-B/16 that is 25 LayerNorms × 2 × 768 = 38,400 FiLM parameters + 768·|O_t| + |O_t|.
+A member stores only these tensors (:class:`FilmMember`); predictions swap a member's
+values into the one shared backbone (:func:`film_logits`), so T tasks never need T copies.
+
+DP-SGD (DESIGN §5): per logical step every sample is taken independently with probability
+q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
+physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
+grad-sample mode (``GradSampleModule(force_functorch=False)``, which wraps only the
+trainable LayerNorm and Linear layers, so timm's fused attention is fine) gives per-sample
+gradients, each clipped to L2 norm C over all trainable parameters jointly; the clipped sum
+gets N(0, σ²C²) noise from a seeded CPU ``torch.Generator`` (drawn at *every* step, also
+when the sampled batch is empty) and is divided by the PUBLIC constant ``cfg.normaliser``
+before an Adam step. Steps = ``cfg.steps`` = round(epochs / q), independent of the private
+data size, so the release is exactly the Poisson-subsampled Gaussian mechanism composed
+``steps`` times, as accounted by :mod:`dpcl.privacy.sgd_accounting`. An empty task still
+releases a proper (noise-only) classifier (App. B, Prop. B.6).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .backbones import Preprocessing
+from .dpsgd import DPSGDConfig
+from .features import preprocess_batch
+from .learners.aggregation import aggregate
+from .learners.peft import label_rows
+
+FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
+
+
+def _is_layernorm(module: nn.Module) -> bool:
+    """nn.LayerNorm and its subclasses (timm's ``LayerNorm`` derives from it)."""
+    return isinstance(module, nn.LayerNorm)
+
+
+def film_parameter_names(model) -> list[str]:
+    """Names (in ``model.named_parameters()`` order) of every LayerNorm weight and bias."""
+    names = []
+    for mod_name, module in model.named_modules():
+        if _is_layernorm(module):
+            for p_name, _ in module.named_parameters(recurse=False):
+                names.append(f"{mod_name}.{p_name}" if mod_name else p_name)
+    if not names:
+        raise ValueError(
+            f"{type(model).__name__} has no LayerNorm with affine parameters: FiLM needs a "
+            "backbone with LayerNorms (e.g. a timm ViT)"
+        )
+    return names
+
+
+def film_parameter_count(model) -> int:
+    """Number of FiLM (LayerNorm affine) parameters: 38,400 for ViT-B/16 (App. D)."""
+    params = dict(model.named_parameters())
+    return sum(params[n].numel() for n in film_parameter_names(model))
+
+
+def _feature_dim(backbone) -> int:
+    dim = getattr(backbone, "num_features", None)
+    if not isinstance(dim, int) or dim <= 0:
+        raise ValueError(
+            f"backbone {type(backbone).__name__} does not expose num_features (a timm model does)"
+        )
+    return dim
+
+
+@dataclass
+class FilmMember:
+    """One released PEFT-ensemble member Z_t: FiLM values and the head over O_t (CPU float32)."""
+
+    film: dict[str, torch.Tensor]  # parameter name -> LayerNorm weight or bias
+    weight: torch.Tensor  # (n_out, dim)
+    bias: torch.Tensor  # (n_out,)
+
+    @property
+    def n_out(self) -> int:
+        return int(self.weight.shape[0])
+
+    def n_parameters(self) -> int:
+        """Trainable parameter count: FiLM + |O_t|·dim + |O_t| (App. D)."""
+        return sum(t.numel() for t in self.film.values()) + self.weight.numel() + self.bias.numel()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat name → array mapping for ``.npz``/safetensors files (``film/<name>``, ``head/*``)."""
+        out = {f"film/{k}": v.detach().cpu().numpy() for k, v in self.film.items()}
+        out["head/weight"] = self.weight.detach().cpu().numpy()
+        out["head/bias"] = self.bias.detach().cpu().numpy()
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> FilmMember:
+        """Inverse of :meth:`to_arrays`."""
+        for key in ("head/weight", "head/bias"):
+            if key not in arrays:
+                raise ValueError(f"member arrays lack {key!r}; found {sorted(arrays)[:5]}")
+        film = {
+            k[len("film/") :]: torch.as_tensor(np.array(v))
+            for k, v in arrays.items()
+            if k.startswith("film/")
+        }
+        return cls(
+            film,
+            torch.as_tensor(np.array(arrays["head/weight"])),
+            torch.as_tensor(np.array(arrays["head/bias"])),
+        )
+
+
+def pretrained_member(backbone, n_out: int) -> FilmMember:
+    """The starting point of Alg. 2: the backbone's pre-trained FiLM values and a zero head over n_out."""
+    if not isinstance(n_out, int | np.integer) or n_out < 0:
+        raise ValueError(f"n_out must be a non-negative integer, got {n_out!r}")
+    params = dict(backbone.named_parameters())
+    film = {n: params[n].detach().to("cpu", torch.float32).clone() for n in film_parameter_names(backbone)}
+    dim = _feature_dim(backbone)
+    return FilmMember(film, torch.zeros(int(n_out), dim), torch.zeros(int(n_out)))
+
+
+def _resolve_device(device: str):
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class FilmNet(nn.Module):
+    """Backbone features → linear head over O_t (the model of one ensemble member)."""
+
+    def __init__(self, backbone: nn.Module, head: nn.Linear) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x))
+
+
+@contextlib.contextmanager
+def film_net(backbone, member: FilmMember, device: str = "auto", trainable: bool = False) -> Iterator:
+    """The shared ``backbone`` with ``member``'s FiLM values swapped in, plus its head.
+
+    Inside the context only the FiLM parameters and the head require gradients when
+    ``trainable``; on exit the backbone's own FiLM values and ``requires_grad`` flags are
+    restored, so one backbone serves every member (no T copies). The backbone is moved to
+    ``device`` ("auto": CUDA if available) and stays there.
+    """
+
+    dev = _resolve_device(device)
+    backbone.to(dev)
+    params = dict(backbone.named_parameters())
+    names = film_parameter_names(backbone)
+    if set(member.film) != set(names):
+        missing = sorted(set(names) - set(member.film))[:3]
+        extra = sorted(set(member.film) - set(names))[:3]
+        raise ValueError(
+            f"member's FiLM parameters do not fit the backbone (missing {missing}, extra {extra})"
+        )
+    dim = _feature_dim(backbone)
+    if member.weight.shape != (member.n_out, dim) or member.bias.shape != (member.n_out,):
+        raise ValueError(
+            f"member head has shape {tuple(member.weight.shape)}; expected ({member.n_out}, {dim})"
+        )
+    saved = {n: params[n].detach().clone() for n in names}
+    flags = {n: p.requires_grad for n, p in params.items()}
+    mode = backbone.training
+    # values come from the member: skip the random init (it would consume the global torch RNG)
+    with warnings.catch_warnings():  # an empty O_t gives a (0, dim) head: a valid, empty classifier
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
+        head = nn.utils.skip_init(nn.Linear, dim, member.n_out, device=dev)
+    try:
+        with torch.no_grad():
+            for n in names:
+                params[n].copy_(member.film[n])
+            head.weight.copy_(member.weight)
+            head.bias.copy_(member.bias)
+        for n, p in params.items():
+            p.requires_grad_(trainable and n in member.film)
+        head.requires_grad_(trainable)
+        yield FilmNet(backbone, head)
+    finally:
+        with torch.no_grad():
+            for n in names:
+                params[n].copy_(saved[n])
+        for n, p in params.items():
+            p.requires_grad_(flags[n])
+        backbone.train(mode)
+
+
+def _member_from_net(net) -> FilmMember:
+    """Snapshot of the trainable FiLM values and head of a :func:`film_net` module (CPU float32)."""
+    params = dict(net.backbone.named_parameters())
+    film = {
+        n: params[n].detach().to("cpu", torch.float32).clone() for n in film_parameter_names(net.backbone)
+    }
+    return FilmMember(film, net.head.weight.detach().cpu().clone(), net.head.bias.detach().cpu().clone())
+
+
+def _trainable(net) -> list:
+    """FiLM parameters then the head's, in a fixed order (noise is drawn in this order)."""
+    params = dict(net.backbone.named_parameters())
+    return [params[n] for n in film_parameter_names(net.backbone)] + [net.head.weight, net.head.bias]
+
+
+def _masked_logits(logits, active):
+    """Restrict the softmax to ``active`` outputs (Naive baseline, Alg. A1)."""
+    if active is None:
+        return logits
+    return logits.masked_fill(~active, -math.inf)
+
+
+def clipped_grad_sum(
+    gsm: nn.Module,
+    params: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    clip: float,
+    active: torch.Tensor | None = None,
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Σ_i min(1, C/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖.
+
+    ``gsm`` is an opacus ``GradSampleModule`` (hooks mode, ``loss_reduction="sum"``) around
+    the FiLM net; ‖g_i‖ is the L2 norm of sample i's gradient over all trainable parameters
+    jointly, so no sample changes the sum by more than C (DP-SGD's sensitivity).
+    """
+    loss = F.cross_entropy(_masked_logits(gsm(x), active), y, reduction="sum")
+    with warnings.catch_warnings():
+        # "Full backward hook is firing ... no inputs require gradients": the input is data, as expected.
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        loss.backward()
+    grads = []
+    for p in params:
+        gs = p.grad_sample
+        if gs is None:  # no hook fired: the parameter is outside this loss's graph, zero gradient
+            gs = torch.zeros((len(y), *p.shape), device=p.device, dtype=p.dtype)
+        grads.append(gs.reshape(len(y), -1))
+        p.grad_sample = None
+        p.grad = None
+    norms = torch.sqrt(sum(g.pow(2).sum(dim=1) for g in grads))
+    factor = torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
+    sums = [torch.einsum("i,ij->j", factor, g).reshape(p.shape) for g, p in zip(grads, params, strict=True)]
+    return sums, norms
+
+
+def gaussian_noise_like(
+    tensors: list[torch.Tensor], std: float, generator: torch.Generator
+) -> list[torch.Tensor]:
+    """N(0, std²) noise shaped like ``tensors``, drawn on the CPU from ``generator`` (device-independent)."""
+    return [
+        (torch.randn(t.shape, generator=generator, dtype=torch.float32) * std).to(t.device, t.dtype)
+        for t in tensors
+    ]
+
+
+def _check_inputs(images: np.ndarray, rows: np.ndarray, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    images = np.asarray(images)
+    rows = np.asarray(rows, dtype=np.int64)
+    if images.dtype != np.uint8 or images.ndim not in (3, 4):
+        raise ValueError(
+            f"images must be uint8 arrays (N, H, W) or (N, H, W, C); got {images.dtype} {images.shape}"
+        )
+    if len(images) != len(rows):
+        raise ValueError(f"{len(images)} images but {len(rows)} labels")
+    if len(rows) and (rows.min() < 0 or rows.max() >= n_out):
+        raise ValueError(f"labels must be row indices into the head's {n_out} outputs")
+    return images, rows
+
+
+def train_film(
+    backbone,
+    images: np.ndarray,
+    rows: np.ndarray,
+    n_out: int,
+    cfg: DPSGDConfig,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    pre: Preprocessing,
+    *,
+    physical_batch: int = 32,
+    init: FilmMember | None = None,
+    active: np.ndarray | None = None,
+    device: str = "auto",
+    progress: bool = False,
+) -> tuple[FilmMember, dict]:
+    """Train one FiLM member with DP-SGD (σ = 0 and clip = inf: the non-private twin).
+
+    ``images`` are uint8 images preprocessed chunk by chunk with ``pre``; ``rows`` index
+    the head's ``n_out`` outputs. ``init`` (default: pre-trained FiLM values, zero head;
+    Alg. 2) is where training starts (the Naive baseline passes its previous model);
+    ``active`` (bool per output) restricts the softmax. ``rng`` drives the Poisson sampling
+    and seeds the noise generator. Returns the member and its run record.
+    """
+    from opacus import GradSampleModule
+
+    cfg.validate()
+    if not (noise_multiplier >= 0 and math.isfinite(noise_multiplier)):
+        raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier}")
+    if noise_multiplier > 0 and math.isinf(cfg.clip):
+        raise ValueError("a private run (noise_multiplier > 0) needs a finite clipping bound cfg.clip")
+    if not isinstance(physical_batch, int) or physical_batch < 1:
+        raise ValueError(f"physical_batch must be a positive integer, got {physical_batch!r}")
+    images, rows = _check_inputs(images, rows, n_out)
+    mixing = [n for n, m in backbone.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if mixing:
+        # training mode would mix samples in batch statistics: per-sample gradients (and DP) break
+        raise ValueError(f"FiLM DP-SGD needs a backbone without BatchNorm; found {mixing[:3]}")
+    member = init if init is not None else pretrained_member(backbone, n_out)
+    if member.n_out != n_out:
+        raise ValueError(f"init member has {member.n_out} outputs but n_out = {n_out}")
+    if active is not None:
+        active = np.asarray(active, dtype=bool)
+        if active.shape != (n_out,):
+            raise ValueError(f"active must be a bool mask of length {n_out}, got shape {active.shape}")
+        if len(rows) and not active[rows].all():
+            raise ValueError("every label must be an active output")
+    n = len(rows)
+    noise_seed = int(rng.integers(0, 2**63 - 1))
+    torch_seed = int(rng.integers(0, 2**63 - 1))
+    gen = torch.Generator(device="cpu").manual_seed(noise_seed)
+    private = math.isfinite(cfg.clip)
+    std = noise_multiplier * cfg.clip if private else 0.0
+    clipped = 0.0
+    sampled = 0
+    from tqdm.auto import tqdm
+
+    with (
+        film_net(backbone, member, device=device, trainable=True) as net,
+        torch.random.fork_rng(devices=[]),
+    ):
+        torch.manual_seed(torch_seed)  # any stochastic layer (drop-path) is seeded too
+        dev = net.head.weight.device
+        params = _trainable(net)
+        act_t = torch.as_tensor(active, device=dev) if active is not None else None
+        gsm = (
+            GradSampleModule(net, batch_first=True, loss_reduction="sum", force_functorch=False)
+            if private
+            else None
+        )
+        net.train()  # opacus captures activations only in training mode
+        opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
+        try:
+            for _ in tqdm(range(cfg.steps), desc="FiLM DP-SGD", disable=not progress, file=sys.stderr):
+                batch = np.flatnonzero(rng.random(n) < cfg.sample_rate) if n else np.zeros(0, np.int64)
+                sampled += batch.size
+                sums = [torch.zeros_like(p) for p in params]
+                step_clipped = 0
+                for start in range(0, batch.size, physical_batch):
+                    idx = batch[start : start + physical_batch]
+                    x = preprocess_batch(images[idx], pre).to(dev)
+                    y = torch.as_tensor(rows[idx], device=dev)
+                    if private:
+                        chunk, norms = clipped_grad_sum(gsm, params, x, y, cfg.clip, act_t)
+                        step_clipped += int((norms > cfg.clip).sum())
+                    else:
+                        loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
+                        chunk = torch.autograd.grad(loss, params, allow_unused=True)
+                        chunk = [
+                            torch.zeros_like(p) if g is None else g
+                            for g, p in zip(chunk, params, strict=True)
+                        ]
+                    for s, g in zip(sums, chunk, strict=True):
+                        s.add_(g)
+                if batch.size:
+                    clipped += step_clipped / batch.size
+                noise = gaussian_noise_like(params, std, gen) if std > 0 else None
+                for i, p in enumerate(params):
+                    g = sums[i] if noise is None else sums[i] + noise[i]
+                    p.grad = g / cfg.normaliser
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        finally:
+            if gsm is not None:
+                gsm._close()  # removes the hooks and grad_sample attributes from the shared backbone
+        out = _member_from_net(net)
+    info = {
+        "steps": cfg.steps,
+        "sample_rate": cfg.sample_rate,
+        "clip": cfg.clip,
+        "noise_multiplier": float(noise_multiplier),
+        "normaliser": cfg.normaliser,
+        "mean_clipped_fraction": clipped / cfg.steps,
+        "mean_batch_size": sampled / cfg.steps,
+        "accountant_history": [[float(noise_multiplier), cfg.sample_rate, cfg.steps]],
+        "trainable_parameters": out.n_parameters(),
+    }
+    return out, info
+
+
+def film_logits(
+    backbone, member: FilmMember, images: np.ndarray, pre: Preprocessing, batch_size: int = 128,
+    device: str = "auto",
+) -> np.ndarray:  # fmt: skip
+    """Logits (n × |O_t|, float32) of one member, its FiLM values swapped into the shared backbone."""
+    images = np.asarray(images)
+    out = np.empty((len(images), member.n_out), dtype=np.float32)
+    with film_net(backbone, member, device=device) as net, torch.inference_mode():
+        net.eval()
+        dev = net.head.weight.device
+        for start in range(0, len(images), batch_size):
+            x = preprocess_batch(images[start : start + batch_size], pre).to(dev)
+            out[start : start + len(x)] = net(x).float().cpu().numpy()
+    return out
+
+
+def run_film_learner(
+    learner: str,
+    task_data: list[tuple[np.ndarray, np.ndarray]],
+    test_sets: list[tuple[np.ndarray, np.ndarray]],
+    label_spaces: list[list[int]],
+    n_universe: int,
+    backbone,
+    pre: Preprocessing,
+    cfg: DPSGDConfig,
+    noise: dict,
+    rng_for: Callable[[int], np.random.Generator],
+    aggregation: str = "argmax",
+    physical_batch: int = 32,
+    device: str = "auto",
+    progress: bool = False,
+) -> tuple[list[list[np.ndarray | None]], list[dict], list[tuple[FilmMember, np.ndarray]]]:
+    """Train a FiLM learner through the tasks on images (mirrors ``run_head_learner``).
+
+    Returns predictions[t][i] on task i's test images after task t (Non-CL: only the last
+    row), one ledger record per task ({**noise, **run info, "data"}), and the released
+    models with their label ids (per task for ``peft_film``, one for the baselines).
+    ``rng_for(t)`` gives task t's generator (sampling and noise).
+    """
+    if learner not in FILM_LEARNERS:
+        raise ValueError(f"unknown FiLM learner {learner!r}; allowed: {list(FILM_LEARNERS)}")
+    sigma = float(noise["noise_multiplier"])
+    n_tasks = len(task_data)
+    kw = {"physical_batch": physical_batch, "device": device, "progress": progress}
+
+    def logits(member: FilmMember, images: np.ndarray) -> np.ndarray:
+        return film_logits(backbone, member, images, pre, device=device)
+
+    if learner == "noncl_film":
+        union = sorted(set().union(*map(set, label_spaces)))
+        xs, ys = zip(*task_data, strict=True)
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        keep, rows = label_rows(union, y)
+        member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
+        rec = {**noise, **info, "data": f"images of all tasks at once ({int(keep.sum())} samples)"}
+        union_arr = np.asarray(union, dtype=np.int64)
+        final = [aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
+                 for xt, _ in test_sets]  # fmt: skip
+        preds: list[list[np.ndarray | None]] = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
+        return preds, [rec] * n_tasks, [(member, union_arr)]
+    preds, records = [], []
+    members: list[tuple[FilmMember, np.ndarray]] = []
+    cache: dict[tuple[int, int], np.ndarray] = {}  # (member, test set) -> logits; members are final
+    if learner == "naive_film":
+        model = pretrained_member(backbone, n_universe)
+        active = np.zeros(n_universe, dtype=bool)
+    for t, (x, y) in enumerate(task_data):
+        o_t = sorted(label_spaces[t])
+        if learner == "peft_film":
+            keep, rows = label_rows(o_t, y)
+            member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, sigma, rng_for(t), pre, **kw)
+            members.append((member, np.asarray(o_t, dtype=np.int64)))
+        else:
+            active[o_t] = True
+            keep = np.isin(y, o_t)
+            model, info = train_film(backbone, x[keep], y[keep], n_universe, cfg, sigma, rng_for(t), pre,
+                                     init=model, active=active, **kw)  # fmt: skip
+        records.append({**noise, **info, "data": f"images of D_{t} ({int(keep.sum())} kept)"})
+        row = []
+        for i, (xt, _) in enumerate(test_sets[: t + 1]):
+            if learner == "peft_film":
+                for m, (mem, _) in enumerate(members):
+                    if (m, i) not in cache:
+                        cache[(m, i)] = logits(mem, xt)
+                row.append(
+                    aggregate(
+                        [cache[(m, i)] for m in range(len(members))], [o for _, o in members], aggregation
+                    )
+                )
+            else:
+                ids = np.flatnonzero(active)
+                row.append(
+                    aggregate([logits(model, xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1)
+                )
+        preds.append(row)
+    if learner == "naive_film":
+        members = [(model, np.arange(n_universe, dtype=np.int64))]
+    return preds, records, members

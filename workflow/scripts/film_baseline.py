@@ -1,0 +1,14 @@
+"""One Naive or Non-CL FiLM run (thin wrapper: dpcl.film_stages.film_baseline_stage)."""
+
+from pathlib import Path
+
+from dpcl.film_stages import film_baseline_stage
+from dpcl.io import tee_stderr
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+p, w = sm.params, sm.wildcards
+film_baseline_stage(w.learner, w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg),
+                    dict(p.backbone_cfg), sm.input.scenario, sm.input.labels, dict(p.dpsgd),
+                    int(p.physical_batch), p.device, sm.output.metrics, sm.output.privacy,
+                    sm.output.model)  # fmt: skip

@@ -1,0 +1,13 @@
+"""One PEFT FiLM member (thin wrapper: dpcl.film_stages.film_member_stage)."""
+
+from pathlib import Path
+
+from dpcl.film_stages import film_member_stage
+from dpcl.io import tee_stderr
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+p, w = sm.params, sm.wildcards
+film_member_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
+                  sm.input.scenario, sm.input.labels, int(w.task), dict(p.dpsgd), int(p.physical_batch),
+                  p.device, sm.output.member, sm.output.record)  # fmt: skip
