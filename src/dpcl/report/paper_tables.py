@@ -1,0 +1,680 @@
+"""Paper 000's Tables A3-A10 rebuilt from our runs, beside the published numbers.
+
+Each table keeps the published layout (App. E.2: A3-A7, "(2nd worst), median, (2nd best)"
+over seeds; App. F.2-F.4: A8-A10, "mean ± std") and puts the published value and our
+difference (ours − published) beside every cell. Published numbers come from
+``config/paper_reference`` (``dpcl.report.reference``); where the paper has no number (other
+data sets such as the embedded Fashion-MNIST default, learners the paper did not run) the
+published and difference columns read "–". A table whose inputs were not run is still
+written, with a note naming the config keys that would fill it; no number is ever invented.
+
+Which benchmarks feed which table (config ``benchmarks`` entries):
+
+* A3, A4, A5, A6: class-incremental benchmarks without blurry tasks (scenario ``disjoint`` or
+  ``datasets``); rows benchmark × ε × classifier (Cosine, PEFT FiLM, PEFT head-only).
+* A7: i-Blurry benchmarks, one column per blurry sample ratio M, grouped by data set and N.
+* A8: disjoint benchmarks on any data set but ImageNet-R (the paper's: Split-CIFAR-100; the
+  embedded default's Split-Fashion-MNIST lands here), A9: disjoint ImageNet-R, A10:
+  5-datasets (scenario ``datasets``). Label method ``base`` (reference README, decision 2).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io import write_text
+from .reference import load_reference
+from .tables import LEARNER_NAMES, order_stats
+
+TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10")
+ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (2nd best) of 5 seeds
+MEAN_STATS = ("mean", "std")
+MISSING = "–"
+
+# our learner -> the reference's learner tag (config/paper_reference/README.md, "Learners")
+REF_LEARNER = {
+    "cosine": "cosine",
+    "peft_film": "peft_film",
+    "peft_head": "peft_head",
+    "naive_head": "naive",
+    "naive_film": "naive",
+    "noncl_head": "noncl_head",
+    "noncl_film": "noncl_film",
+}
+CLASSIFIERS = ("cosine", "peft_film", "peft_head")  # the "Classifier" rows of Tables A3-A7
+LEARNER_ORDER = ("naive", "naive_film", "naive_head", "cosine", "peft_film", "noncl_film", "peft_head",
+                 "noncl_head", "agem_head")  # fmt: skip  # Table A8's row order, then ours
+_REF_ONLY_NAMES = {"naive": "Naive"}
+DATASET_NAMES = {
+    "cifar100": "CIFAR-100",
+    "imagenet_r": "ImageNet-R",
+    "five_datasets": "5-datasets",
+    "fashion_mnist": "Fashion-MNIST",
+    "mnist": "MNIST",
+    "svhn": "SVHN",
+    "notmnist": "notMNIST",
+    "cifar10": "CIFAR-10",
+}
+PAPER_FRACTIONS = (0.025, 0.0359, 0.0599, 0.1, 0.2, 0.3, 0.5)  # Tables A4/A5 columns
+_RELEASE = re.compile(r"^release-f(\d*\.?\d+(?:e-?\d+)?)$")  # k-TSGD release (not the Laplace variant)
+_PUBLIC = re.compile(r"^public-x(\d+)$")  # plain Public Labels (no coverage/schedule/remap suffix)
+
+
+def canonical_method(tag: str) -> str:
+    """Our label-method tag in the reference's spelling (``release-f0.10`` -> ``release-f0.1``)."""
+    if m := _RELEASE.match(tag):
+        return f"release-f{float(m.group(1)):g}"
+    if m := _PUBLIC.match(tag):
+        return f"public-x{int(m.group(1))}"
+    return tag
+
+
+def _fraction(tag: str) -> float | None:
+    m = _RELEASE.match(tag)
+    return float(m.group(1)) if m else None
+
+
+def _eps_key(tag: str) -> float:
+    return math.inf if tag == "inf" else float(tag)
+
+
+def _eps_name(tag: str) -> str:
+    return "non-DP" if tag == "inf" else tag
+
+
+def _learner_key(tag: str) -> tuple[int, str]:
+    return (LEARNER_ORDER.index(tag) if tag in LEARNER_ORDER else len(LEARNER_ORDER), tag)
+
+
+def _learner_name(tag: str) -> str:
+    return LEARNER_NAMES.get(tag, _REF_ONLY_NAMES.get(tag, tag))
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A configured benchmark as the tables see it: data set, split and the reference's tags."""
+
+    name: str
+    dataset: str  # config key (may carry a variant suffix, e.g. imagenet_r__seed1)
+    ref_dataset: str  # the data set kind, as the reference names it
+    scenario: str
+    setting: str  # the reference's setting tag (disjoint, datasets, iblurry-mM)
+    disjoint_pct: float | None
+    blurry_pct: float | None
+    backbone: str
+
+    @classmethod
+    def from_config(cls, name: str, cfg: Mapping) -> Bench:
+        """Read one ``benchmarks`` entry; i-Blurry maps to ``iblurry-mM`` only for the paper's N = 50."""
+        scenario = cfg.get("scenario", "disjoint")
+        n, m = cfg.get("disjoint_pct"), cfg.get("blurry_pct")
+        if scenario == "iblurry" and n is not None and m is not None:
+            setting = f"iblurry-m{float(m):g}" if float(n) == 50 else f"iblurry-n{float(n):g}-m{float(m):g}"
+        elif scenario in ("iblurry", "siblurry"):
+            setting = scenario
+        else:
+            setting = scenario
+        dataset = str(cfg["dataset"])
+        return cls(name, dataset, dataset.split("__", 1)[0], scenario, setting,
+                   None if n is None else float(n), None if m is None else float(m), str(cfg.get("backbone", "")))  # fmt: skip
+
+    @property
+    def display(self) -> str:
+        return f"{DATASET_NAMES.get(self.ref_dataset, self.ref_dataset)} ({self.name})"
+
+
+@dataclass
+class Cell:
+    """One published cell: our seed statistics, the published ones, and what identifies it."""
+
+    key: dict  # benchmark, dataset, setting, epsilon, learner, label_method, metric
+    ours: dict[str, float] = field(default_factory=dict)
+    published: dict[str, float] = field(default_factory=dict)
+    n_seeds: int = 0
+    our_label_method: str = ""  # the run behind a "release-tuned" cell
+
+
+@dataclass
+class PaperTable:
+    """A table in the published layout: row labels × column groups of (ours, paper, Δ)."""
+
+    table: str
+    caption: str
+    kind: str  # "order" (A3-A7) or "mean" (A8-A10)
+    decimals: int
+    row_header: list[str]
+    col_levels: int
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    cols: list[tuple[str, ...]] = field(default_factory=list)
+    cells: list[list[Cell]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def stats(self) -> tuple[str, ...]:
+        return ORDER_STATS if self.kind == "order" else MEAN_STATS
+
+    @property
+    def main_stat(self) -> str:
+        return "median" if self.kind == "order" else "mean"
+
+
+# --- statistics ------------------------------------------------------------------------------
+
+
+def _metric_value(record: dict, metric: str) -> float:
+    """A run's number in the paper's units: AA/AF in %, released labels summed over tasks."""
+    if metric == "aa":
+        return 100 * float(record["final_accuracy"])
+    if metric == "af":
+        return 100 * float(record["final_forgetting"])
+    if metric == "n_labels":
+        # Σ_t |O_t|: the number of distinct released labels when every class lives in one task
+        # (disjoint and 5-datasets splits, the only ones Table A5 covers).
+        return float(sum(record["released_labels"]))
+    raise ValueError(f"unknown metric {metric!r}: allowed are 'aa', 'af', 'n_labels'")
+
+
+def _our_stats(values: Sequence[float], kind: str) -> tuple[dict[str, float], int]:
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return {}, 0
+    if kind == "order":
+        lo, med, hi = order_stats(v)
+        return {"fourth_best": lo, "median": med, "second_best": hi}, int(v.size)
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=0))}, int(v.size)
+
+
+class _Runs:
+    """Records of one benchmark indexed by (learner, ε tag, canonical label method)."""
+
+    def __init__(self, records: Sequence[dict]) -> None:
+        self.by_key: dict[tuple[str, str, str], list[dict]] = {}
+        for r in records:
+            key = (str(r["learner"]), str(r["epsilon"]), canonical_method(str(r["label_method"])))
+            self.by_key.setdefault(key, []).append(r)
+
+    def get(self, learner: str, eps: str, method: str) -> list[dict]:
+        return self.by_key.get((learner, eps, method), [])
+
+    def keys(self):
+        return self.by_key.keys()
+
+
+class _Reference:
+    """The published numbers of one table as a dict (fast lookups, missing -> absent)."""
+
+    def __init__(self, ref: pd.DataFrame | None, table: str) -> None:
+        self.values: dict[tuple, float] = {}
+        if ref is not None:
+            sub = ref[ref["table"] == table]
+            cols = ["dataset", "epsilon", "learner", "label_method", "setting", "metric", "statistic"]
+            for row in sub[cols + ["value"]].itertuples(index=False):
+                self.values[tuple(row[:-1])] = float(row[-1])
+
+    def stats(self, dataset: str, eps: str, learner: str, method: str, setting: str, metric: str) -> dict:
+        out = {}
+        for s in ORDER_STATS + MEAN_STATS:
+            v = self.values.get((dataset, eps, learner, method, setting, metric, s))
+            if v is not None:
+                out[s] = v
+        return out
+
+    def rows(self, dataset: str, setting: str) -> set[tuple[str, str, str]]:
+        """(ε, learner, label method) of every published cell for this data set and setting."""
+        return {(k[1], k[2], k[3]) for k in self.values if k[0] == dataset and k[4] == setting}
+
+
+def _cell(bench: Bench, runs: _Runs, ref: _Reference, kind: str, eps: str, learner: str, method: str,
+          metric: str, label_method: str | None = None) -> Cell:  # fmt: skip
+    """Our statistics over seeds for (learner, ε, method) beside the published ones."""
+    records = [] if learner == "both" else runs.get(learner, eps, method)
+    if learner == "both":  # Table A5: the release does not depend on the learner; take one learner's runs
+        for cand in ("cosine", *sorted({k[0] for k in runs.keys()}, key=_learner_key)):
+            if records := runs.get(cand, eps, method):
+                break
+    ours, n = _our_stats([_metric_value(r, metric) for r in records], kind)
+    ref_learner = "both" if learner == "both" else REF_LEARNER.get(learner, learner)
+    published = ref.stats(bench.ref_dataset, eps, ref_learner, label_method or method, bench.setting, metric)
+    key = dict(benchmark=bench.name, dataset=bench.dataset, setting=bench.setting, epsilon=eps, learner=learner,
+               label_method=label_method or method, metric=metric)  # fmt: skip
+    return Cell(key, ours, published, n, method if label_method else "")
+
+
+def _tuned_cell(bench: Bench, runs: _Runs, ref: _Reference, eps: str, learner: str) -> Cell:
+    """Release Labels (Ours): the best of our release-fF runs by median (the paper tunes F, Sec. 6.2)."""
+    best: Cell | None = None
+    for method in sorted({k[2] for k in runs.keys() if k[0] == learner and k[1] == eps and _fraction(k[2])}):
+        c = _cell(bench, runs, ref, "order", eps, learner, method, "aa", label_method="release-tuned")
+        if c.ours and (best is None or c.ours["median"] > best.ours["median"]):
+            best = c
+    return best or _cell(bench, runs, ref, "order", eps, learner, "release-tuned", "aa")
+
+
+# --- the tables ------------------------------------------------------------------------------
+
+_ORDER_NOTE = ("Cells: (2nd worst), median, (2nd best) seed over the runs' seeds (min and max below three "
+               "seeds); paper: the published cell; Δ = our median − published median.")  # fmt: skip
+_MEAN_NOTE = ("Cells: mean ± std over seeds (std with ddof = 0); paper: the published cell; "
+              "Δ = our mean − published mean.")  # fmt: skip
+_REF_NOTE = ("Published: paper 000 (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
+             "config/paper_reference; '–' where the paper has no number for that data set, setting or learner.")  # fmt: skip
+
+
+def _non_blurry(benches: Sequence[Bench]) -> list[Bench]:
+    return [b for b in benches if b.scenario in ("disjoint", "datasets")]
+
+
+def _classifier_rows(
+    bench: Bench, runs: _Runs, ref: _Reference, methods: Sequence[str]
+) -> list[tuple[str, str]]:
+    """(ε, learner) rows of a classifier table: ours with a run in ``methods`` ∪ the published ones."""
+    ours_learners = {k[0] for k in runs.keys()}
+    rows = {(k[1], k[0]) for k in runs.keys() if k[0] in CLASSIFIERS and (k[2] in methods or (
+        "release-tuned" in methods and _fraction(k[2])))}  # fmt: skip
+    for eps, ref_learner, method in ref.rows(bench.ref_dataset, bench.setting):
+        if method not in methods:
+            continue
+        mapped = [lr for lr in ours_learners if REF_LEARNER.get(lr) == ref_learner] or [ref_learner]
+        rows |= {(eps, lr) for lr in mapped}
+    return sorted(rows, key=lambda r: (_eps_key(r[0]), _learner_key(r[1])))
+
+
+def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> None:
+    ref_only = sorted({c.key["learner"] for row in t.cells for c in row
+                       if c.key["learner"] not in {k[0] for r in runs_by_bench.values() for k in r.keys()}
+                       and c.key["learner"] != "both"}, key=_learner_key)  # fmt: skip
+    if ref_only:
+        t.notes.append(f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
+                       f"numbers: add {', '.join(lr if lr != 'naive' else 'naive_film or naive_head' for lr in ref_only)} "
+                       "to the config key 'learners' to run them.")  # fmt: skip
+
+
+def _label_method_table(tid: str, caption: str, columns: list[tuple[str, str]], benches: Sequence[Bench],
+                        runs: Mapping[str, _Runs], ref: pd.DataFrame | None) -> PaperTable:  # fmt: skip
+    """Tables A3, A4, A6: rows benchmark × ε × classifier, one column group per label method."""
+    r = _Reference(ref, tid)
+    t = PaperTable(tid, caption, "order", 1, ["Benchmark", "ε", "Classifier"], 1)
+    methods = [m for m, _ in columns]
+    grid: list[tuple[tuple[str, ...], list[Cell]]] = []
+    for b in _non_blurry(benches):
+        for eps, learner in _classifier_rows(b, runs[b.name], r, methods):
+            cells = [_tuned_cell(b, runs[b.name], r, eps, learner) if m == "release-tuned"
+                     else _cell(b, runs[b.name], r, "order", eps, learner, m, "aa") for m in methods]  # fmt: skip
+            grid.append(((b.display, _eps_name(eps), _learner_name(learner)), cells))
+    keep = [j for j, (m, _) in enumerate(columns) if tid == "A3" or m in ("oracle", "base")
+            or any(row[j].ours or row[j].published for _, row in grid)]  # fmt: skip
+    t.cols = [(columns[j][1],) for j in keep]
+    t.rows = [lab for lab, _ in grid]
+    t.cells = [[row[j] for j in keep] for _, row in grid]
+    if not _non_blurry(benches):
+        t.notes.append("No benchmark without blurry tasks is configured: add one with scenario 'disjoint' "
+                       "(config/paper.yaml: split_cifar100, split_imagenet_r) to the config key 'benchmarks'.")  # fmt: skip
+    for i, j in enumerate(keep):  # i: position in the kept columns, j: in ``columns``
+        m = columns[j][0]
+        if t.cells and not any(row[i].ours for row in t.cells):
+            tag = "release-fF tags (e.g. release-f0.1)" if m == "release-tuned" else m
+            t.notes.append(f"Column '{columns[j][1]}': no runs; add {tag} to the config key 'label_methods' "
+                           "(and 'head_label_methods' for the DP-SGD heads).")  # fmt: skip
+    if "release-tuned" in methods:
+        t.notes.append("Release Labels (Ours): the paper tunes the label-release budget fraction per setting "
+                       "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
+                       "its fraction in brackets.")  # fmt: skip
+    if any(c.key["learner"] == "peft_head" for row in t.cells for c in row):
+        t.notes.append("The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
+                       "counterpart in this table.")  # fmt: skip
+    _missing_row_notes(t, runs)
+    return t
+
+
+def _fraction_columns(benches: Sequence[Bench], runs: Mapping[str, _Runs]) -> list[tuple[str, str]]:
+    fracs = set(PAPER_FRACTIONS)
+    for b in _non_blurry(benches):
+        fracs |= {f for k in runs[b.name].keys() if (f := _fraction(k[2])) is not None}
+    return [(f"release-f{f:g}", f"Budget: {100 * f:g}%") for f in sorted(fracs)]
+
+
+def _fraction_notes(t: PaperTable) -> None:
+    if not t.cols:
+        t.notes.append("No Release Labels runs: add release-fF tags to the config key 'label_methods' (the paper's: "
+                       + ", ".join(f"release-f{f:g}" for f in PAPER_FRACTIONS) + ").")  # fmt: skip
+
+
+def table_a3(benches, runs, ref) -> PaperTable:
+    """Table A3 (Fig. 4): final accuracy for Label Oracle, Base Dataset, Public Labels ×1000, Release Labels."""
+    cols = [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)"),
+            ("public-x1000", "Public Labels (Ours)"), ("release-tuned", "Release Labels (Ours)")]  # fmt: skip
+    t = _label_method_table("A3", "Performance (final test accuracy in %) when varying the label space "
+                            "(tabular version of Fig. 4).", cols, benches, runs, ref)  # fmt: skip
+    t.notes.insert(0, "Public Labels (Ours) is public-x1000 (1000× the base labels, Fig. 4 caption).")
+    return t
+
+
+def table_a4(benches, runs, ref) -> PaperTable:
+    """Table A4 (Fig. 5): final accuracy per label-release budget fraction (of both ε and δ)."""
+    t = _label_method_table("A4", "Performance (test accuracy in %) when varying the budget fraction for "
+                            "releasing the labels (tabular form of Fig. 5).", _fraction_columns(benches, runs),
+                            benches, runs, ref)  # fmt: skip
+    _fraction_notes(t)
+    return t
+
+
+def table_a6(benches, runs, ref) -> PaperTable:
+    """Table A6 (Fig. 6): final accuracy for Oracle, Base and Public Labels ×N."""
+    ns = {10, 1000}
+    for b in _non_blurry(benches):
+        ns |= {int(m.group(1)) for k in runs[b.name].keys() if (m := _PUBLIC.match(k[2]))}
+    cols = [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)")]
+    cols += [(f"public-x{n}", f"Public Labels ({n}×)") for n in sorted(ns)]
+    return _label_method_table("A6", "Performance (final test accuracy in %) when varying the label space "
+                               "method (tabular version of Fig. 6).", cols, benches, runs, ref)  # fmt: skip
+
+
+def table_a5(benches, runs, ref) -> PaperTable:
+    """Table A5 (Fig. 5): number of released labels per budget fraction (the same for every learner)."""
+    r = _Reference(ref, "A5")
+    t = PaperTable("A5", "Number of released labels when varying the budget fraction for releasing the labels "
+                   "(tabular form of Fig. 5).", "order", 0, ["Benchmark", "ε"], 1)  # fmt: skip
+    cols = _fraction_columns(benches, runs)
+    grid = []
+    for b in _non_blurry(benches):
+        eps_set = {k[1] for k in runs[b.name].keys() if _fraction(k[2])}
+        eps_set |= {e for e, lr, _ in r.rows(b.ref_dataset, b.setting) if lr == "both"}
+        for eps in sorted(eps_set, key=_eps_key):
+            grid.append(((b.display, _eps_name(eps)),
+                         [_cell(b, runs[b.name], r, "order", eps, "both", m, "n_labels") for m, _ in cols]))  # fmt: skip
+    keep = [j for j in range(len(cols)) if any(row[j].ours or row[j].published for _, row in grid)]
+    t.cols = [(cols[j][1],) for j in keep]
+    t.rows = [lab for lab, _ in grid]
+    t.cells = [[row[j] for j in keep] for _, row in grid]
+    _fraction_notes(t)
+    t.notes.append("Released labels per seed: Σ_t |O_t| over the tasks (= the distinct labels, each class "
+                   "lives in one task); taken from the Cosine Classifier's runs where present (the release "
+                   "does not depend on the learner).")  # fmt: skip
+    return t
+
+
+def table_a7(benches, runs, ref) -> PaperTable:
+    """Table A7 (Fig. 7): final accuracy on i-Blurry(N, M) per blurry sample ratio M."""
+    r = _Reference(ref, "A7")
+    t = PaperTable("A7", "Performance (test accuracy in %) when varying the blurry sample ratio M "
+                   "(tabular version of Fig. 7; i-Blurry with N % disjoint classes).", "order", 1,
+                   ["Data set", "ε", "Classifier", "Label method"], 1)  # fmt: skip
+    blurry = [b for b in benches if b.scenario == "iblurry"]
+    groups: dict[tuple[str, float, str], dict[float, Bench]] = {}
+    for b in blurry:
+        groups.setdefault((b.ref_dataset, b.disjoint_pct, b.backbone), {})[b.blurry_pct] = b
+    ms = sorted({m for g in groups.values() for m in g})
+    t.cols = [(f"M = {m:g}",) for m in ms]
+    methods = [("base", "Base Dataset (Baseline)"), ("public-x1000", "Public Labels (Ours)"),
+               ("release-tuned", "Release Labels (Ours)")]  # fmt: skip
+    backbones = {g[2] for g in groups}
+    for (dataset, n, backbone), by_m in groups.items():
+        label = f"{DATASET_NAMES.get(dataset, dataset)}, N = {n:g}" + (
+            f" ({backbone})" if len(backbones) > 1 else ""
+        )
+        rows: set[tuple[str, str]] = set()
+        for b in by_m.values():
+            ours_learners = {k[0] for k in runs[b.name].keys()}
+            rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in CLASSIFIERS}
+            for eps, ref_learner, _ in r.rows(b.ref_dataset, b.setting):
+                rows |= {(eps, lr) for lr in ([lr for lr in ours_learners if REF_LEARNER.get(lr) == ref_learner]
+                                              or [ref_learner])}  # fmt: skip
+        for eps, learner in sorted(rows, key=lambda x: (_eps_key(x[0]), _learner_key(x[1]))):
+            for m, name in methods:
+                cells = []
+                for mm in ms:
+                    b = by_m.get(mm)
+                    if b is None:
+                        cells.append(Cell(dict(benchmark="", dataset=dataset, setting=f"iblurry-m{mm:g}", epsilon=eps,
+                                               learner=learner, label_method=m, metric="aa")))  # fmt: skip
+                    elif m == "release-tuned":
+                        cells.append(_tuned_cell(b, runs[b.name], r, eps, learner))
+                    else:
+                        cells.append(_cell(b, runs[b.name], r, "order", eps, learner, m, "aa"))
+                t.rows.append((label, _eps_name(eps), _learner_name(learner), name))
+                t.cells.append(cells)
+    if not blurry:
+        t.notes.append("No i-Blurry benchmarks are configured: add benchmarks with scenario 'iblurry', "
+                       "disjoint_pct 50 and blurry_pct M ∈ {10, 25, 50, 75, 100} to the config key 'benchmarks' "
+                       "(config/paper.yaml: iblurry_cifar100_m10 ... iblurry_cifar100_m100).")  # fmt: skip
+    else:
+        t.notes.append("Public Labels (Ours) is public-x1000 (Fig. 7 caption); Release Labels (Ours): the best of "
+                       "our release-fF runs by median, its fraction in brackets (the paper tunes it, Sec. 6.2).")  # fmt: skip
+        if any(b.disjoint_pct != 50 for b in blurry):
+            t.notes.append("Published numbers exist only for N = 50 disjoint classes (Sec. 6.3).")
+    si = [b.name for b in benches if b.scenario == "siblurry"]
+    if si:
+        t.notes.append(f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 "
+                       "(paper 003 App. F.2).")  # fmt: skip
+    _missing_row_notes(t, runs)
+    return t
+
+
+_AAAF_SCOPE = {
+    "A8": ("Split-CIFAR-100 (and every other disjoint benchmark but ImageNet-R)",
+           lambda b: b.scenario == "disjoint" and b.ref_dataset != "imagenet_r",
+           "a benchmark with scenario 'disjoint' (config/paper.yaml: split_cifar100)"),
+    "A9": ("Split ImageNet-R", lambda b: b.scenario == "disjoint" and b.ref_dataset == "imagenet_r",
+           "a benchmark on imagenet_r with scenario 'disjoint' (config/paper.yaml: split_imagenet_r)"),
+    "A10": ("5-datasets (task orders as seeds)", lambda b: b.scenario == "datasets",
+            "a benchmark with scenario 'datasets' (config/paper.yaml: five_datasets)"),
+}  # fmt: skip
+
+
+def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
+    """Tables A8-A10 (App. F.2-F.4): AA and AF (× 100) after the final task, mean ± std, per learner and ε."""
+    scope, select, hint = _AAAF_SCOPE[tid]
+    r = _Reference(ref, tid)
+    t = PaperTable(tid, f"Average accuracy (AA) and average forgetting (AF, scaled by 100) after learning the "
+                   f"final task in %, {scope}; Base Dataset label space.", "mean", 2, ["Benchmark", "Method"], 2)  # fmt: skip
+    chosen = [b for b in benches if select(b)]
+    eps_set = {"1", "8", "inf"}
+    for b in chosen:
+        eps_set |= {k[1] for k in runs[b.name].keys() if k[2] == "base"}
+    eps_list = sorted(eps_set, key=_eps_key)
+    t.cols = [(f"ε = {e}" if e != "inf" else "non-DP", f"{m} ({'↑' if m == 'AA' else '↓'})")
+              for e in eps_list for m in ("AA", "AF")]  # fmt: skip
+    for b in chosen:
+        ours = {k[0] for k in runs[b.name].keys() if k[2] == "base"}
+        learners = set(ours)
+        for _eps, ref_learner, _m in r.rows(b.ref_dataset, b.setting):
+            if not any(REF_LEARNER.get(lr) == ref_learner for lr in ours):
+                learners.add(ref_learner)
+        for learner in sorted(learners, key=_learner_key):
+            t.rows.append((b.display, _learner_name(learner)))
+            t.cells.append([_cell(b, runs[b.name], r, "mean", e, learner, "base", metric)
+                            for e in eps_list for metric in ("aa", "af")])  # fmt: skip
+    # an ε with neither our runs nor published numbers is left out (e.g. non-DP for Fashion-MNIST)
+    keep = [j for j in range(len(t.cols)) if any(row[j - j % 2].ours or row[j - j % 2].published for row in t.cells)
+            or any(row[j - j % 2 + 1].published for row in t.cells)]  # fmt: skip
+    if t.cells:
+        t.cols = [t.cols[j] for j in keep]
+        t.cells = [[row[j] for j in keep] for row in t.cells]
+    if not chosen:
+        t.notes.append(
+            f"No benchmark for this table is configured: add {hint} to the config key 'benchmarks'."
+        )
+    elif not any(c.ours for row in t.cells for c in row):
+        t.notes.append("No runs with label method 'base': add base to the config key 'label_methods' "
+                       "(and 'head_label_methods').")  # fmt: skip
+    if chosen and "inf" not in {k[1] for b in chosen for k in runs[b.name].keys()}:
+        t.notes.append("non-DP columns: add inf to the config key 'epsilons'.")
+    if any(c.key["learner"] in ("naive_head", "naive_film") for row in t.cells for c in row):
+        t.notes.append("The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
+                       "Naive rows are compared with it either way.")  # fmt: skip
+    _missing_row_notes(t, runs)
+    return t
+
+
+def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mapping[str, Mapping],
+                       reference: pd.DataFrame | None = None) -> list[PaperTable]:  # fmt: skip
+    """Tables A3-A10 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
+
+    ``records``: benchmark name -> its runs' metrics dicts (ε as a tag); ``benchmarks``: the config's
+    ``benchmarks`` entries; ``reference``: the published numbers (default: the shipped copy).
+    """
+    unknown = sorted(set(records) - set(benchmarks))
+    if unknown:
+        raise KeyError(
+            f"records for benchmark(s) {unknown} not in the config key 'benchmarks' ({sorted(benchmarks)})"
+        )
+    ref = load_reference() if reference is None else reference
+    benches = [Bench.from_config(name, cfg) for name, cfg in benchmarks.items()]
+    runs = {b.name: _Runs(records.get(b.name, [])) for b in benches}
+    tables = [table_a3(benches, runs, ref), table_a4(benches, runs, ref), table_a5(benches, runs, ref),
+              table_a6(benches, runs, ref), table_a7(benches, runs, ref)]  # fmt: skip
+    tables += [table_aa_af(tid, benches, runs, ref) for tid in ("A8", "A9", "A10")]
+    for t in tables:
+        seeds = sorted({c.n_seeds for row in t.cells for c in row if c.n_seeds})
+        t.notes.insert(0, _ORDER_NOTE if t.kind == "order" else _MEAN_NOTE)
+        t.notes.insert(1, _REF_NOTE)
+        if seeds:
+            t.notes.insert(0, f"Seeds per cell: {seeds[0]}" + (f"-{seeds[-1]}." if len(seeds) > 1 else "."))
+        if not t.rows:
+            t.notes.insert(0, "No rows: the runs this table needs are not part of this configuration.")
+    return tables
+
+
+# --- output ----------------------------------------------------------------------------------
+
+TIDY_COLUMNS = ["table", "row", "benchmark", "dataset", "setting", "epsilon", "learner", "label_method",
+                "our_label_method", "metric", "statistic", "ours", "published", "diff", "n_seeds"]  # fmt: skip
+
+
+def to_tidy(t: PaperTable) -> pd.DataFrame:
+    """One row per published number position: (cell, statistic) with ours, published and ours − published."""
+    out = []
+    for i, row in enumerate(t.cells):
+        for c in row:
+            for s in t.stats:
+                o, p = c.ours.get(s, math.nan), c.published.get(s, math.nan)
+                out.append({"table": t.table, "row": i, **c.key, "our_label_method": c.our_label_method,
+                            "statistic": s, "ours": o, "published": p, "diff": o - p, "n_seeds": c.n_seeds})  # fmt: skip
+    return pd.DataFrame(out, columns=TIDY_COLUMNS)
+
+
+def _fmt(v: float, d: int) -> str:
+    return f"{v:.{d}f}"
+
+
+def cell_texts(t: PaperTable, c: Cell) -> tuple[str, str, str]:
+    """(ours, paper, Δ) as printed: "(x), m, (y)" or "m ± s"; "–" where there is no number."""
+    d = t.decimals
+
+    def show(stats: dict[str, float]) -> str:
+        if t.kind == "order":
+            if all(s in stats for s in ORDER_STATS):
+                return f"({_fmt(stats['fourth_best'], d)}), {_fmt(stats['median'], d)}, ({_fmt(stats['second_best'], d)})"
+            return _fmt(stats["median"], d) if "median" in stats else MISSING
+        if "mean" not in stats:
+            return MISSING
+        return _fmt(stats["mean"], d) + (f" ± {_fmt(stats['std'], d)}" if "std" in stats else "")
+
+    ours, paper = show(c.ours), show(c.published)
+    if ours != MISSING and c.our_label_method and (f := _fraction(c.our_label_method)) is not None:
+        ours += f" [{100 * f:g}%]"
+    m = t.main_stat
+    diff = f"{c.ours[m] - c.published[m]:+.{max(d, 1)}f}" if m in c.ours and m in c.published else MISSING
+    return ours, paper, diff
+
+
+def _blank_repeats(rows: list[tuple[str, ...]]) -> list[list[str]]:
+    """Leading row labels equal to the row above are left blank, as the paper prints them."""
+    out, prev = [], None
+    for r in rows:
+        cur = list(r)
+        if prev is not None:
+            for j in range(len(r) - 1):
+                if r[: j + 1] == prev[: j + 1]:
+                    cur[j] = ""
+                else:
+                    break
+        out.append(cur)
+        prev = r
+    return out
+
+
+def to_markdown(t: PaperTable) -> str:
+    """GitHub Markdown: caption, the table (ours | paper | Δ per column group) and the notes."""
+    header = list(t.row_header)
+    for col in t.cols:
+        header += [" ".join(col), "paper", "Δ"]
+    lines = [f"### Table {t.table}: {t.caption}", ""]
+    if t.rows:
+        lines += [
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join(["---"] * len(t.row_header) + ["--:"] * 3 * len(t.cols)) + "|",
+        ]
+        for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
+            texts = [x for c in cells for x in cell_texts(t, c)]
+            lines.append("| " + " | ".join(labels + texts) + " |")
+    else:
+        lines.append("(no rows)")
+    for n in t.notes:  # a blank line between notes: one paragraph each in simple renderers
+        lines += ["", f"- {n}"]
+    return "\n".join(lines) + "\n"
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "ε": r"$\varepsilon$", "±": r"$\pm$",
+        "Δ": r"$\Delta$", "–": "--", "×": r"$\times$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "Σ": r"$\Sigma$",
+        "−": "-", "∈": r"$\in$", "…": r"\dots{}", "δ": r"$\delta$", "|": r"\textbar{}", "<": r"\textless{}",
+        ">": r"\textgreater{}"}  # fmt: skip
+
+
+def tex_escape(s: str) -> str:
+    """Text -> LaTeX (special characters escaped, the tables' Unicode symbols as math)."""
+    return "".join(_TEX.get(ch, ch) for ch in s)
+
+
+def to_latex(t: PaperTable) -> str:
+    """A booktabs ``table`` with a multi-row header (column groups over ours / paper / Δ) and the notes."""
+    nr, ng = len(t.row_header), len(t.cols)
+    lines = [f"% Table {t.table} (paper 000) rebuilt by dpcl; needs \\usepackage{{booktabs}}", r"\begin{table}[ht]",
+             r"\centering", r"\scriptsize", f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
+             f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}", r"\toprule"]  # fmt: skip
+    for level in range(t.col_levels if ng else 0):
+        parts, rules, j = [""] * nr, [], 0
+        while j < ng:
+            k = j
+            while k + 1 < ng and t.cols[k + 1][: level + 1] == t.cols[j][: level + 1]:
+                k += 1
+            span, first = 3 * (k - j + 1), nr + 3 * j + 1
+            parts.append(f"\\multicolumn{{{span}}}{{c}}{{{tex_escape(t.cols[j][level])}}}")
+            rules.append(f"\\cmidrule(lr){{{first}-{first + span - 1}}}")
+            j = k + 1
+        lines += [" & ".join(parts) + r" \\", " ".join(rules)]
+    lines.append(
+        " & ".join([tex_escape(h) for h in t.row_header] + ["ours", "paper", r"$\Delta$"] * ng) + r" \\"
+    )
+    lines.append(r"\midrule")
+    for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
+        texts = [x for c in cells for x in cell_texts(t, c)]
+        lines.append(" & ".join(tex_escape(x) for x in labels + texts) + r" \\")
+    if not t.rows:
+        lines.append(f"\\multicolumn{{{nr + 3 * ng}}}{{c}}{{(no rows)}} \\\\")
+    lines += [r"\bottomrule", r"\end{tabular}", "", r"\par\smallskip\raggedright"]
+    lines += [tex_escape(n) + r"\par" for n in t.notes]
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def write_paper_tables(tables: Sequence[PaperTable], out_dir: str | Path) -> list[Path]:
+    """``table_<ID>.csv`` (tidy), ``.md`` and ``.tex`` per table in ``out_dir``; returns the paths."""
+    out_dir = Path(out_dir)
+    written = []
+    for t in tables:
+        stem = out_dir / f"table_{t.table}"
+        write_text(stem.with_suffix(".csv"), to_tidy(t).to_csv(index=False, float_format="%.4f"))
+        write_text(stem.with_suffix(".md"), to_markdown(t))
+        write_text(stem.with_suffix(".tex"), to_latex(t))
+        written += [stem.with_suffix(ext) for ext in (".csv", ".md", ".tex")]
+    return written

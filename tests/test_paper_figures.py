@@ -1,0 +1,254 @@
+"""Figs. 4-7 (paper 000 Sec. 6) from run metrics, and the self-contained HTML report page."""
+
+from __future__ import annotations
+
+import html
+import math
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dpcl.io import write_json, write_text
+from dpcl.report.html import Section, build_html_report, caption, group_files, markdown_to_html
+from dpcl.report.paper_figures import (
+    best_release,
+    blurry_groups,
+    plot_fig4_label_methods,
+    plot_fig5_release_fraction,
+    plot_fig6_public_labels,
+    plot_fig7_blurriness,
+    public_multiplier,
+    release_fraction,
+)
+from dpcl.seeding import rng
+from dpcl.stages import paper_figures
+
+FULL_METHODS = ["oracle", "base", "public-x10", "public-x100", "public-x1000",
+                "release-f0.025", "release-f0.1", "release-f0.5", "release-laplace-f0.1"]  # fmt: skip
+BENCHMARKS = {
+    "split_a": {"dataset": "ds", "backbone": "bb", "scenario": "disjoint", "n_tasks": 5},
+    "blur_m25": {"dataset": "ds", "backbone": "bb", "scenario": "iblurry", "n_tasks": 5, "disjoint_pct": 50,
+                 "blurry_pct": 25},
+    "blur_m75": {"dataset": "ds", "backbone": "bb", "scenario": "iblurry", "n_tasks": 5, "disjoint_pct": 50,
+                 "blurry_pct": 75},
+}  # fmt: skip
+
+
+def _accuracy(method: str, eps: str, blurry: float) -> float:
+    """A made-up but structured final accuracy: release peaks at f = 0.1, noise shrinks with ε."""
+    base = {"oracle": 0.80, "base": 0.70}.get(method, 0.72)
+    rf = release_fraction(method)
+    if rf:
+        base = 0.78 - 0.3 * abs(math.log10(rf[1] / 0.1)) / 2
+    return base - 0.05 * blurry / 100 - (0.05 if eps == "1" else 0.0)
+
+
+def _record(bench: str, learner: str, eps: str, method: str, seed: int, n_tasks: int = 5) -> dict:
+    blurry = float(BENCHMARKS.get(bench, {}).get("blurry_pct", 0))
+    acc = (
+        _accuracy(method, eps, blurry)
+        + 0.01 * rng(seed, "test", bench, learner, eps, method).standard_normal()
+    )
+    rf = release_fraction(method)
+    released = [2] * n_tasks if not rf or rf[1] >= 0.1 else [1] * n_tasks
+    return {"learner": learner, "label_method": method, "epsilon": eps, "seed": seed, "delta": 1e-5,
+            "final_accuracy": acc, "final_forgetting": 0.0, "average_accuracy": [acc] * n_tasks,
+            "average_forgetting": [0.0] * n_tasks, "released_labels": released}  # fmt: skip
+
+
+def _records(
+    bench: str, methods: list[str], learners=("cosine", "peft_head"), epsilons=("1", "8"), seeds=range(5)
+):
+    return [_record(bench, lr, e, m, s) for lr in learners for e in epsilons for m in methods for s in seeds]
+
+
+def _assert_figure(stem: Path) -> None:
+    """PNG and PDF exist, are real files of their format, and the PNG is not a blank canvas."""
+    import matplotlib.image as mpimg
+
+    png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 2000
+    img = mpimg.imread(png)
+    assert img.shape[0] > 200 and img.shape[1] > 200
+    assert np.unique(img.reshape(-1, img.shape[-1]), axis=0).shape[0] > 10  # drawn, not one colour
+
+
+def _outs(tmp_path: Path, name: str) -> list[Path]:
+    return [tmp_path / f"{name}.png", tmp_path / f"{name}.pdf"]
+
+
+def test_method_tags_are_parsed():
+    assert release_fraction("release-f0.025") == ("ktsgd", 0.025)
+    assert release_fraction("release-laplace-f0.1") == ("laplace", 0.1)
+    assert release_fraction("public-x10") is None
+    assert public_multiplier("public-x1000") == 1000 and public_multiplier("base") is None
+
+
+def test_best_release_takes_the_highest_median_fraction():
+    recs = _records("split_a", FULL_METHODS)
+    # Seed noise (sd 0.01) is far below the 0.05 gap between f = 0.1 and its neighbours.
+    assert best_release(recs, "cosine", "1") == "release-f0.1"
+    assert best_release(recs, "cosine", "1", mechanism="laplace") == "release-laplace-f0.1"
+    assert best_release(_records("split_a", ["oracle"]), "cosine", "1") is None
+
+
+def test_blurry_groups_join_the_disjoint_split_as_m0():
+    groups = blurry_groups(BENCHMARKS)
+    assert list(groups.values()) == [{0.0: "split_a", 25.0: "blur_m25", 75.0: "blur_m75"}]
+    other = {**BENCHMARKS, "blur_other": {**BENCHMARKS["blur_m25"], "backbone": "other"}}
+    assert len(blurry_groups(other)) == 2
+    assert blurry_groups({"split_a": BENCHMARKS["split_a"]}) == {}
+
+
+def test_full_sweep_figures_have_no_gaps(tmp_path):
+    recs = {"split_a": _records("split_a", FULL_METHODS)}
+    assert plot_fig4_label_methods(recs, _outs(tmp_path, "fig4")) == []
+    assert plot_fig5_release_fraction(recs, _outs(tmp_path, "fig5")) == []
+    assert plot_fig6_public_labels(recs, _outs(tmp_path, "fig6")) == []
+    groups = {"g": {m: _records(b, FULL_METHODS) for m, b in blurry_groups(BENCHMARKS)[next(iter(
+        blurry_groups(BENCHMARKS)))].items()}}  # fmt: skip
+    assert plot_fig7_blurriness(groups, _outs(tmp_path, "fig7")) == []
+    for n in (4, 5, 6, 7):
+        _assert_figure(tmp_path / f"fig{n}")
+
+
+def test_sparse_default_like_config_draws_what_exists_and_says_what_is_missing(tmp_path):
+    """The embedded default: one release fraction, one Public Labels size, no i-Blurry benchmark."""
+    methods = ["oracle", "base", "public-x1000", "release-f0.1"]
+    recs = {"split_a": _records("split_a", methods, learners=("cosine",), epsilons=("1", "8", "inf"))}
+    assert plot_fig4_label_methods(recs, _outs(tmp_path, "fig4")) == []
+    notes5 = plot_fig5_release_fraction(recs, _outs(tmp_path, "fig5"))
+    assert len(notes5) == 1 and "one release fraction (f = 10 %)" in notes5[0]
+    notes6 = plot_fig6_public_labels(recs, _outs(tmp_path, "fig6"))
+    assert "public-x10" in notes6[0]
+    notes7 = plot_fig7_blurriness({}, _outs(tmp_path, "fig7"))
+    assert "no i-Blurry benchmarks" in notes7[0] and "scenario: iblurry" in notes7[0]
+    for n in (4, 5, 6, 7):
+        _assert_figure(tmp_path / f"fig{n}")
+    # a learner with no runs and a benchmark with no release runs: notes, not a crash
+    notes = plot_fig5_release_fraction({"split_a": _records("split_a", ["oracle"])}, _outs(tmp_path, "f5b"))
+    assert "no Release Labels runs" in notes[0]
+    assert plot_fig4_label_methods({"split_a": []}, _outs(tmp_path, "f4b"))[0].startswith("no runs")
+    _assert_figure(tmp_path / "f4b")
+
+
+def test_stage_reads_metrics_files_and_writes_every_figure(tmp_path):
+    """The workflow's stage on metrics.json files written in the runs layout."""
+    runs = {}
+    for bench in BENCHMARKS:
+        paths = []
+        for r in _records(bench, ["oracle", "base", "public-x1000", "release-f0.1"], seeds=range(3)):
+            p = (tmp_path / "runs" / r["learner"] / bench / f"seed{r['seed']}" / f"eps{r['epsilon']}"
+                 / r["label_method"] / "metrics.json")  # fmt: skip
+            write_json(p, {**r, "epsilon": float(r["epsilon"])})
+            paths.append(str(p))
+        runs[bench] = paths
+    outputs = {f"fig{n}": _outs(tmp_path / "fig", f"fig{n}") for n in (4, 5, 6, 7)}
+    notes = paper_figures(runs, BENCHMARKS, outputs)
+    assert notes["fig4"] == [] and notes["fig7"] == []
+    for n in (4, 5, 6, 7):
+        _assert_figure(tmp_path / "fig" / f"fig{n}")
+    with pytest.raises(ValueError, match="not in the config"):
+        paper_figures({"nope": []}, BENCHMARKS, outputs)
+
+
+# --- HTML report -----------------------------------------------------------------------------
+
+
+class _Collector(HTMLParser):
+    """Tags, attributes and text of a page; fails on unbalanced section/table/div tags."""
+
+    VOID = {"img", "meta", "br", "hr", "link", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, (
+            f"</{tag}> closes <{self.stack[-1] if self.stack else None}>"
+        )
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _png(path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(path)
+    fig.savefig(path.with_suffix(".pdf"))
+    plt.close(fig)
+
+
+def test_html_report_shows_every_file_with_its_config(tmp_path):
+    res = tmp_path / "results"
+    (res / "figures" / "paper").mkdir(parents=True)
+    (res / "tables").mkdir()
+    figs = [res / "figures" / "bench_a_cosine_avg_acc.png", res / "figures" / "fig2_label_drop_probability.png",
+            res / "figures" / "paper" / "fig4.png"]  # fmt: skip
+    for f in figs:
+        _png(f)
+    write_text(res / "tables" / "bench_a_cosine.md",
+               "### bench_a: final accuracy (%)\n\n| ε | Classifier | Label Oracle |\n|---|---|---|\n"
+               "| 1 | Cosine <b> | (75.0), 75.4, (75.6) |\n\nFinal average accuracy over 5 seeds.\n")  # fmt: skip
+    write_text(res / "tables" / "bench_a_cosine.csv", "learner,acc_median\ncosine,75.4\n")
+    write_text(res / "tables" / "privacy_audit.csv", "mechanism,verdict\nlabel release (tsgd),consistent\n")
+    files = [*figs, *(f.with_suffix(".pdf") for f in figs), res / "tables" / "bench_a_cosine.md",
+             res / "tables" / "bench_a_cosine.csv", res / "tables" / "privacy_audit.csv"]  # fmt: skip
+    config = {"seeds": [0, 1], "epsilons": [1, "inf"], "delta": 1e-5, "label_methods": ["oracle"],
+              "datasets": {"dsx": {"source": "local"}}, "backbones": {"bbx": {"arch": "tiny_arch_name"}},
+              "benchmarks": {"bench_a": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 5},
+                             "bench": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 2}}}  # fmt: skip
+    sections = group_files(files, config)
+    titles = [s.title for s in sections]
+    assert titles[0] == "Benchmark bench_a"  # longest benchmark name wins over its prefix 'bench'
+    assert "Benchmark bench" not in titles and any(t.startswith("Paper Figures") for t in titles)
+    assert any(t.startswith("Privacy") for t in titles)
+    assert sorted(f for s in sections for f in s.files) == sorted(files)
+    out = res / "report.html"
+    build_html_report(sections, config, out, version="9.9.9", date="2026-01-01")
+    page = out.read_text()
+    parser = _Collector()
+    parser.feed(page)
+    parser.close()
+    assert parser.stack == []
+    imgs = [a for t, a in parser.tags if t == "img"]
+    assert len(imgs) == len(figs)
+    assert all(a["src"].startswith("data:image/png;base64,") and len(a["src"]) > 1000 for a in imgs)
+    # self-contained: nothing loaded from elsewhere
+    assert not [a for t, a in parser.tags if t in ("script", "link") or (t != "a" and "href" in a)]
+    text = " ".join(parser.text)
+    for stem in ("bench_a_cosine_avg_acc", "fig2_label_drop_probability", "fig4", "bench_a_cosine",
+                 "privacy_audit"):  # fmt: skip
+        assert f"{stem}" in [d.strip() for d in parser.text], stem
+    assert caption("fig4") in text and caption("fig2_label_drop_probability") in text
+    assert "Cosine <b>" in text and "<b>" not in page.replace("&lt;b&gt;", "")  # escaped
+    assert "(75.0), 75.4, (75.6)" in text and "label release (tsgd)" in text
+    assert "9.9.9" in text and "2026-01-01" in text and "tiny_arch_name" in text
+    full = page[page.index('id="config"') :]
+    assert yaml.safe_load(html.unescape(full[full.index("<pre>") + 5 : full.index("</pre>")])) == config
+    with pytest.raises(FileNotFoundError, match="missing"):
+        build_html_report([Section("x", [res / "nope.png"])], config, tmp_path / "r.html")
+
+
+def test_markdown_tables_drop_the_separator_row():
+    out = markdown_to_html("### T\n\n| a | b |\n|---|:--:|\n| 1 | 2 |\ntext after\n")
+    assert out.count("<tr>") == 2 and "<h5>T</h5>" in out and "<p>text after</p>" in out

@@ -1,0 +1,8 @@
+"""results/report.html from every table and figure of the run (thin wrapper: dpcl.stages.html_report)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import html_report
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+html_report(list(sm.input), dict(sm.params.config), sm.output[0])

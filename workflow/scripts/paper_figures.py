@@ -1,0 +1,9 @@
+"""Figs. 4-7 (left) of the paper over all benchmarks (thin wrapper: dpcl.stages.paper_figures)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages import paper_figures
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+paper_figures(dict(sm.params.runs), dict(sm.params.benchmarks),
+              {fig: list(sm.output[fig]) for fig in ("fig4", "fig5", "fig6", "fig7")})  # fmt: skip

@@ -1,0 +1,13 @@
+"""Tables A3-A10 in the paper's layout beside the published numbers (thin wrapper: dpcl.stages.build_paper_tables)."""
+
+from pathlib import Path
+
+from dpcl.io import tee_stderr
+from dpcl.stages import build_paper_tables
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+written = build_paper_tables(dict(sm.params.runs), dict(sm.params.benchmarks), Path(sm.output[0]).parent)
+missing = sorted(set(map(str, sm.output)) - set(map(str, written)))
+if missing:
+    raise RuntimeError(f"paper_tables did not write {missing}")
