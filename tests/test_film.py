@@ -363,3 +363,103 @@ def test_unknown_learner_is_named(vit, two_tasks):
     with pytest.raises(ValueError, match="peft_film"):
         run_film_learner("film", tasks, tests, spaces, 3, vit, PRE, DPSGDConfig(), {"noise_multiplier": 0.0},
                          lambda t: rng(0), device="cpu")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- tuning (App. D.1)
+
+
+def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp_path):
+    """App. D.1: GP search over Table A2's ranges on a 70:30 split of the tuning set; each
+    trial is a FiLM member trained at the trial's (q, lr, clip) with the σ of (ε, δ) and
+    scored on the 30 %; the chosen q is kept and Adam's lr scaled by √(1/0.7)."""
+    pytest.importorskip("optuna")
+    from dpcl.privacy.sgd_accounting import noise_multiplier
+    from dpcl.tuning import CLIP_RANGE, LR_RANGE, MIN_BATCH, TRAIN_FRACTION, split_tuning_set, tune_film
+
+    x, y = colour_images(18, 3, seed=12, tmp_path=tmp_path, name="tune")  # small: every trial trains FiLM
+    y = y + 4  # dataset labels need not be row indices
+    eps, delta = 4.0, 1e-5
+    kw = {"n_trials": 2, "epochs": 1.0, "normaliser": 16.0, "physical_batch": 16, "device": "cpu"}
+    before = film_state(vit)
+    res = tune_film(vit, x, y, eps, delta, 3, PRE, **kw)
+    assert all(torch.equal(v, film_state(vit)[k]) for k, v in before.items())  # shared backbone untouched
+    rows = np.unique(y, return_inverse=True)[1]
+    tr, va = split_tuning_set(rows, 3, "film")
+    n_tr = len(tr)
+    assert res["tuning_set"] == {"n": 18, "train": n_tr, "validation": len(va), "classes": [4, 5, 6]}
+    assert n_tr == sum(round(TRAIN_FRACTION * np.sum(rows == c)) for c in range(3))
+    assert len(res["trials"]) == 2 and res["learner"] == "film" and res["epsilon"] == eps
+    for t in res["trials"]:
+        p = t["params"]
+        assert LR_RANGE[0] <= p["lr"] <= LR_RANGE[1] and CLIP_RANGE[0] <= p["clip"] <= CLIP_RANGE[1]
+        assert MIN_BATCH <= p["batch_size"] <= n_tr
+        assert float(t["accuracy"] * len(va)).is_integer()  # an accuracy on the validation part
+    best, cfg = res["best_params"], res["dpsgd"]
+    assert res["best_validation_accuracy"] == max(t["accuracy"] for t in res["trials"])
+    assert cfg["sample_rate"] == best["batch_size"] / n_tr  # constant sampling rate
+    assert cfg["lr"] == pytest.approx(best["lr"] * math.sqrt(1 / TRAIN_FRACTION), rel=1e-12)
+    assert (cfg["clip"], cfg["epochs"], cfg["normaliser"]) == (best["clip"], 1.0, 16.0)
+    # the objective is exactly: train a member on the 70 % at the trial's config, score on the 30 %
+    p0 = res["trials"][0]["params"]
+    c0 = DPSGDConfig(
+        sample_rate=p0["batch_size"] / n_tr, epochs=1.0, lr=p0["lr"], clip=p0["clip"], normaliser=16.0
+    )
+    sigma = noise_multiplier(eps, delta, c0.sample_rate, c0.steps, accountant="rdp")
+    member, _ = train_film(vit, x[tr], rows[tr], 3, c0, sigma, rng(3, "tuning", "film", "trial", 0), PRE,
+                           physical_batch=16, device="cpu")  # fmt: skip
+    acc = float((film_logits(vit, member, x[va], PRE, device="cpu").argmax(1) == rows[va]).mean())
+    assert acc == res["trials"][0]["accuracy"]
+    assert tune_film(vit, x, y, eps, delta, 3, PRE, **kw) == res  # deterministic per seed
+
+
+def test_tune_film_rejects_a_too_small_tuning_set(vit):
+    pytest.importorskip("optuna")
+    from dpcl.tuning import tune_film
+
+    x = np.zeros((8, SIZE, SIZE, 3), np.uint8)
+    with pytest.raises(ValueError, match="tuning set too small.*tune_per_class"):
+        tune_film(vit, x, np.repeat([0, 1], 4), 1.0, 1e-5, 0, PRE, n_trials=1, device="cpu")
+    with pytest.raises(ValueError, match="8 tuning images but 7 labels"):
+        tune_film(vit, x, np.zeros(7, np.int64), 1.0, 1e-5, 0, PRE, n_trials=1, device="cpu")
+
+
+def test_tuned_config_replaces_the_configured_one_for_its_epsilon_only(tmp_path):
+    from dpcl.film_stages import resolve_film_dpsgd
+    from dpcl.io import write_json
+
+    configured = {"sample_rate": 0.25, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 128.0}
+    assert resolve_film_dpsgd(configured, None, "1") == (configured, False)
+    tuned = {"sample_rate": 0.5, "epochs": 2.0, "lr": 3e-4, "clip": 2.5, "normaliser": 128.0}
+    for eps, tag in ((1.0, "1"), (math.inf, "inf")):
+        write_json(tmp_path / f"eps{tag}.json", {"dpsgd": tuned, "epsilon": eps})
+        assert resolve_film_dpsgd(configured, tmp_path / f"eps{tag}.json", tag) == (tuned, True)
+    with pytest.raises(ValueError, match="tuned for ε = inf, but the run's budget is ε = 1"):
+        resolve_film_dpsgd(configured, tmp_path / "epsinf.json", "1")
+    write_json(tmp_path / "other.json", {"epsilon": 1.0})
+    with pytest.raises(ValueError, match="not a tuning result"):
+        resolve_film_dpsgd(configured, tmp_path / "other.json", "1")
+
+
+def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path):
+    """metrics.json's ``dpsgd``/``tuned`` must describe the members: a stale member (trained
+    before tuning, or with other hyperparameters) is named before any evaluation work."""
+    from dpcl.data.scenarios import Scenario
+    from dpcl.film_stages import film_eval_stage
+    from dpcl.io import write_json
+
+    sc = Scenario("disjoint-t2", 0, [0, 1, 2], [[0, 1], [2]], [np.arange(4), np.arange(4, 6)])
+    write_json(tmp_path / "scenario.json", sc.to_dict())
+    write_json(tmp_path / "labels.json", {"epsilon_tag": "1", "tasks": [{"labels": [0, 1]}, {"labels": [2]}]})
+    configured = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
+    tuned = {**configured, "sample_rate": 0.25, "lr": 3e-4}
+    write_json(tmp_path / "tuned.json", {"dpsgd": tuned, "epsilon": 1.0})
+    cfg = DPSGDConfig(**configured)
+    for t, labels in enumerate([[0, 1], [2]]):  # records of members trained with the configured values
+        write_json(tmp_path / f"task{t}.json", {"labels": labels, "sample_rate": cfg.sample_rate, "steps": cfg.steps,
+                                                "clip": cfg.clip, "normaliser": cfg.normaliser, "lr": cfg.lr})  # fmt: skip
+    args = ("fashion_mnist", tmp_path, {}, {}, tmp_path / "scenario.json", tmp_path / "labels.json",
+            [tmp_path / "task0.npz", tmp_path / "task1.npz"], [tmp_path / "task0.json", tmp_path / "task1.json"],
+            configured, "argmax", "cpu", tmp_path / "metrics.json", tmp_path / "privacy.json")  # fmt: skip
+    with pytest.raises(ValueError, match=r"member 0 was trained with .*'sample_rate': 0.5.*\(tuned\).*rerun"):
+        film_eval_stage(*args, tuned_path=tmp_path / "tuned.json")
+    assert not (tmp_path / "metrics.json").exists()

@@ -1,7 +1,9 @@
 """End-to-end: the FiLM learners through Snakemake on a tiny random ViT (CPU).
 
 One job per (run, task) member for the PEFT FiLM ensemble, one evaluation job per run,
-one job per Naive / Non-CL FiLM run; checks the outputs, the ledgers and the members.
+one job per Naive / Non-CL FiLM run, with the DP-SGD hyperparameters tuned once per
+(ε, seed) on the public tuning split (App. D.1); checks the outputs, the ledgers, the
+members and that every run used its tuned config.
 """
 
 import json
@@ -29,7 +31,7 @@ def film_run(tmp_path_factory):
         "learners": ["peft_film", "naive_film", "noncl_film"],
         "dpsgd": {"sample_rate": 0.5, "epochs": 2, "lr": 0.01},
         "film": {"dpsgd": {"epochs": 1}, "physical_batch": 16, "device": "cpu"},
-        "tuning": {"enabled": False},
+        "tuning": {"trials": 2},  # enabled by default
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
                                        "train_per_class": 8, "test_per_class": 4}},
         "backbones": {"vit": {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32}},
@@ -43,7 +45,7 @@ def film_run(tmp_path_factory):
 def test_film_rules_run_one_job_per_member(film_run):
     work, res = film_run
     log = res.stderr + res.stdout
-    for rule in ("film_member", "film_eval", "film_baseline", "report", "aggregation_figure"):
+    for rule in ("tune_film", "film_member", "film_eval", "film_baseline", "report", "aggregation_figure"):
         assert f"rule {rule}" in log
     runs = work / "results" / "runs"
     members = sorted((runs / "peft_film").rglob("members/task*.npz"))
@@ -87,3 +89,37 @@ def test_film_ledgers_hold_the_target(film_run):
         next((work / "results" / "runs" / "peft_film").rglob("eps1/base/metrics.json")).read_text()
     )
     assert sorted(peft["final_accuracy_by_aggregation"]) == ["argmax", "entropy", "median"]
+
+
+def test_film_runs_use_the_tuned_config_of_their_epsilon(film_run):
+    """App. D.1: one tuning result per (ε, seed) on the public tuning split (first task's classes),
+    reused by every FiLM job of that (ε, seed); metrics.json names the config used."""
+    work, _ = film_run
+    res = work / "results"
+    scenario = json.loads(next((res / "scenarios" / "fashion_mnist").rglob("seed0.json")).read_text())
+    tuned = {}
+    for tag in ("1", "inf"):
+        path = next((res / "tuning_film").rglob(f"seed0/eps{tag}.json"))
+        tuned[tag] = json.loads(path.read_text())
+        t = tuned[tag]
+        assert len(t["trials"]) == 2 and t["learner"] == "film" and t["seed"] == 0
+        assert t["tuning_set"]["classes"] == sorted(scenario["task_classes"][0])
+        assert t["tuning_set"]["train"] >= 10 and t["dpsgd"]["epochs"] == 1  # film.dpsgd's epochs
+    for learner in ("peft_film", "naive_film", "noncl_film"):
+        for tag in ("1", "inf"):
+            m = json.loads(next((res / "runs" / learner).rglob(f"eps{tag}/base/metrics.json")).read_text())
+            assert m["tuned"] is True and m["dpsgd"] == tuned[tag]["dpsgd"], (learner, tag)
+    rec = json.loads(next((res / "runs" / "peft_film").rglob("eps1/base/members/task0.json")).read_text())
+    assert rec["tuned"] is True and rec["sample_rate"] == tuned["1"]["dpsgd"]["sample_rate"]
+    assert rec["lr"] == tuned["1"]["dpsgd"]["lr"] and rec["clip"] == tuned["1"]["dpsgd"]["clip"]
+
+
+def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):
+    """tuning.enabled: false keeps the configured film.dpsgd / dpsgd path (a dry run of the same workflow)."""
+    work, _ = film_run
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    cfg["tuning"] = {"enabled": False}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    out = _snakemake(tmp_path, "-n")
+    log = out.stdout + out.stderr
+    assert "rule film_member" in log and "rule film_baseline" in log and "rule tune_film" not in log

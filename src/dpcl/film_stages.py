@@ -10,6 +10,12 @@ Naive and Non-CL baselines are sequential / single models: one job per run
 Privacy bookkeeping is the head learners': the run's ledger starts from the label file's
 release entries, gets one DP-SGD record per task (noise multiplier from the training budget
 that label release left, via the PRV accountant), and is verified when written.
+
+Hyperparameters (App. D.1): with ``tuning.enabled`` one job per seed
+(:func:`tune_film_stage`) tunes (lr, sampling rate, clip) per ε on the PUBLIC tuning split
+(never trained on by any run, so tuning spends no private budget) and every FiLM job of
+that (ε, seed) reads the result (:func:`resolve_film_dpsgd`); otherwise the ``dpsgd`` block
+overridden by ``film.dpsgd`` is used as is. metrics.json says which (``dpsgd``, ``tuned``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import eps_tag
 from .data.label_space import evaluation_labels, remap_task_data
 from .data.scenarios import Scenario
 from .io import read_json, write_json, write_npz
@@ -35,6 +42,20 @@ def _log(msg: str) -> None:
 def film_dpsgd_config(config: dict) -> dict:
     """The FiLM learners' DP-SGD hyperparameters: the ``dpsgd`` block overridden by ``film.dpsgd``."""
     return {**config["dpsgd"], **(config.get("film", {}).get("dpsgd") or {})}
+
+
+def resolve_film_dpsgd(dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_tag: str) -> tuple[dict, bool]:
+    """(DP-SGD config, tuned?) of a FiLM run at ``epsilon_tag``: the tuning result's config over
+    ``dpsgd_cfg`` when ``tuned_path`` is given (App. D.1), else ``dpsgd_cfg`` as is."""
+    if tuned_path is None:
+        return dict(dpsgd_cfg), False
+    res = read_json(tuned_path)
+    if "dpsgd" not in res or "epsilon" not in res:
+        raise ValueError(f"{tuned_path} is not a tuning result (no 'dpsgd'/'epsilon' keys)")
+    tag = eps_tag(math.inf if res["epsilon"] == "inf" else float(res["epsilon"]))
+    if tag != epsilon_tag:
+        raise ValueError(f"{tuned_path} was tuned for ε = {tag}, but the run's budget is ε = {epsilon_tag}")
+    return {**dpsgd_cfg, **res["dpsgd"]}, True
 
 
 def load_film_backbone(backbone_cfg: dict):
@@ -81,9 +102,10 @@ def _rng_for(learner: str, labels: dict, seed: int):
 def film_member_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     labels_path: str | Path, task: int, dpsgd_cfg: dict, physical_batch: int, device: str,
-    out_member: str | Path, out_record: str | Path,
+    out_member: str | Path, out_record: str | Path, tuned_path: str | Path | None = None,
 ) -> None:  # fmt: skip
-    """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD."""
+    """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD
+    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`)."""
     from .dpsgd import DPSGDConfig
     from .film import train_film
 
@@ -91,6 +113,7 @@ def film_member_stage(
     labels = read_json(labels_path)
     if not 0 <= task < len(sc.train_indices):
         raise ValueError(f"task {task} outside the scenario's {len(sc.train_indices)} tasks")
+    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
     cfg = DPSGDConfig(**dpsgd_cfg)
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
@@ -104,7 +127,7 @@ def film_member_stage(
                               _rng_for("peft_film", labels, int(sc.seed))(task), pre,
                               physical_batch=physical_batch, device=device, progress=True)  # fmt: skip
     record = {**noise, **info, "data": f"images of R_task(D_{task}) ({int(keep.sum())} kept)",
-              "labels": o_t, "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+              "labels": o_t, "seconds": round(time.perf_counter() - t0, 1), "lr": cfg.lr, "tuned": tuned}  # fmt: skip
     _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
          f"{int(keep.sum())} images, {info['steps']} steps, σ = {noise['noise_multiplier']:.4g} "
          f"({record['seconds']} s)")  # fmt: skip
@@ -119,7 +142,7 @@ def _finish(learner: str, labels: dict, seed: int, preds, records, test_y, extra
 
     ledger = _ledger_from_labels(labels)
     for t, rec in enumerate(records):
-        ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds")})
+        ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
         aa, af = average_accuracy(acc), average_forgetting(acc)
@@ -138,8 +161,11 @@ def film_eval_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     labels_path: str | Path, member_paths: list[str | Path], record_paths: list[str | Path],
     dpsgd_cfg: dict, aggregation: str, device: str, out_metrics: str | Path, out_privacy: str | Path,
+    tuned_path: str | Path | None = None,
 ) -> None:  # fmt: skip
-    """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2)."""
+    """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
+    checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
+    from .dpsgd import DPSGDConfig
     from .film import FilmMember, film_logits
     from .learners.aggregation import RULES, aggregate
     from .metrics import accuracy_matrix
@@ -152,9 +178,19 @@ def film_eval_stage(
             f"expected {n_tasks} members and records, got {len(member_paths)} and {len(record_paths)}"
         )
     records = [read_json(p) for p in record_paths]
+    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
+    cfg = DPSGDConfig(**dpsgd_cfg)
     for t, rec in enumerate(records):
         if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
             raise ValueError(f"member {t} was trained over another label space than the run's label file")
+        want = {"sample_rate": cfg.sample_rate, "steps": cfg.steps, "clip": cfg.clip,
+                "normaliser": cfg.normaliser, "lr": cfg.lr}  # fmt: skip
+        used = {k: float(rec[k]) if k in rec else None for k in want}  # JSON writes inf as "inf"
+        if used != want:
+            raise ValueError(
+                f"member {t} was trained with {used}, but the run's DP-SGD config ({'tuned' if tuned else 'configured'}) "
+                f"is {want}; rerun its film_member job"
+            )
     backbone, pre = load_film_backbone(backbone_cfg)
     members = []
     for p in member_paths:
@@ -176,7 +212,8 @@ def film_eval_stage(
                 by_rule[rule][t].append(aggregate(zs, spaces[: t + 1], rule))
     test_y = [y for _, y in tests]
     accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
-    extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "aggregation": aggregation,
+    extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned,
+             "aggregation": aggregation,
              "acc_by_aggregation": accs,
              "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
              "trainable_parameters": [r["trainable_parameters"] for r in records]}  # fmt: skip
@@ -192,9 +229,10 @@ def film_eval_stage(
 def film_baseline_stage(
     learner: str, dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict,
     scenario_path: str | Path, labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str,
-    out_metrics: str | Path, out_privacy: str | Path, out_model: str | Path,
+    out_metrics: str | Path, out_privacy: str | Path, out_model: str | Path, tuned_path: str | Path | None = None,
 ) -> None:  # fmt: skip
-    """One Naive or Non-CL FiLM run (App. F.1): a single model through (or over) all tasks."""
+    """One Naive or Non-CL FiLM run (App. F.1): a single model through (or over) all tasks
+    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`)."""
     from .dpsgd import DPSGDConfig
     from .film import run_film_learner
 
@@ -202,6 +240,7 @@ def film_baseline_stage(
         raise ValueError(f"film_baseline_stage runs naive_film or noncl_film, not {learner!r}")
     sc = Scenario.from_dict(read_json(scenario_path))
     labels = read_json(labels_path)
+    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
     cfg = DPSGDConfig(**dpsgd_cfg)
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
@@ -217,7 +256,7 @@ def film_baseline_stage(
         learner, task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, noise,
         _rng_for(learner, labels, int(sc.seed)), physical_batch=physical_batch, device=device, progress=True,
     )  # fmt: skip
-    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg,
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned,
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
     metrics, privacy = _finish(learner, labels, int(sc.seed), preds, records, [y for _, y in tests], extra)
     _log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
@@ -226,3 +265,49 @@ def film_baseline_stage(
     write_npz(out_model, label_ids=ids, **model.to_arrays())
     write_json(out_privacy, privacy)
     write_json(out_metrics, metrics)
+
+
+def tune_film_stage(
+    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
+    epsilons: list, delta: float, outputs: dict[str, str | Path], n_trials: int, dpsgd_cfg: dict,
+    physical_batch: int, device: str,
+) -> None:  # fmt: skip
+    """Tune the FiLM learners' DP-SGD hyperparameters once per (ε, seed) (App. D.1).
+
+    Tuning set: images of the PUBLIC ``tune`` split (held out of the training split, never
+    trained on by any run) restricted to the classes of the scenario's first task, so it is
+    task-sized, as :func:`dpcl.stages.tune_head_learners` does on features. Epochs and the
+    normaliser are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result
+    file per ε tag in ``outputs``.
+    """
+    from .stages import dataset_subset
+    from .tuning import tune_film
+
+    sc = Scenario.from_dict(read_json(scenario_path))
+    eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
+    missing = sorted({eps_tag(e) for e in eps_values} - set(outputs))
+    if missing:
+        raise ValueError(f"no output file for ε tags {missing}; outputs are named for {sorted(outputs)}")
+    ds, idx = dataset_subset(dataset, root, "tune", dataset_cfg)
+    y = ds.labels[idx]
+    sel = idx[np.isin(y, sc.task_classes[0])]
+    if sel.size == 0:
+        raise ValueError(
+            f"dataset {dataset}: the tuning split has no images of the first task's classes "
+            f"{list(sc.task_classes[0])}; raise tune_per_class"
+        )
+    x, y = ds.images[sel], ds.labels[sel]
+    backbone, pre = load_film_backbone(backbone_cfg)
+    for eps in eps_values:
+        t0 = time.perf_counter()
+        tag = eps_tag(eps)
+
+        def log(msg: str, tag: str = tag) -> None:
+            _log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
+
+        res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
+                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log)  # fmt: skip
+        res["seed"] = sc.seed
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        write_json(outputs[tag], res)
+        log(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s)")

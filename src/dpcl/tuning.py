@@ -1,4 +1,4 @@
-"""Hyperparameter tuning of the DP-SGD head learners (paper 000 App. D.1, Table A2).
+"""Hyperparameter tuning of the DP-SGD learners, head-only and FiLM (paper 000 App. D.1, Table A2).
 
 Optuna with its Gaussian-process sampler, 20 trials per (ε, δ, seed) by default, over
 the ranges of Table A2: learning rate 1e-7…1e-2 (log), expected batch size 10…tuning-set
@@ -12,16 +12,28 @@ Privacy: the tuning set must be **public** or disjoint from every private task; 
 workflow tunes on a held-out part of the training split that no run uses (the paper
 instead tunes on private data without accounting for it, App. D.1 last paragraph).
 Tuning uses the RDP accountant for speed; the real runs use PRV.
+
+One search loop (:func:`tune_dpsgd`) serves every learner: it owns the split, the search
+space, the noise multipliers and the scaling; a learner supplies only a "train at this
+config on these indices and score on those" callable (:func:`tune_head` on cached
+features, :func:`tune_film` on images through the shared backbone).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from .dpsgd import DPSGDConfig, LinearHead, train_head
 from .seeding import rng
+
+# (train indices, validation indices, label rows 0..n_classes-1, n_classes, config, noise
+#  multiplier, the trial's generator) -> validation accuracy
+TrainAndScore = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, int, DPSGDConfig, float, np.random.Generator], float
+]
 
 TRAIN_FRACTION = 0.7
 LR_RANGE = (1e-7, 1e-2)
@@ -29,9 +41,9 @@ CLIP_RANGE = (0.2, 10.0)
 MIN_BATCH = 10
 
 
-def split_tuning_set(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stratified 70:30 split of the tuning set (indices), deterministic in ``seed``."""
-    gen = rng(seed, "tuning", "split")
+def split_tuning_set(y: np.ndarray, seed: int, *keys: object) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified 70:30 split of the tuning set (indices), deterministic in ``seed`` (and ``keys``)."""
+    gen = rng(seed, "tuning", *keys, "split")
     tr, va = [], []
     for c in np.unique(y):
         idx = gen.permutation(np.flatnonzero(y == c))
@@ -41,27 +53,38 @@ def split_tuning_set(y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(np.concatenate(tr)), np.sort(np.concatenate(va))
 
 
-def tune_head(
-    x: np.ndarray,
+def tune_dpsgd(
     y: np.ndarray,
     epsilon: float,
     delta: float,
     seed: int,
+    train_and_score: TrainAndScore,
     n_trials: int = 20,
     epochs: float = 40.0,
     normaliser: float = 128.0,
+    keys: tuple = (),
+    log: Callable[[str], None] | None = None,
 ) -> dict:
-    """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
-    chosen DP-SGD config for real runs plus every trial."""
+    """Optuna GP search of (lr, expected batch size, clip) over Table A2's ranges (App. D.1).
+
+    The tuning set (labels ``y``) is split 70:30; each trial trains on the 70 % with
+    ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
+    (q, steps), and is scored on the 30 %. Returns the config for real runs (sampling rate
+    kept, lr × √(1/0.7)) plus every trial. ``keys`` name the learner's random streams
+    (empty for the head learners); ``log`` gets one line per finished trial.
+    """
     import optuna
 
     from .privacy.sgd_accounting import noise_multiplier
 
     classes, yy = np.unique(np.asarray(y), return_inverse=True)
-    tr, va = split_tuning_set(yy, seed)
+    tr, va = split_tuning_set(yy, seed, *keys)
     n_tr = len(tr)
     if n_tr < MIN_BATCH or len(va) == 0:
-        raise ValueError(f"tuning set too small: {len(y)} samples")
+        raise ValueError(
+            f"tuning set too small: {len(y)} samples ({n_tr} for training, {len(va)} for validation); "
+            f"the search needs at least {MIN_BATCH} training samples (raise tune_per_class)"
+        )
     sigmas: dict[tuple[float, int], float] = {}
 
     def objective(trial: optuna.Trial) -> float:
@@ -74,12 +97,15 @@ def tune_head(
             sigmas[key] = (
                 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
             )
-        head = LinearHead(x.shape[1], len(classes))
-        train_head(head, x[tr], yy[tr], cfg, sigmas[key], rng(seed, "tuning", "trial", trial.number))
-        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+        gen = rng(seed, "tuning", *keys, "trial", trial.number)
+        acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen))
+        if log is not None:
+            log(f"trial {trial.number + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
+                f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g} -> accuracy {100 * acc:.1f} %")  # fmt: skip
+        return acc
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.GPSampler(seed=int(rng(seed, "tuning", "sampler").integers(2**31)))
+    sampler = optuna.samplers.GPSampler(seed=int(rng(seed, "tuning", *keys, "sampler").integers(2**31)))
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.optimize(objective, n_trials=n_trials)
     best = study.best_params
@@ -105,3 +131,64 @@ def tune_head(
         "delta": delta,
         "sampler": "optuna GPSampler",
     }
+
+
+def tune_head(
+    x: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    n_trials: int = 20,
+    epochs: float = 40.0,
+    normaliser: float = 128.0,
+) -> dict:
+    """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
+    chosen DP-SGD config for real runs plus every trial."""
+
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
+        head = LinearHead(x.shape[1], n_classes)
+        train_head(head, x[tr], yy[tr], cfg, sigma, gen)
+        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+    return tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser)
+
+
+def tune_film(
+    backbone,
+    images: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    pre,
+    n_trials: int = 20,
+    epochs: float = 40.0,
+    normaliser: float = 128.0,
+    physical_batch: int = 32,
+    device: str = "auto",
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Tune (lr, expected batch size, clip) for a FiLM member (LayerNorm affines + head over
+    the labels in ``y``) on uint8 ``images`` through the shared ``backbone`` (App. D.1).
+
+    Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.film.train_film`
+    (``physical_batch`` images per chunk on ``device``) and scores it with
+    :func:`dpcl.film.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
+    """
+    from .film import film_logits, train_film
+
+    images = np.asarray(images)
+    if len(images) != len(y):
+        raise ValueError(f"{len(images)} tuning images but {len(y)} labels")
+
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
+        member, _ = train_film(backbone, images[tr], yy[tr], n_classes, cfg, sigma, gen, pre,
+                               physical_batch=physical_batch, device=device)  # fmt: skip
+        z = film_logits(backbone, member, images[va], pre, device=device)
+        return float(np.mean(z.argmax(1) == yy[va]))
+
+    res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
+                     keys=("film",), log=log)  # fmt: skip
+    res["learner"] = "film"
+    return res

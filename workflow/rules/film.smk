@@ -3,6 +3,9 @@
 # spaces, so they spread over a cluster's GPUs -- then one evaluation job per run.
 # Naive / Non-CL FiLM baselines: one job per run. Rules are always defined (the SLURM
 # profile names them); they run only when `learners` lists a *_film learner.
+# With tuning.enabled, tune_film (one job per seed, every ε) tunes the DP-SGD
+# hyperparameters on the public tuning split (App. D.1) and every FiLM job of that
+# (ε, seed) takes its config from the cached result instead of film.dpsgd / dpsgd.
 
 import re
 
@@ -10,6 +13,7 @@ FILM_RUN = (
     f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
 )
 PEFT_FILM_RUN = FILM_RUN.replace("{learner}", "peft_film")
+FILM_TUNE = config["tuning"]["enabled"]
 
 
 def n_tasks_of(scenario):
@@ -21,6 +25,9 @@ def _film_common(w):
         "manifest": f"{RES}/{w.dataset}/MANIFEST.json",
         "scenario": f"{R}/scenarios/{w.dataset}/{w.scenario}/seed{w.seed}.json",
         "labels": f"{R}/labels/{w.dataset}/{w.scenario}/seed{w.seed}/eps{w.eps}/{w.method}.json",
+        # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
+        **({"tuned": f"{R}/tuning_film/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{w.eps}.json"}
+           if FILM_TUNE else {}),
     }
 
 
@@ -31,6 +38,32 @@ FILM_PARAMS = dict(
     physical_batch=config["film"]["physical_batch"],
     device=config["film"]["device"],
 )
+
+
+rule tune_film:
+    input:
+        manifest=lambda w: f"{RES}/{w.dataset}/MANIFEST.json",
+        scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+    output:
+        expand(f"{R}/tuning_film/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
+    params:
+        dataset_cfg=lambda w: config["datasets"][w.dataset],
+        backbone_cfg=lambda w: config["backbones"][w.backbone],
+        epsilons=config["epsilons"],
+        eps_tags=EPS,
+        delta=config["delta"],
+        trials=config["tuning"]["trials"],
+        dpsgd=FILM_DPSGD,  # epochs and normaliser of the FiLM learners
+        physical_batch=config["film"]["physical_batch"],
+        device=config["film"]["device"],
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=720,  # minutes: tuning.trials FiLM trainings per ε on a task-sized set, one GPU
+    log:
+        f"{R}/logs/tune_film/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    script:
+        "../scripts/tune_film.py"
 
 
 rule film_member:

@@ -11,4 +11,4 @@ p, w = sm.params, sm.wildcards
 film_baseline_stage(w.learner, w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg),
                     dict(p.backbone_cfg), sm.input.scenario, sm.input.labels, dict(p.dpsgd),
                     int(p.physical_batch), p.device, sm.output.metrics, sm.output.privacy,
-                    sm.output.model)  # fmt: skip
+                    sm.output.model, tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip

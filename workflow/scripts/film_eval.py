@@ -10,4 +10,5 @@ tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
 film_eval_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
                 sm.input.scenario, sm.input.labels, list(sm.input.members), list(sm.input.records),
-                dict(p.dpsgd), p.aggregation, p.device, sm.output.metrics, sm.output.privacy)  # fmt: skip
+                dict(p.dpsgd), p.aggregation, p.device, sm.output.metrics, sm.output.privacy,
+                tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip

@@ -10,4 +10,5 @@ tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
 film_member_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
                   sm.input.scenario, sm.input.labels, int(w.task), dict(p.dpsgd), int(p.physical_batch),
-                  p.device, sm.output.member, sm.output.record)  # fmt: skip
+                  p.device, sm.output.member, sm.output.record,
+                  tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip

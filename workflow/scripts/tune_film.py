@@ -1,0 +1,14 @@
+"""Tune the FiLM learners' DP-SGD hyperparameters for one seed (thin: dpcl.film_stages.tune_film_stage)."""
+
+from pathlib import Path
+
+from dpcl.film_stages import tune_film_stage
+from dpcl.io import tee_stderr
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+p = sm.params
+tune_film_stage(sm.wildcards.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
+                sm.input.scenario, list(p.epsilons), float(p.delta),
+                dict(zip(p.eps_tags, sm.output, strict=True)), int(p.trials), dict(p.dpsgd),
+                int(p.physical_batch), p.device)  # fmt: skip
