@@ -51,6 +51,8 @@ include: "workflow/rules/agem.smk"
 include: "workflow/rules/film.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"
+include: "workflow/rules/paper_tables.smk"
+include: "workflow/rules/paper_figures.smk"  # keep last: report.html collects every other target
 
 # Under a cluster executor (snakemake --profile slurm) these cheap steps run on the
 # submitting machine instead of waiting in the queue; a download also needs the internet,
@@ -63,6 +65,9 @@ localrules:
     privacy_figures,
     aggregation_figure,
     fig3_desai,
+    paper_figures,
+    paper_tables,
+    html_report,
 
 
 rule all:
@@ -70,4 +75,6 @@ rule all:
         all_reports(),
         aggregation_figure_files(),
         fig3_files(),
+        html_report_files(),
+        paper_table_files(),
     default_target: True

@@ -80,6 +80,21 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
         assert "head-only" in (out / "tables" / f"tiny_bench_{learner}.md").read_text()
     assert len(sorted((out / "runs" / "agem_head").rglob("privacy.json"))) == 3 * 2 * 3
     assert "agem_head" in (out / "tables" / "tiny_bench.csv").read_text()  # the summary table picks it up
+    assert "rule paper_tables" in res.stderr + res.stdout  # Tables A3-A10 beside the published numbers
+    for fig in ("fig4", "fig5", "fig6", "fig7"):  # Figs. 4-7 (left), notes where the tiny config has no sweep
+        for ext in ("png", "pdf"):
+            assert (out / "figures" / "paper" / f"{fig}.{ext}").stat().st_size > 1000
+    page = (out / "report.html").read_text()  # one self-contained page of every table and figure
+    assert page.count('<img alt="') >= 8 and "tiny_bench_cosine_avg_acc" in page
+    assert "Full configuration" in page
+    for tid in ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10"):
+        for ext in ("csv", "md", "tex"):
+            assert (out / "tables" / "paper" / f"table_{tid}.{ext}").stat().st_size > 0, (tid, ext)
+    a3 = (out / "tables" / "paper" / "table_A3.md").read_text()
+    assert "| Fashion-MNIST (tiny_bench) | 1 | Cosine Classifier |" in a3
+    assert "| – | – |" in a3  # Fashion-MNIST has no published numbers: paper and difference read "–"
+    assert "Budget: 10%" in (out / "tables" / "paper" / "table_A4.md").read_text()
+    assert "(no rows)" in (out / "tables" / "paper" / "table_A9.md").read_text()  # no ImageNet-R benchmark
 
 
 def test_run_outputs_are_consistent(tiny_run):

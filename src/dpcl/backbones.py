@@ -18,6 +18,7 @@ Preprocessing (mean/std, input size, interpolation, crop) comes from the arch's 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,4 +275,7 @@ def backbone_from_config(cfg: dict, num_classes: int | None = 0):
         if pcfg.get("fixed_input_size") and int(size) != int(pcfg.get("input_size", (3, 224, 224))[-1]):
             kwargs["img_size"] = int(size)
     model = create_backbone(arch, weights, num_classes=num_classes, **kwargs)
-    return model, default_preprocessing(model, size, cfg.get("channels_last", True))
+    pre = default_preprocessing(model, size, cfg.get("channels_last", True))
+    if cfg.get("interpolation"):  # an explicit choice beats the checkpoint's pretrained config
+        pre = dataclasses.replace(pre, interpolation=str(cfg["interpolation"]))
+    return model, pre

@@ -601,3 +601,64 @@ def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[
     if other:
         raise ValueError(f"Fig. 3 is drawn in the Base Dataset setting (label method 'base'), not {other}")
     plot_desai_comparison(records, f"{benchmark}: comparison with Desai et al. (Base Dataset)", outputs)
+
+
+def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict],
+                  outputs: dict[str, list[str | Path]]) -> dict[str, list[str]]:  # fmt: skip
+    """Figs. 4-7 (left) of paper 000 Sec. 6 from the run metrics of every benchmark; returns
+    (and logs) per figure the notes on what the config does not sweep.
+
+    ``runs`` maps a benchmark to its metrics.json paths, ``benchmarks`` is the config's
+    ``benchmarks`` entry, ``outputs`` maps 'fig4' … 'fig7' to their PNG/PDF paths. Figs. 4-6
+    use the disjoint-split benchmarks (Sec. 6.1), Fig. 7 the i-Blurry ones (Sec. 6.2).
+    """
+    from .report.paper_figures import (
+        blurry_groups,
+        plot_fig4_label_methods,
+        plot_fig5_release_fraction,
+        plot_fig6_public_labels,
+        plot_fig7_blurriness,
+    )
+
+    unknown = sorted(set(runs) - set(benchmarks))
+    if unknown:
+        raise ValueError(
+            f"runs given for benchmarks {unknown} that are not in the config; allowed: {sorted(benchmarks)}"
+        )
+    records = {b: _read_records(paths) for b, paths in runs.items()}
+    disjoint = {b: records.get(b, []) for b, cfg in benchmarks.items() if cfg["scenario"] == "disjoint"}
+    groups = {
+        g: {m: records.get(b, []) for m, b in by_m.items()} for g, by_m in blurry_groups(benchmarks).items()
+    }
+    notes = {
+        "fig4": plot_fig4_label_methods(disjoint, outputs["fig4"]),
+        "fig5": plot_fig5_release_fraction(disjoint, outputs["fig5"]),
+        "fig6": plot_fig6_public_labels(disjoint, outputs["fig6"]),
+        "fig7": plot_fig7_blurriness(groups, outputs["fig7"]),
+    }
+    for fig, lines in notes.items():
+        for line in lines:
+            _log(f"{fig}: {line}")
+    return notes
+
+
+def html_report(files: list[str | Path], config: dict, out: str | Path) -> None:
+    """results/report.html: every table and figure of the run, grouped per benchmark, with the
+    config entries behind each section and the full validated config (one self-contained page)."""
+    from .report.html import build_html_report, group_files
+
+    build_html_report(group_files(files, config), config, out, title="dpcl: differentially private continual "
+                      "learning, tables and figures")  # fmt: skip
+
+
+def build_paper_tables(
+    metrics_paths: dict[str, list[str | Path]], benchmarks: dict[str, dict], out_dir: str | Path
+) -> list[Path]:
+    """Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) from every run of every benchmark, beside the
+    published numbers: ``out_dir/table_<ID>.{csv,md,tex}``; ``metrics_paths``: benchmark -> its metrics.json."""
+    from .report import paper_tables
+
+    records = {name: _read_records(paths) for name, paths in metrics_paths.items()}
+    written = paper_tables.write_paper_tables(paper_tables.build_paper_tables(records, benchmarks), out_dir)
+    _log(f"paper tables: wrote {len(written)} files to {out_dir}")
+    return written

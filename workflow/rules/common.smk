@@ -7,6 +7,11 @@ def scenario_tag(bench):
     return f"{bench['scenario']}-t{bench['n_tasks']}"
 
 
+def bench_seeds(name):
+    """Run seeds of a benchmark: its own `seeds` (e.g. all 120 task orders of 5-datasets) or the global list."""
+    return config["benchmarks"][name].get("seeds") or SEEDS
+
+
 def bench_wildcards(name):
     b = config["benchmarks"][name]
     return dict(dataset=b["dataset"], backbone=b["backbone"], scenario=scenario_tag(b))
@@ -28,7 +33,7 @@ def run_files(learner, name, kind):
     w = bench_wildcards(name)
     return expand(
         f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{{seed}}/eps{{eps}}/{{method}}/{kind}.json",
-        seed=SEEDS, eps=EPS, method=methods_for(learner),
+        seed=bench_seeds(name), eps=EPS, method=methods_for(learner),
     )
 
 

@@ -47,7 +47,7 @@ rule blurry_figure:
     params:
         bench=lambda w: config["benchmarks"][w.benchmark],
         dataset_cfg=lambda w: config["datasets"][config["benchmarks"][w.benchmark]["dataset"]],
-        seed=SEEDS[0],
+        seed=lambda w: bench_seeds(w.benchmark)[0],
     threads: 1
     resources:
         mem_mb=2000,

@@ -5,4 +5,6 @@ from dpcl.stages import aggregation_figure
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-aggregation_figure(list(sm.input), sm.wildcards.benchmark, sm.params.methods, list(sm.output), sm.wildcards.learner)
+aggregation_figure(
+    list(sm.input), sm.wildcards.benchmark, sm.params.methods, list(sm.output), sm.wildcards.learner
+)

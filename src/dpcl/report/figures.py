@@ -167,7 +167,8 @@ def plot_aggregation_comparison(records: list[dict], methods: list[str], title: 
 
 FIG3_LEARNERS = {
     "cosine": "Cosine Classifier",
-    "peft_head": "PEFT Ensemble",
+    "peft_head": "PEFT Ensemble (head-only)",
+    "peft_film": "PEFT Ensemble (FiLM)",
     "agem_head": "DP-A-GEM (Desai et al.)",
 }
 
@@ -185,7 +186,7 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
         raise ValueError("Fig. 3 needs at least one run")
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
-    offsets = {name: (k - 1) * 0.12 for k, name in enumerate(FIG3_LEARNERS)}  # keep error bars apart
+    offsets = {name: (k - 1.5) * 0.1 for k, name in enumerate(FIG3_LEARNERS)}  # keep error bars apart
     for ax, eps in zip(axes[0], epsilons, strict=True):
         for learner, name in FIG3_LEARNERS.items():
             runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
