@@ -34,11 +34,23 @@ def plot_average_accuracy(
             lo, hi = (curves[1], curves[-2]) if len(curves) >= 3 else (curves[0], curves[-1])
             line = ax.plot(t, np.median(curves, axis=0), marker="o", ms=3, label=label_method_name(m))[0]
             ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
-        ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
-        ax.set_xlabel("task t")
-        ax.set_xticks(np.arange(1, len(records[0]["average_accuracy"]) + 1))
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("average accuracy AA_t (%)")
+        _task_axis(ax, eps, len(records[0]["average_accuracy"]))
+    _finish_panels(fig, axes, "average accuracy AA_t (%)", title, outputs)
+
+
+def _task_axis(ax, eps: str, n_tasks: int) -> None:
+    """An ε panel with the task index t = 1..T on the x axis."""
+    ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
+    ax.set_xlabel("task t")
+    ax.set_xticks(np.arange(1, n_tasks + 1))
+    ax.grid(alpha=0.3)
+
+
+def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path]) -> None:
+    """Label, title, save and close a row of panels."""
+    import matplotlib.pyplot as plt
+
+    axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=8, loc="lower left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -198,13 +210,5 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
             t = np.arange(1, curves.shape[1] + 1) + offsets[learner]
             ax.errorbar(t, med, yerr=[med - curves.min(axis=0), curves.max(axis=0) - med], marker="o", ms=3,
                         capsize=2, label=name)  # fmt: skip
-        ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
-        ax.set_xlabel("task t")
-        ax.set_xticks(np.arange(1, len(records[0]["average_accuracy"]) + 1))
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy on tasks seen (%)")
-    axes[0][-1].legend(fontsize=8, loc="lower left")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    _save(fig, outputs)
-    plt.close(fig)
+        _task_axis(ax, eps, len(records[0]["average_accuracy"]))
+    _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs)
