@@ -75,3 +75,37 @@ def test_empty_label_space_predicts_nothing_correctly():
     clf = CosineClassifier(3, 2)
     clf.update(np.zeros((0, 2)), np.zeros(0, dtype=int), [], 1.0, np.random.default_rng(0))
     assert clf.predict(np.ones((4, 2))).tolist() == [-1] * 4
+
+
+@pytest.mark.parametrize("screen", ["fp32", "bf16"])
+def test_two_pass_prediction_is_the_exact_argmax_even_for_near_ties(screen):
+    """Prototypes 1e-3 apart in angle: far inside bfloat16's error, so the exact rescoring decides."""
+    g = np.random.default_rng(5)
+    base = g.normal(size=(40, 32))
+    protos = np.repeat(base, 50, axis=0) + 1e-3 * g.normal(size=(2000, 32))  # 50 near-copies each
+    clf = CosineClassifier(2000, 32)
+    clf.sums[:] = protos.astype(np.float32)
+    clf.seen[:] = True
+    x = np.repeat(base, 5, axis=0) + 0.3 * g.normal(size=(200, 32))
+    p = clf.sums.astype(np.float64)
+    p /= np.linalg.norm(p, axis=1, keepdims=True)
+    xn = normalize_rows(x)
+    brute = (xn @ p.T).argmax(1)
+    got = clf.predict(x, max_block_bytes=1 << 14, screen=screen)  # many small blocks
+    assert np.array_equal(got, brute)
+    # zero features tie every label: the smallest seen label wins, like argmax over zeros
+    x[3] = 0
+    got = clf.predict(x, screen=screen)
+    assert got[3] == 0 and np.array_equal(np.delete(got, 3), np.delete(brute, 3))
+
+
+def test_screening_error_bound_holds_for_bfloat16():
+    torch = pytest.importorskip("torch")
+    from dpcl.learners.cosine import _screen_error
+
+    g = np.random.default_rng(6)
+    x = normalize_rows(g.normal(size=(300, 768))).astype(np.float32)
+    p = normalize_rows(g.normal(size=(2000, 768)) + 5 * x[g.integers(0, 300, 2000)]).astype(np.float32)
+    low = (torch.from_numpy(x).bfloat16() @ torch.from_numpy(p).bfloat16().T).float().numpy()
+    exact = x.astype(np.float64) @ p.astype(np.float64).T
+    assert np.abs(low - exact).max() <= _screen_error("bf16", 768) / 2  # the bound holds without its x2 safety

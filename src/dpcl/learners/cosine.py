@@ -89,36 +89,110 @@ class CosineClassifier:
             "note": "noisy class-feature sums, unit-norm summands (paper 000 Alg. 1, Eq. 9)",
         }
 
-    def predict(self, features: np.ndarray, max_block_bytes: int = 64 << 20) -> np.ndarray:
+    def predict(
+        self, features: np.ndarray, max_block_bytes: int = 64 << 20, screen: str = "auto"
+    ) -> np.ndarray:
         """Argmax cosine similarity over the seen labels (Eq. 10), in memory-bounded blocks.
 
-        Scores are computed block by block with a running top-1, so no full
-        (samples × labels) matrix is ever held. Prototypes with zero norm carry no
-        information and score −inf. Ties go to the smaller label id. With no usable
-        label (e.g. label release dropped every class) the prediction is −1: always wrong.
+        Two passes, so that no (samples × labels) matrix is ever held and the answer does not
+        depend on the BLAS: (1) block by block, a fast low-precision score (bfloat16 on CPUs
+        with AVX512-BF16, else float32) keeps every label within twice its error bound of the
+        row's running maximum; (2) those few candidates are rescored exactly (float64 dot
+        products of the stored float32 vectors) and the best wins. The true argmax always
+        survives (1): |screen − exact| ≤ e for every label, so it scores ≥ max − 2e.
+        Prototypes with zero norm carry no information and score −inf. Ties go to the smaller
+        label id. With no usable label (e.g. label release dropped every class) the
+        prediction is −1: always wrong.
         """
         labels = np.flatnonzero(self.seen)
         protos = self.sums if labels.size == len(self.sums) else self.sums[labels]
-        norms = np.sqrt(np.einsum("ij,ij->i", protos, protos))
+        norms = np.sqrt(np.einsum("ij,ij->i", protos, protos, dtype=np.float64))
         valid = norms > 0
         if not valid.all():
             labels, protos, norms = labels[valid], protos[valid], norms[valid]
-        protos = protos / norms[:, None]
+        protos = (protos / norms[:, None]).astype(np.float32)
         x = normalize_rows(features).astype(np.float32)
         n = len(x)
-        best = np.full(n, -np.inf, dtype=np.float32)
         arg = np.full(n, -1, dtype=np.int64)
-        if labels.size == 0:
+        if labels.size == 0 or n == 0:
             return arg
+        zero = ~np.any(x, axis=1)  # a zero feature ties every label: the smallest id wins, as in argmax
+        if zero.any():
+            arg[zero] = labels[0]
+            live = np.flatnonzero(~zero)
+            arg[live] = self._predict_rows(x[live], labels, protos, max_block_bytes, screen)
+            return arg
+        return self._predict_rows(x, labels, protos, max_block_bytes, screen)
+
+    @staticmethod
+    def _predict_rows(x: np.ndarray, labels: np.ndarray, protos: np.ndarray, max_block_bytes: int,
+                      screen: str) -> np.ndarray:  # fmt: skip
+        """The two-pass argmax of :meth:`predict` for non-zero unit rows ``x``."""
+        n = len(x)
+        arg = np.full(n, -1, dtype=np.int64)
+        if n == 0:
+            return arg
+        mode = _screen_mode(screen)
+        margin = 2 * _screen_error(mode, protos.shape[1])
         rows = max(1, min(n, max_block_bytes // (4 * min(len(labels), 8192))))
         cols = max(1, max_block_bytes // (4 * rows))
+        if mode == "bf16":
+            import torch
+
+            p_low = torch.from_numpy(protos).to(torch.bfloat16)
         for r0 in range(0, n, rows):
             xr = x[r0 : r0 + rows]
+            x_low = torch.from_numpy(xr).to(torch.bfloat16) if mode == "bf16" else None
+            top = np.full(len(xr), -np.inf, dtype=np.float32)
+            cand_r, cand_j, cand_s = [], [], []
             for c0 in range(0, len(labels), cols):
-                scores = xr @ protos[c0 : c0 + cols].T
-                j = scores.argmax(axis=1)
-                s = scores[np.arange(len(xr)), j]
-                better = s > best[r0 : r0 + rows]
-                best[r0 : r0 + rows][better] = s[better]
-                arg[r0 : r0 + rows][better] = labels[c0 + j[better]]
+                if mode == "bf16":
+                    scores = (x_low @ p_low[c0 : c0 + cols].T).float().numpy()
+                else:
+                    scores = xr @ protos[c0 : c0 + cols].T
+                np.maximum(top, scores.max(axis=1), out=top)
+                r, j = np.nonzero(scores >= (top - margin)[:, None])
+                cand_r.append(r)
+                cand_j.append(j + c0)
+                cand_s.append(scores[r, j])
+            r, j, sc = np.concatenate(cand_r), np.concatenate(cand_j), np.concatenate(cand_s)
+            keep = sc >= top[r] - margin  # drop those left behind by a later, larger maximum
+            r, j = r[keep], j[keep]
+            exact = np.einsum("ij,ij->i", xr[r].astype(np.float64), protos[j].astype(np.float64))
+            order = np.lexsort((j, -exact, r))  # per row: best exact score first, then smaller label
+            first = np.ones(len(order), dtype=bool)
+            first[1:] = r[order][1:] != r[order][:-1]
+            win = order[first]
+            arg[r0 + r[win]] = labels[j[win]]
         return arg
+
+
+def _screen_mode(screen: str) -> str:
+    """bfloat16 screening where the CPU multiplies bfloat16 natively, else float32."""
+    if screen not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"screen must be auto, bf16 or fp32, got {screen!r}")
+    if screen != "auto":
+        return screen
+    return "bf16" if _native_bf16() else "fp32"
+
+
+def _native_bf16() -> bool:
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def _screen_error(mode: str, dim: int) -> float:
+    """Bound e on |screened − exact| cosine of unit vectors (Cauchy–Schwarz: Σ|x_i p_i| ≤ 1).
+
+    bf16 (unit roundoff u = 2^-8): both inputs rounded, 2u + u²; the bf16 result rounded
+    again, u·(1 + e); float32 accumulation over ``dim`` terms, dim·2^-24. float32: inputs
+    exact, accumulation dim·2^-24 plus the result's rounding. Doubled for safety.
+    """
+    acc = dim * 2.0**-24
+    if mode == "bf16":
+        u = 2.0**-8
+        return 2 * (2 * u + u * u + u * 1.05 + acc)
+    return 2 * (acc + 2.0**-24)
