@@ -1,9 +1,9 @@
 """End-to-end: the FiLM learners through Snakemake on a tiny random ViT (CPU).
 
 One job per (run, task) member for the PEFT FiLM ensemble, one evaluation job per run,
-one job per Naive / Non-CL FiLM run, with the DP-SGD hyperparameters tuned once per
-(ε, seed) on the public tuning split (App. D.1); checks the outputs, the ledgers, the
-members and that every run used its tuned config.
+one job per Naive / Non-CL / DP-A-GEM FiLM run, with the DP-SGD hyperparameters tuned
+once per (ε, seed) on the public tuning split (App. D.1); checks the outputs, the ledgers
+(DP-A-GEM's buffer part included), the members, Fig. 3 and that every run used its tuned config.
 """
 
 import json
@@ -16,6 +16,7 @@ from conftest import make_fake_fashion_mnist
 from test_workflow import _snakemake
 
 pytestmark = pytest.mark.slow
+FILM = ("peft_film", "naive_film", "noncl_film", "agem_film")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def film_run(tmp_path_factory):
         "seeds": [0],
         "epsilons": [1, "inf"],
         "label_methods": ["base"],
-        "learners": ["peft_film", "naive_film", "noncl_film"],
+        "learners": ["peft_film", "naive_film", "noncl_film", "agem_film"],
+        "agem": {"buffer_fraction": 0.3},
         "dpsgd": {"sample_rate": 0.5, "epochs": 2, "lr": 0.01},
         "film": {"dpsgd": {"epochs": 1}, "physical_batch": 16, "device": "cpu"},
         "tuning": {"trials": 2},  # enabled by default
@@ -50,13 +52,16 @@ def test_film_rules_run_one_job_per_member(film_run):
     runs = work / "results" / "runs"
     members = sorted((runs / "peft_film").rglob("members/task*.npz"))
     assert len(members) == 2 * 2  # eps x tasks
-    for learner in ("peft_film", "naive_film", "noncl_film"):
+    for learner in FILM:
         assert len(sorted((runs / learner).rglob("metrics.json"))) == 2
         assert "(FiLM)" in (work / "results" / "tables" / f"film_bench_{learner}.md").read_text()
     for ext in ("png", "pdf"):
         assert (
             work / "results" / "figures" / f"film_bench_peft_film_figA2_aggregation.{ext}"
         ).stat().st_size > 1000
+        # Fig. 3 fires for DP-A-GEM with FiLM alone (no agem_head) in the Base Dataset setting
+        assert (work / "results" / "figures" / f"film_bench_fig3_desai.{ext}").stat().st_size > 1000
+    assert "rule fig3_desai" in log
 
 
 def test_film_members_hold_only_film_values_and_head(film_run):
@@ -83,6 +88,9 @@ def test_film_ledgers_hold_the_target(film_run):
             continue
         assert led["guarantee_holds"] and led["overall"]["epsilon"] <= 1.0 + 1e-9, p
         mechs = [mech["mechanism"] for t in led["tasks"] for mech in t["mechanisms"]]
+        if m["learner"] == "agem_film":  # task 0's reference part, reread by task 1 (T = 2)
+            assert mechs.count("dpsgd") == 2 and mechs.count("dpsgd_buffer") == 1, p
+            continue
         assert mechs.count("dpsgd") == 2 and set(mechs) == {"data_independent", "dpsgd"}, p
         assert m["noise_multiplier"] > 0 and math.isfinite(m["final_accuracy"])
     peft = json.loads(
@@ -105,13 +113,39 @@ def test_film_runs_use_the_tuned_config_of_their_epsilon(film_run):
         assert len(t["trials"]) == 2 and t["learner"] == "film" and t["seed"] == 0
         assert t["tuning_set"]["classes"] == sorted(scenario["task_classes"][0])
         assert t["tuning_set"]["train"] >= 10 and t["dpsgd"]["epochs"] == 1  # film.dpsgd's epochs
-    for learner in ("peft_film", "naive_film", "noncl_film"):
+    for learner in FILM:
         for tag in ("1", "inf"):
             m = json.loads(next((res / "runs" / learner).rglob(f"eps{tag}/base/metrics.json")).read_text())
             assert m["tuned"] is True and m["dpsgd"] == tuned[tag]["dpsgd"], (learner, tag)
     rec = json.loads(next((res / "runs" / "peft_film").rglob("eps1/base/members/task0.json")).read_text())
     assert rec["tuned"] is True and rec["sample_rate"] == tuned["1"]["dpsgd"]["sample_rate"]
     assert rec["lr"] == tuned["1"]["dpsgd"]["lr"] and rec["clip"] == tuned["1"]["dpsgd"]["clip"]
+
+
+def test_agem_film_writes_model_metrics_and_the_agem_privacy_block(film_run):
+    """App. D.4 with FiLM: one job per run; the ledger's train part (own task's steps) and buffer
+    part ((T − 1 − s)·steps rereads at its own noise), the "agem" block and the released model."""
+    work, _ = film_run
+    run = next((work / "results" / "runs" / "agem_film").rglob("eps1/base/metrics.json")).parent
+    m = json.loads((run / "metrics.json").read_text())
+    led = json.loads((run / "privacy.json").read_text())
+    steps = max(1, round(m["dpsgd"]["epochs"] / m["dpsgd"]["sample_rate"]))  # DPSGDConfig.steps
+    assert m["learner"] == "agem_film" and m["agem"]["buffer_fraction"] == 0.3
+    # T = 2 and q_ref = q: the buffer's worst case is (T − 1)·steps = steps reads, so σ_ref = σ
+    assert m["buffer_noise_multiplier"] == m["noise_multiplier"] > 0 and len(m["tasks"]) == 2
+    t0 = {mech.get("part"): mech for mech in led["tasks"][0]["mechanisms"]}
+    assert t0["train"]["steps"] == steps and t0["train"]["noise_multiplier"] == m["noise_multiplier"]
+    buf = t0["reference"]
+    assert buf["mechanism"] == "dpsgd_buffer" and buf["later_tasks"] == 1 and buf["steps"] == steps
+    assert buf["noise_multiplier"] == m["buffer_noise_multiplier"] and "raw" in buf["data"]
+    assert [mech.get("part") for mech in led["tasks"][1]["mechanisms"]][-1] == "train"  # last task: no buffer
+    block = led["agem"]
+    assert "raw samples" in block["note"] and block["per_individual_total"] == led["overall"]
+    assert block["buffer_part"]["worst_case_compositions"] == steps
+    assert block["buffer_part"]["epsilon_worst_case"] == buf["epsilon"] <= 1.0
+    with np.load(run / "model.npz") as z:
+        assert z["head/weight"].shape == (10, 192) and list(z["label_ids"]) == list(range(10))
+        assert any(k.startswith("film/") for k in z.files)
 
 
 def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):

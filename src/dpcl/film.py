@@ -1,5 +1,7 @@
 """FiLM PEFT ensemble members trained with DP-SGD on images (paper 000 Sec. 5.2, Alg. 2,
-App. D, D.1), and the FiLM variants of the Naive and Non-CL baselines (App. F.1, Alg. A1, A2).
+App. D, D.1), and the FiLM variants of the Naive and Non-CL baselines (App. F.1, Alg. A1, A2);
+:func:`train_film` with a :class:`BufferMechanism` is the step of the DP-A-GEM baseline
+(App. D.4, :mod:`dpcl.learners.agem_film`).
 
 FiLM here (App. D): every LayerNorm scale and bias of the pre-trained backbone plus a
 zero-initialised linear head over O_t are trainable, everything else is frozen; for
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from .backbones import Preprocessing
 from .dpsgd import DPSGDConfig
 from .features import preprocess_batch
+from .learners.agem import project
 from .learners.aggregation import aggregate
 from .learners.peft import label_rows
 
@@ -278,6 +281,44 @@ def _check_inputs(images: np.ndarray, rows: np.ndarray, n_out: int) -> tuple[np.
     return images, rows
 
 
+@dataclass
+class BufferMechanism:
+    """DP-A-GEM's second DP gradient g_ref (App. D.4): a Poisson sample of the memory buffer."""
+
+    images: np.ndarray  # raw buffer images (uint8), the documented non-DP state of the baseline
+    rows: np.ndarray  # their output rows
+    sample_rate: float  # q_ref
+    noise_multiplier: float  # σ_ref
+    rng: np.random.Generator  # its own generator: sampling and noise never shared with g's
+
+
+def _poisson_grad_sum(
+    net, gsm, params: list[torch.Tensor], images: np.ndarray, rows: np.ndarray, rate: float, clip: float,
+    rng: np.random.Generator, pre: Preprocessing, act_t, physical_batch: int,
+) -> tuple[list[torch.Tensor], int, int]:  # fmt: skip
+    """(Σ of clipped per-sample gradients, sample size, clipped count) of one Poisson sample at ``rate``
+    (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk (DESIGN §5)."""
+    n = len(rows)
+    dev = net.head.weight.device
+    batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)
+    sums = [torch.zeros_like(p) for p in params]
+    n_clipped = 0
+    for start in range(0, batch.size, physical_batch):
+        idx = batch[start : start + physical_batch]
+        x = preprocess_batch(images[idx], pre).to(dev)
+        y = torch.as_tensor(rows[idx], device=dev)
+        if gsm is not None:
+            chunk, norms = clipped_grad_sum(gsm, params, x, y, clip, act_t)
+            n_clipped += int((norms > clip).sum())
+        else:
+            loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
+            chunk = torch.autograd.grad(loss, params, allow_unused=True)
+            chunk = [torch.zeros_like(p) if g is None else g for g, p in zip(chunk, params, strict=True)]
+        for s, g in zip(sums, chunk, strict=True):
+            s.add_(g)
+    return sums, int(batch.size), n_clipped
+
+
 def train_film(
     backbone,
     images: np.ndarray,
@@ -293,6 +334,7 @@ def train_film(
     active: np.ndarray | None = None,
     device: str = "auto",
     progress: bool = False,
+    buffer: BufferMechanism | None = None,
 ) -> tuple[FilmMember, dict]:
     """Train one FiLM member with DP-SGD (σ = 0 and clip = inf: the non-private twin).
 
@@ -301,6 +343,11 @@ def train_film(
     Alg. 2) is where training starts (the Naive baseline passes its previous model);
     ``active`` (bool per output) restricts the softmax. ``rng`` drives the Poisson sampling
     and seeds the noise generator. Returns the member and its run record.
+
+    ``buffer`` (DP-A-GEM, App. D.4): every step also computes g_ref from a Poisson sample of
+    the buffer with its own noise (drawn even when that sample is empty, so emptiness is
+    never revealed), flattens g and g_ref over all trainable parameters and projects g
+    with :func:`dpcl.learners.agem.project` when gᵀg_ref < 0, before the normaliser and Adam.
     """
     from opacus import GradSampleModule
 
@@ -325,14 +372,25 @@ def train_film(
             raise ValueError(f"active must be a bool mask of length {n_out}, got shape {active.shape}")
         if len(rows) and not active[rows].all():
             raise ValueError("every label must be an active output")
-    n = len(rows)
+    if buffer is not None:
+        sr, nm = buffer.sample_rate, buffer.noise_multiplier
+        if not 0.0 < sr <= 1.0:
+            raise ValueError(f"buffer sample_rate must lie in (0, 1], got {sr!r}")
+        if not (nm >= 0 and math.isfinite(nm)) or (nm > 0 and math.isinf(cfg.clip)):
+            raise ValueError(f"buffer noise_multiplier must be finite, >= 0 and need a finite clip, got {nm}")
+        buf_images, buf_rows = _check_inputs(buffer.images, buffer.rows, n_out)
+        if active is not None and len(buf_rows) and not active[buf_rows].all():
+            raise ValueError("every buffer label must be an active output")
     noise_seed = int(rng.integers(0, 2**63 - 1))
     torch_seed = int(rng.integers(0, 2**63 - 1))
     gen = torch.Generator(device="cpu").manual_seed(noise_seed)
     private = math.isfinite(cfg.clip)
     std = noise_multiplier * cfg.clip if private else 0.0
+    if buffer is not None:
+        gen_ref = torch.Generator(device="cpu").manual_seed(int(buffer.rng.integers(0, 2**63 - 1)))
+        std_ref = buffer.noise_multiplier * cfg.clip if private else 0.0
     clipped = 0.0
-    sampled = 0
+    sampled = sampled_ref = projected = 0
     from tqdm.auto import tqdm
 
     with (
@@ -352,31 +410,31 @@ def train_film(
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
             for _ in tqdm(range(cfg.steps), desc="FiLM DP-SGD", disable=not progress, file=sys.stderr):
-                batch = np.flatnonzero(rng.random(n) < cfg.sample_rate) if n else np.zeros(0, np.int64)
-                sampled += batch.size
-                sums = [torch.zeros_like(p) for p in params]
-                step_clipped = 0
-                for start in range(0, batch.size, physical_batch):
-                    idx = batch[start : start + physical_batch]
-                    x = preprocess_batch(images[idx], pre).to(dev)
-                    y = torch.as_tensor(rows[idx], device=dev)
-                    if private:
-                        chunk, norms = clipped_grad_sum(gsm, params, x, y, cfg.clip, act_t)
-                        step_clipped += int((norms > cfg.clip).sum())
-                    else:
-                        loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
-                        chunk = torch.autograd.grad(loss, params, allow_unused=True)
-                        chunk = [
-                            torch.zeros_like(p) if g is None else g
-                            for g, p in zip(chunk, params, strict=True)
-                        ]
-                    for s, g in zip(sums, chunk, strict=True):
-                        s.add_(g)
-                if batch.size:
-                    clipped += step_clipped / batch.size
+                sums, size, step_clipped = _poisson_grad_sum(
+                    net, gsm, params, images, rows, cfg.sample_rate, cfg.clip, rng, pre, act_t, physical_batch
+                )  # fmt: skip
+                sampled += size
+                if size:
+                    clipped += step_clipped / size
                 noise = gaussian_noise_like(params, std, gen) if std > 0 else None
-                for i, p in enumerate(params):
-                    g = sums[i] if noise is None else sums[i] + noise[i]
+                grads = sums if noise is None else [s + z for s, z in zip(sums, noise, strict=True)]
+                if buffer is not None:  # g_ref and the A-GEM projection (App. D.4, Eq. A102)
+                    ref, size, _ = _poisson_grad_sum(net, gsm, params, buf_images, buf_rows, buffer.sample_rate,
+                                                     cfg.clip, buffer.rng, pre, act_t, physical_batch)  # fmt: skip
+                    sampled_ref += size
+                    if std_ref > 0:
+                        ref = [
+                            r + z
+                            for r, z in zip(ref, gaussian_noise_like(params, std_ref, gen_ref), strict=True)
+                        ]
+                    flat, did = project(torch.cat([g.reshape(-1) for g in grads]),
+                                        torch.cat([r.reshape(-1) for r in ref]))  # fmt: skip
+                    projected += did
+                    grads = [
+                        c.view_as(p)
+                        for c, p in zip(flat.split([p.numel() for p in params]), params, strict=True)
+                    ]
+                for p, g in zip(params, grads, strict=True):
                     p.grad = g / cfg.normaliser
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -395,6 +453,9 @@ def train_film(
         "accountant_history": [[float(noise_multiplier), cfg.sample_rate, cfg.steps]],
         "trainable_parameters": out.n_parameters(),
     }
+    if buffer is not None:
+        info.update(buffer_noise_multiplier=float(buffer.noise_multiplier), buffer_sample_rate=buffer.sample_rate,
+                    mean_buffer_batch_size=sampled_ref / cfg.steps, projected_fraction=projected / cfg.steps)  # fmt: skip
     return out, info
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -135,19 +136,32 @@ def film_member_stage(
     write_json(out_record, record)
 
 
-def _finish(learner: str, labels: dict, seed: int, preds, records, test_y, extra: dict) -> tuple[dict, dict]:
-    """(metrics, verified privacy ledger) of one run from its predictions and per-task records."""
+def _finish(
+    learner: str,
+    labels: dict,
+    seed: int,
+    preds,
+    records,
+    test_y,
+    extra: dict,
+    summary: Callable | None = None,
+) -> tuple[dict, dict]:
+    """(metrics, verified privacy ledger) of one run from its predictions and per-task records;
+    ``summary(privacy, ledger.tasks)``, if given, adds a learner's block to privacy.json (DP-A-GEM)."""
     from .metrics import accuracy_matrix, average_accuracy, average_forgetting
     from .stages import _ledger_from_labels
 
     ledger = _ledger_from_labels(labels)
-    for t, rec in enumerate(records):
-        ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
+    for t, recs in enumerate(records):  # one record per task, or a list (DP-A-GEM's train/reference parts)
+        for rec in recs if isinstance(recs, list) else [recs]:
+            ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
         aa, af = average_accuracy(acc), average_forgetting(acc)
     privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
     target = ledger.target
+    if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
+        privacy["agem"] = summary(privacy, ledger.tasks)
     metrics = {
         "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
         "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
@@ -230,18 +244,24 @@ def film_baseline_stage(
     learner: str, dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict,
     scenario_path: str | Path, labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str,
     out_metrics: str | Path, out_privacy: str | Path, out_model: str | Path, tuned_path: str | Path | None = None,
+    agem_cfg: dict | None = None,
 ) -> None:  # fmt: skip
-    """One Naive or Non-CL FiLM run (App. F.1): a single model through (or over) all tasks
-    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`)."""
+    """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
+    over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`;
+    ``agem_cfg`` is the config's ``agem`` block, used by ``agem_film`` only)."""
     from .dpsgd import DPSGDConfig
     from .film import run_film_learner
 
-    if learner not in ("naive_film", "noncl_film"):
-        raise ValueError(f"film_baseline_stage runs naive_film or noncl_film, not {learner!r}")
+    allowed = ("naive_film", "noncl_film", "agem_film")
+    if learner not in allowed:
+        raise ValueError(f"film_baseline_stage runs one of {list(allowed)}, not {learner!r}")
     sc = Scenario.from_dict(read_json(scenario_path))
     labels = read_json(labels_path)
     dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
     cfg = DPSGDConfig(**dpsgd_cfg)
+    if learner == "agem_film":
+        return _agem_film_run(dataset, root, dataset_cfg, backbone_cfg, sc, labels, cfg, dpsgd_cfg, tuned,
+                              agem_cfg or {}, physical_batch, device, out_metrics, out_privacy, out_model)  # fmt: skip
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
     _, tasks = _task_images(dataset, root, dataset_cfg, sc)
@@ -263,6 +283,55 @@ def film_baseline_stage(
          f"{100 * metrics['final_accuracy']:.1f} % ({extra['seconds']} s)")  # fmt: skip
     model, ids = members[0]
     write_npz(out_model, label_ids=ids, **model.to_arrays())
+    write_json(out_privacy, privacy)
+    write_json(out_metrics, metrics)
+
+
+def _agem_film_run(
+    dataset: str, root, dataset_cfg: dict, backbone_cfg: dict, sc: Scenario, labels: dict, cfg, dpsgd_cfg: dict,
+    tuned: bool, agem_cfg: dict, physical_batch: int, device: str, out_metrics, out_privacy, out_model,
+) -> None:  # fmt: skip
+    """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
+    "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
+    from .learners.agem import AGEMConfig, agem_noise, privacy_summary
+    from .learners.agem_film import run_agem_film
+
+    try:
+        agem = AGEMConfig.from_config(agem_cfg)
+    except TypeError as e:
+        raise ValueError(f"config key 'agem': {e}; allowed keys: buffer_fraction, buffer_sample_rate") from e
+    agem.validate()
+    seed, n_tasks = int(sc.seed), len(sc.train_indices)
+    tb = labels["training_budget"]
+    eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
+    noise, noise_ref = agem_noise(eps, float(tb["delta"]), cfg, agem, n_tasks)
+    backbone, pre = load_film_backbone(backbone_cfg)
+    _, tasks = _task_images(dataset, root, dataset_cfg, sc)
+    spaces = [sorted(t["labels"]) for t in labels["tasks"]]
+    task_data = []
+    for (x, y), o_t, ids in zip(tasks, spaces, sc.train_indices, strict=True):
+        keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))
+        task_data.append((x[keep], y_kept, np.asarray(ids, dtype=np.int64)[keep]))
+    tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
+    t0 = time.perf_counter()
+    preds, records, stats, model = run_agem_film(
+        task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, agem, noise, noise_ref,
+        lambda t, part: rng(seed, "agem_film", labels["epsilon_tag"], labels["method"], "task", t, part), seed,
+        physical_batch=physical_batch, device=device, progress=True,
+    )  # fmt: skip
+    extra = {"noise_multiplier": noise["noise_multiplier"],
+             "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+             "dpsgd": dpsgd_cfg, "tuned": tuned, "agem": agem_cfg, "tasks": stats,
+             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    metrics, privacy = _finish(
+        "agem_film", labels, seed, preds, records, [y for _, y in tests], extra,
+        lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks),
+    )  # fmt: skip
+    _log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+         f"{100 * metrics['final_accuracy']:.1f} % ({extra['seconds']} s)")  # fmt: skip
+    write_npz(
+        out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
+    )
     write_json(out_privacy, privacy)
     write_json(out_metrics, metrics)
 

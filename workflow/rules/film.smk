@@ -1,8 +1,9 @@
 # FiLM learners on images (ViT backbones: LayerNorm scales/biases + head per task).
 # PEFT ensemble: one job per (run, task) member -- independent given the released label
 # spaces, so they spread over a cluster's GPUs -- then one evaluation job per run.
-# Naive / Non-CL FiLM baselines: one job per run. Rules are always defined (the SLURM
-# profile names them); they run only when `learners` lists a *_film learner.
+# Naive / Non-CL / DP-A-GEM (agem_film, App. D.4) FiLM baselines: one job per run. Rules
+# are always defined (the SLURM profile names them); they run only when `learners` lists a
+# *_film learner.
 # With tuning.enabled, tune_film (one job per seed, every ε) tunes the DP-SGD
 # hyperparameters on the public tuning split (App. D.1) and every FiLM job of that
 # (ε, seed) takes its config from the cached result instead of film.dpsgd / dpsgd.
@@ -113,9 +114,11 @@ rule film_baseline:
         privacy=f"{FILM_RUN}/privacy.json",
         model=f"{FILM_RUN}/model.npz",
     wildcard_constraints:
-        learner="naive_film|noncl_film",
+        learner="naive_film|noncl_film|agem_film",
     params:
         **FILM_PARAMS,
+        # DP-A-GEM's buffer settings (App. D.4); only agem_film reads them, so the others never rerun for them
+        agem=lambda w: config["agem"] if w.learner == "agem_film" else {},
     threads: 2
     resources:
         mem_mb=8000,

@@ -1,4 +1,4 @@
-"""One Naive or Non-CL FiLM run (thin wrapper: dpcl.film_stages.film_baseline_stage)."""
+"""One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.film_stages.film_baseline_stage)."""
 
 from pathlib import Path
 
@@ -11,4 +11,5 @@ p, w = sm.params, sm.wildcards
 film_baseline_stage(w.learner, w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg),
                     dict(p.backbone_cfg), sm.input.scenario, sm.input.labels, dict(p.dpsgd),
                     int(p.physical_batch), p.device, sm.output.metrics, sm.output.privacy,
-                    sm.output.model, tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip
+                    sm.output.model, tuned_path=getattr(sm.input, "tuned", None),
+                    agem_cfg=dict(p.agem))  # fmt: skip

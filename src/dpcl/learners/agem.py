@@ -32,6 +32,9 @@ The buffer of the last task would never be reread, so D_{T-1} is not split.
 Not private in the paper's sense: the buffer keeps **raw samples** across tasks, which
 the paper's privacy model forbids (Table 1: only DP releases may be kept between tasks).
 This learner exists to be compared against, not to be deployed.
+
+The FiLM twin (:mod:`dpcl.learners.agem_film`) shares :func:`split_task`, :func:`agem_noise`,
+:func:`project`, :func:`task_records` and :func:`privacy_summary` with this module.
 """
 
 from __future__ import annotations
@@ -65,6 +68,11 @@ class AGEMConfig:
         q = self.buffer_sample_rate
         if q is not None and not 0.0 < q <= 1.0:
             raise ValueError(f"agem.buffer_sample_rate must lie in (0, 1] or be null, got {q!r}")
+
+    @classmethod
+    def from_config(cls, block: dict) -> AGEMConfig:
+        """From the config's ``agem`` block; workflow-only keys (``label_methods``) are ignored."""
+        return cls(**{k: v for k, v in block.items() if k in ("buffer_fraction", "buffer_sample_rate")})
 
     def ref_rate(self, cfg: DPSGDConfig) -> float:
         """q_ref: the configured buffer rate, else the training rate q."""
@@ -120,6 +128,65 @@ def agem_noise(
     if cache is not None:
         cache[key] = dict(ref)
     return train, ref
+
+
+def split_task(
+    y: np.ndarray, ids: np.ndarray, o_t: list[int], last: bool, agem: AGEMConfig, split_seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(kept: label in O_t, reference part) masks of one task's samples; the last task is not split
+    (its reference part would never be reread). Train part = kept & ~reference."""
+    keep = np.isin(y, o_t)
+    if last:
+        return keep, np.zeros(len(y), dtype=bool)
+    return keep, reference_mask(ids, agem.buffer_fraction, split_seed)
+
+
+def task_records(
+    t: int, n_tasks: int, cfg: DPSGDConfig, agem: AGEMConfig, noise: dict, noise_ref: dict | None,
+    n_train: int, n_ref: int, info: dict,
+) -> list[dict]:  # fmt: skip
+    """Ledger entries of task t (DESIGN §4, App. D.4): its train part's DP-SGD (``part: train``)
+    and, unless t is the last task, its reference part's rereads by the T − 1 − t later tasks
+    (``dpsgd_buffer``, ``part: reference``); ``info`` is the task's training record."""
+    entries = [{**noise, "steps": cfg.steps, "sample_rate": cfg.sample_rate, "part": "train",
+                "data": f"train part of D_{t} ({n_train} samples)", **info}]  # fmt: skip
+    if t == n_tasks - 1:
+        return entries
+    if noise_ref is None:
+        raise ValueError("more than one task needs the buffer's noise (agem_noise)")
+    sigma_ref = float(noise_ref["noise_multiplier"])
+    if sigma_ref > 0:
+        rec = buffer_record(sigma_ref, agem.ref_rate(cfg), cfg.steps, n_tasks - 1 - t, float(noise_ref["delta"]),
+                            noise_ref["accountant"])  # fmt: skip
+        rec["epsilon_target"] = noise_ref["epsilon_target"]
+    else:
+        rec = {**noise_ref, "steps": cfg.steps * (n_tasks - 1 - t), "part": "reference"}
+    rec["data"] = (f"reference part of D_{t} ({n_ref} samples, raw, kept in the buffer "
+                   f"and reread by tasks {t + 1}..{n_tasks - 1})")  # fmt: skip
+    entries.append(rec)
+    return entries
+
+
+def privacy_summary(
+    privacy: dict, ledger_tasks: dict[int, list[dict]], cfg: DPSGDConfig, agem: AGEMConfig, noise: dict,
+    noise_ref: dict | None, n_tasks: int,
+) -> dict:  # fmt: skip
+    """privacy.json's "agem" block: both parts' noise and compositions, the buffer's worst case
+    (App. D.4 (d)) and the per-individual total (``privacy["overall"]`` of the verified ledger)."""
+    buffer = [e for es in ledger_tasks.values() for e in es if e.get("part") == "reference"]
+    return {
+        "note": "baseline: the buffer keeps raw samples across tasks, which the paper's privacy model forbids "
+                "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
+        "train_part": {"noise_multiplier": noise["noise_multiplier"], "sample_rate": cfg.sample_rate,
+                       "steps": cfg.steps, "compositions": "steps of its own task only"},
+        "buffer_part": None if noise_ref is None else {
+            "noise_multiplier": noise_ref["noise_multiplier"], "sample_rate": agem.ref_rate(cfg),
+            "steps_per_task": cfg.steps, "worst_case_later_tasks": n_tasks - 1,
+            "worst_case_compositions": (n_tasks - 1) * cfg.steps,
+            "epsilon_worst_case": max((float(e["epsilon"]) for e in buffer), default=0.0),
+            "compositions": "every step of every later task (sequential), App. D.4 (d)"},
+        "per_individual_total": privacy["overall"],
+    }  # fmt: skip
 
 
 def _noisy_clipped_sum(
@@ -230,29 +297,12 @@ def run_agem_head(
     for t, (x, y, ids) in enumerate(task_data):
         o_t = sorted(label_spaces[t])
         active[o_t] = True
-        keep = np.isin(y, o_t)
-        last = t == n_tasks - 1
-        ref = (
-            reference_mask(ids, agem.buffer_fraction, split_seed)
-            if not last
-            else np.zeros(len(y), dtype=bool)
-        )
+        keep, ref = split_task(y, ids, o_t, t == n_tasks - 1, agem, split_seed)
         tr = keep & ~ref
         info = train_agem_task(head, x[tr], y[tr], buf_x if t > 0 else None, buf_y if t > 0 else None, cfg,
                                sigma, q_ref, sigma_ref, rng_for(t, "train"), rng_for(t, "reference"), active)  # fmt: skip
-        entries = [{**noise, "steps": cfg.steps, "sample_rate": cfg.sample_rate, "part": "train",
-                    "data": f"train part of D_{t} ({int(tr.sum())} samples)", **info}]  # fmt: skip
-        if not last:
-            if sigma_ref > 0:
-                rec = buffer_record(sigma_ref, q_ref, cfg.steps, n_tasks - 1 - t, float(noise_ref["delta"]),
-                                    noise_ref["accountant"])  # fmt: skip
-                rec["epsilon_target"] = noise_ref["epsilon_target"]
-            else:
-                rec = {**noise_ref, "steps": cfg.steps * (n_tasks - 1 - t), "part": "reference"}
-            rec["data"] = (f"reference part of D_{t} ({int((keep & ref).sum())} samples, raw, kept in the buffer "
-                           f"and reread by tasks {t + 1}..{n_tasks - 1})")  # fmt: skip
-            entries.append(rec)
-        records.append(entries)
+        records.append(task_records(t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()),
+                                    int((keep & ref).sum()), info))  # fmt: skip
         stats.append({"task": t, "train_samples": int(tr.sum()), "buffer_samples_before": int(len(buf_y)),
                       **info})  # fmt: skip
         buf_x = np.concatenate([buf_x, x[keep & ref]])

@@ -20,6 +20,7 @@ LEARNER_NAMES = {
     "agem_head": "DP-A-GEM (head-only)",
     "peft_film": "PEFT Ensemble (FiLM)",
     "naive_film": "Naive (FiLM)",
+    "agem_film": "DP-A-GEM (FiLM)",
     "noncl_film": "Non-CL (FiLM)",
 }
 

@@ -1,0 +1,102 @@
+"""Enhanced DP-A-GEM (Desai et al. 2021) with FiLM on images: a baseline (paper 000 Sec. 6.1,
+Fig. 3, App. D.4, "to fine-tune the same ViT-B model (with PEFT)").
+
+The FiLM twin of :mod:`dpcl.learners.agem` (read its docstring for the mechanism and the
+accounting; every convention is shared, not copied): one FiLM model (every LayerNorm scale
+and bias + a head over the label universe, softmax restricted to ∪_{k≤t} O_k, like
+``naive_film``) trained task after task. Each task's kept data is split by a seeded coin per
+sample id (:func:`~dpcl.learners.agem.split_task`) into a train part and a reference part;
+the reference parts of past tasks, as **raw images**, form the memory buffer (the documented
+non-DP state of this baseline). Every step of task t draws
+
+- g: clipped per-sample-gradient sum of a Poisson sample (rate q) of the train part + N(0, σ²C²);
+- at t ≥ 1, g_ref: the same over a Poisson sample (rate q_ref) of the buffer + N(0, σ_ref²C²),
+  also when that sample is empty;
+
+flattens both over all trainable parameters and projects g when gᵀg_ref < 0 (Eq. A102) before
+the public normaliser and Adam (:func:`dpcl.film.train_film` with a
+:class:`~dpcl.film.BufferMechanism`). σ and σ_ref come from :func:`~dpcl.learners.agem.agem_noise`
+(σ_ref calibrated for the worst case (T − 1)·steps rereads) and the ledger entries from
+:func:`~dpcl.learners.agem.task_records`. Task t's mechanisms draw from ``rng_for(t, "train")``
+and ``rng_for(t, "reference")``, so no noise is shared between g and g_ref.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..backbones import Preprocessing
+from ..dpsgd import DPSGDConfig
+from ..film import BufferMechanism, FilmMember, film_logits, pretrained_member, train_film
+from .agem import AGEMConfig, split_task, task_records
+from .aggregation import aggregate
+
+LEARNER = "agem_film"
+
+
+def run_agem_film(
+    task_data: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    test_sets: list[tuple[np.ndarray, np.ndarray]],
+    label_spaces: list[list[int]],
+    n_universe: int,
+    backbone,
+    pre: Preprocessing,
+    cfg: DPSGDConfig,
+    agem: AGEMConfig,
+    noise: dict,
+    noise_ref: dict | None,
+    rng_for: Callable[[int, str], np.random.Generator],
+    split_seed: int,
+    physical_batch: int = 32,
+    device: str = "auto",
+    progress: bool = False,
+) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict], FilmMember]:
+    """Train FiLM DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task
+    stats, final model over the label universe).
+
+    ``task_data[t]`` = (uint8 images, labels, sample ids); ``noise``/``noise_ref`` come from
+    :func:`~dpcl.learners.agem.agem_noise`; ``rng_for(t, part)`` gives the generator of task
+    t's "train" or "reference" mechanism; ``split_seed`` seeds the reference split.
+    """
+    agem.validate()
+    n_tasks = len(task_data)
+    if n_tasks > 1 and noise_ref is None:
+        raise ValueError("more than one task needs the buffer's noise (agem_noise)")
+    sigma = float(noise["noise_multiplier"])
+    sigma_ref = float(noise_ref["noise_multiplier"]) if noise_ref else 0.0
+    q_ref = agem.ref_rate(cfg)
+    model = pretrained_member(backbone, n_universe)
+    active = np.zeros(n_universe, dtype=bool)
+    buf_x: list[np.ndarray] = []
+    buf_y: list[np.ndarray] = []
+    preds: list[list[np.ndarray]] = []
+    records: list[list[dict]] = []
+    stats: list[dict] = []
+    for t, (x, y, ids) in enumerate(task_data):
+        o_t = sorted(label_spaces[t])
+        active[o_t] = True
+        keep, ref = split_task(y, ids, o_t, t == n_tasks - 1, agem, split_seed)
+        tr = keep & ~ref
+        buffer = None
+        if t > 0:  # the buffer mechanism runs at every task t ≥ 1, whatever the buffer holds
+            buffer = BufferMechanism(np.concatenate(buf_x), np.concatenate(buf_y), q_ref, sigma_ref,
+                                     rng_for(t, "reference"))  # fmt: skip
+        model, info = train_film(backbone, x[tr], y[tr], n_universe, cfg, sigma, rng_for(t, "train"), pre,
+                                 physical_batch=physical_batch, init=model, active=active.copy(), device=device,
+                                 progress=progress, buffer=buffer)  # fmt: skip
+        info = {**info, "projected_fraction": info.get("projected_fraction", 0.0)}
+        records.append(task_records(t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()),
+                                    int((keep & ref).sum()), info))  # fmt: skip
+        stats.append({"task": t, "train_samples": int(tr.sum()),
+                      "buffer_samples_before": int(sum(len(b) for b in buf_y)),
+                      "mean_clipped_fraction": info["mean_clipped_fraction"],
+                      "projected_fraction": info["projected_fraction"]})  # fmt: skip
+        buf_x.append(x[keep & ref])
+        buf_y.append(np.asarray(y[keep & ref], dtype=np.int64))
+        ids_active = np.flatnonzero(active)
+        preds.append([aggregate([film_logits(backbone, model, xt, pre, device=device)[:, ids_active]],
+                                [ids_active]) if ids_active.size else np.full(len(xt), -1)
+                      for xt, _ in test_sets[: t + 1]])  # fmt: skip
+    return preds, records, stats, model
