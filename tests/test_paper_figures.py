@@ -1,4 +1,4 @@
-"""Figs. 4-7 (paper 000 Sec. 6) from run metrics, and the self-contained HTML report page."""
+"""Figs. 4-7, A3-A9 (paper 000 Sec. 6, App. E.1, F) from run metrics, and the self-contained HTML report page."""
 
 from __future__ import annotations
 
@@ -20,8 +20,13 @@ from dpcl.report.paper_figures import (
     plot_fig5_release_fraction,
     plot_fig6_public_labels,
     plot_fig7_blurriness,
+    plot_figA3_blurriness,
+    plot_figA4_privacy_utility,
+    plot_task_metric,
     public_multiplier,
     release_fraction,
+    task_figure_ids,
+    task_series,
 )
 from dpcl.seeding import rng
 from dpcl.stages import paper_figures
@@ -74,7 +79,9 @@ def _assert_figure(stem: Path) -> None:
     assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 2000
     img = mpimg.imread(png)
     assert img.shape[0] > 200 and img.shape[1] > 200
-    assert np.unique(img.reshape(-1, img.shape[-1]), axis=0).shape[0] > 10  # drawn, not one colour
+    rgb = np.round(255 * img[..., :3]).astype(np.uint32)
+    colours = np.unique(rgb[..., 0] << 16 | rgb[..., 1] << 8 | rgb[..., 2])  # packed: fast 1-D unique
+    assert colours.size > 10  # drawn, not one colour
 
 
 def _outs(tmp_path: Path, name: str) -> list[Path]:
@@ -154,6 +161,158 @@ def test_stage_reads_metrics_files_and_writes_every_figure(tmp_path):
         _assert_figure(tmp_path / "fig" / f"fig{n}")
     with pytest.raises(ValueError, match="not in the config"):
         paper_figures({"nope": []}, BENCHMARKS, outputs)
+
+
+# --- Appendix figures A3-A9 ------------------------------------------------------------------
+
+TASK_LEARNERS = ("cosine", "peft_head", "naive_head", "noncl_head")
+TASK_BENCHMARKS = {
+    **BENCHMARKS,
+    "imr": {"dataset": "imagenet_r", "backbone": "bb", "scenario": "disjoint", "n_tasks": 5},
+    "five": {"dataset": "five_datasets", "backbone": "bb", "scenario": "datasets", "n_tasks": 5},
+}
+
+
+def _task_record(bench: str, learner: str, eps: str, method: str, seed: int, n_tasks: int = 5) -> dict:
+    """A run whose AA_t falls and AF_t grows with t; a Non-CL run is evaluated only after the
+    last task (AA_t NaN before it, AF_t NaN throughout), as dpcl.metrics writes it."""
+    r = _record(bench, learner, eps, method, seed, n_tasks)
+    noise = 0.01 * rng(seed, "task-curve", bench, learner, eps, method).standard_normal(n_tasks)
+    t = np.arange(n_tasks)
+    aa = 0.9 - 0.04 * t - (0.1 if eps == "1" else 0.0) + noise
+    af = np.where(t == 0, np.nan, 0.02 * t + np.abs(noise))
+    if learner.startswith("noncl"):
+        aa[:-1], af[:] = np.nan, np.nan
+    return {**r, "average_accuracy": aa.tolist(), "average_forgetting": af.tolist(), "final_accuracy": aa[-1],
+            "final_forgetting": af[-1]}  # fmt: skip
+
+
+def _task_records(bench: str, methods=("oracle", "base"), learners=TASK_LEARNERS, epsilons=("1", "8", "inf"),
+                  seeds=range(5)) -> list[dict]:  # fmt: skip
+    return [
+        _task_record(bench, lr, e, m, s) for lr in learners for e in epsilons for m in methods for s in seeds
+    ]
+
+
+def test_task_figure_ids_follow_the_appendix():
+    assert task_figure_ids(BENCHMARKS["split_a"]) == ("A5", "A6")  # Split-CIFAR-100 and other disjoint splits
+    assert task_figure_ids(TASK_BENCHMARKS["imr"]) == (
+        "A7",
+        None,
+    )  # the paper has no ImageNet-R forgetting figure
+    assert task_figure_ids({**TASK_BENCHMARKS["imr"], "dataset": "imagenet_r__seed1"}) == ("A7", None)
+    assert task_figure_ids(TASK_BENCHMARKS["five"]) == ("A8", "A9")
+    assert task_figure_ids(BENCHMARKS["blur_m25"]) == (None, None)
+
+
+def test_task_series_is_median_min_max_over_seeds_and_skips_undefined_entries():
+    """Hand-computed: three seeds, AF_1 undefined, a Non-CL run defined only at t = T."""
+    base = [{"learner": "cosine", "epsilon": "1", "average_accuracy": [a, b], "average_forgetting": [math.nan, f]}
+            for a, b, f in ((0.9, 0.5, 0.1), (0.7, 0.6, 0.3), (0.8, 0.4, 0.2))]  # fmt: skip
+    base += [{"learner": "noncl_head", "epsilon": "1", "average_accuracy": [math.nan, v],
+              "average_forgetting": [math.nan, math.nan]} for v in (0.6, 0.8)]  # fmt: skip
+    acc = task_series(base, "accuracy")["1"]
+    assert list(acc) == ["cosine", "noncl_head"]
+    t, lo, med, hi = acc["cosine"]
+    np.testing.assert_allclose(np.stack([t, lo, med, hi]), [[1, 2], [70, 40], [80, 50], [90, 60]])
+    t, lo, med, hi = acc["noncl_head"]
+    np.testing.assert_allclose([*t, *lo, *med, *hi], [2, 60, 70, 80])
+    fgt = task_series(base, "forgetting")["1"]
+    np.testing.assert_allclose(np.concatenate(fgt["cosine"]), [2, 10, 20, 30])
+    assert fgt["noncl_head"][0].size == 0
+    with pytest.raises(ValueError, match="different task counts"):
+        task_series([*base, {**base[0], "average_accuracy": [0.5]}], "accuracy")
+
+
+def test_per_task_figures_draw_every_learner_and_note_what_is_undefined(tmp_path):
+    recs = _task_records("split_a")
+    assert plot_task_metric(recs, "accuracy", "split_a", BENCHMARKS["split_a"], _outs(tmp_path, "acc")) == []
+    notes = plot_task_metric(recs, "forgetting", "five", TASK_BENCHMARKS["five"], _outs(tmp_path, "fgt"))
+    assert any("Non-CL (head-only): no finite average_forgetting" in n for n in notes)
+    assert any("AF_1 is undefined" in n for n in notes)
+    assert len(notes) == 2
+    for stem in ("acc", "fgt"):
+        _assert_figure(tmp_path / stem)
+    with pytest.raises(ValueError, match="'accuracy' or 'forgetting'"):
+        plot_task_metric(recs, "loss", "split_a", BENCHMARKS["split_a"], _outs(tmp_path, "x"))
+
+
+def test_per_task_figures_without_base_runs_say_which_key_to_set(tmp_path):
+    cfg = BENCHMARKS["split_a"]
+    notes = plot_task_metric(_task_records("split_a", methods=("oracle",)), "accuracy", "split_a", cfg,
+                             _outs(tmp_path, "nobase"))  # fmt: skip
+    assert notes == [notes[0]] and "label method 'base'" in notes[0] and "head_label_methods" in notes[0]
+    # the Cosine Classifier ran Base Dataset, the DP-SGD learners did not (base not in head_label_methods)
+    mixed = _task_records("split_a", learners=("cosine",)) + _task_records(
+        "split_a", methods=("oracle",), learners=("peft_head",)
+    )
+    notes = plot_task_metric(mixed, "accuracy", "split_a", cfg, _outs(tmp_path, "mixed"))
+    assert notes == ["no Base Dataset runs for PEFT Ensemble (head-only): add base to head_label_methods"]
+    assert "no runs for benchmark split_a" in plot_task_metric([], "forgetting", "split_a", cfg,
+                                                               _outs(tmp_path, "empty"))[0]  # fmt: skip
+    for stem in ("nobase", "mixed", "empty"):
+        _assert_figure(tmp_path / stem)
+
+
+def test_figA4_compares_learners_over_epsilon_per_benchmark(tmp_path):
+    recs = {"split_a": _task_records("split_a"), "imr": _task_records("imr", learners=("cosine", "noncl_head")),
+            "five": _task_records("five")}  # fmt: skip
+    assert plot_figA4_privacy_utility(recs, TASK_BENCHMARKS, _outs(tmp_path, "a4")) == []
+    _assert_figure(tmp_path / "a4")
+    sparse = {"split_a": _task_records("split_a", methods=("oracle",)), "imr": []}
+    notes = plot_figA4_privacy_utility(sparse, TASK_BENCHMARKS, _outs(tmp_path, "a4s"))
+    assert notes[0].startswith("split_a: no runs with label method 'base'") and notes[1] == "imr: no runs"
+    only_blurry = plot_figA4_privacy_utility({"blur_m25": _task_records("blur_m25")}, TASK_BENCHMARKS,
+                                             _outs(tmp_path, "a4b"))  # fmt: skip
+    assert only_blurry == ["no disjoint-split or 5-dataset benchmarks in this config"]
+    for stem in ("a4s", "a4b"):
+        _assert_figure(tmp_path / stem)
+
+
+def test_figA3_bars_per_blurry_ratio_and_label_method(tmp_path):
+    by_m = next(iter(blurry_groups(BENCHMARKS).values()))
+    groups = {"g": {m: _records(b, FULL_METHODS) for m, b in by_m.items()}}
+    assert plot_figA3_blurriness(groups, _outs(tmp_path, "a3")) == []
+    notes = plot_figA3_blurriness({"g": {25.0: _records("blur_m25", ["base"])}}, _outs(tmp_path, "a3one"))
+    assert notes == ["g: one blurry ratio (M = 25 %); add i-Blurry benchmarks with other blurry_pct values"]
+    notes = plot_figA3_blurriness({}, _outs(tmp_path, "a3none"))
+    assert "no i-Blurry benchmarks" in notes[0] and "scenario: iblurry" in notes[0]
+    notes = plot_figA3_blurriness({"g": {25.0: _records("blur_m25", ["oracle"])}}, _outs(tmp_path, "a3or"))
+    assert sum("no Base / Public / Release Labels runs" in n for n in notes) == 4  # 2 learners x 2 ε panels
+    for stem in ("a3", "a3one", "a3none", "a3or"):
+        _assert_figure(tmp_path / stem)
+
+
+def test_stage_writes_appendix_figures_from_metrics_files(tmp_path):
+    """The workflow's stage with every learner's metrics.json (NaN stored as "nan") and A3-A9 outputs."""
+    runs = {}
+    for bench in TASK_BENCHMARKS:
+        paths = []
+        for r in _task_records(
+            bench, methods=("oracle", "base", "public-x1000", "release-f0.1"), seeds=range(3)
+        ):
+            p = (tmp_path / "runs" / r["learner"] / bench / f"seed{r['seed']}" / f"eps{r['epsilon']}"
+                 / r["label_method"] / "metrics.json")  # fmt: skip
+            write_json(p, {**r, "epsilon": float(r["epsilon"])})
+            paths.append(str(p))
+        runs[bench] = paths
+    assert '"nan"' in Path(runs["split_a"][-1]).read_text()  # a Non-CL run: NaN rows on disk
+    outputs = {f: _outs(tmp_path / "fig", f) for f in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4")}
+    task = {
+        b: {m: _outs(tmp_path / "fig", f"{b}_{m}") for m in ("accuracy", "forgetting")}
+        for b in TASK_BENCHMARKS
+    }
+    notes = paper_figures(runs, TASK_BENCHMARKS, outputs, task)
+    assert notes["figA3"] == [] and notes["figA4"] == [] and notes["fig4"] == []
+    assert notes["imr_accuracy_per_task"] == [] and notes["five_accuracy_per_task"] == []
+    assert any("Non-CL" in n for n in notes["five_forgetting_per_task"])
+    for f in outputs:
+        _assert_figure(tmp_path / "fig" / f)
+    for b in TASK_BENCHMARKS:
+        for m in ("accuracy", "forgetting"):
+            _assert_figure(tmp_path / "fig" / f"{b}_{m}")
+    with pytest.raises(ValueError, match="not in the config"):
+        paper_figures({}, TASK_BENCHMARKS, outputs, {"nope": {}})
 
 
 # --- HTML report -----------------------------------------------------------------------------

@@ -1,22 +1,36 @@
-# The paper's Figures 4-7 (left) over all benchmarks of the config, and results/report.html:
-# one self-contained page of every table and figure with the config that produced it.
+# The paper's Figures 4-7 (left), A3, A4 and the per-task Figures A5-A9 over all benchmarks of
+# the config, and results/report.html: one self-contained page of every table and figure with
+# the config that produced it.
 
-# Figs. 4-7 compare the Cosine Classifier and the PEFT Ensemble (paper 000 Sec. 6).
-PAPER_FIG_LEARNERS = [l for l in ("cosine", "peft_head", "peft_film") if l in config["learners"]]
-PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7")
+# Figs. 4-7 and A3 compare the Cosine Classifier and the PEFT Ensemble (paper 000 Sec. 6); Figs.
+# A4-A9 (App. F) every learner, the Naive and Non-CL baselines included.
+PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4")
+# Per benchmark: accuracy AA_t and forgetting AF_t after each task (Figs. A5/A7/A8 and A6/A9).
+PAPER_TASK_FIGS = {"accuracy": "figA5_accuracy_per_task", "forgetting": "figA6_forgetting_per_task"}
+
+
+def _paper_task_figures():
+    """Benchmark → {'accuracy' | 'forgetting': [PNG, PDF]} under results/figures/paper/."""
+    return {
+        name: {
+            metric: [f"{R}/figures/paper/{name}_{stem}.{ext}" for ext in ("png", "pdf")]
+            for metric, stem in PAPER_TASK_FIGS.items()
+        }
+        for name in config["benchmarks"]
+    }
 
 
 def paper_figure_files():
-    """Figs. 4, 5, 6 and 7 (left) as PNG and PDF under results/figures/paper/."""
-    return [f"{R}/figures/paper/{fig}.{ext}" for fig in PAPER_FIGS for ext in ("png", "pdf")]
+    """Figs. 4, 5, 6, 7 (left), A3, A4 and every benchmark's A5/A6 as PNG and PDF under results/figures/paper/."""
+    files = [f"{R}/figures/paper/{fig}.{ext}" for fig in PAPER_FIGS for ext in ("png", "pdf")]
+    return files + [f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths]
 
 
 def _paper_figure_runs():
-    """Benchmark → metrics.json of the compared learners (disjoint and i-Blurry benchmarks)."""
+    """Benchmark → metrics.json of every learner (the figure functions pick the learners they compare)."""
     return {
-        name: [f for learner in PAPER_FIG_LEARNERS for f in run_files(learner, name, "metrics")]
-        for name, b in config["benchmarks"].items()
-        if b["scenario"] in ("disjoint", "iblurry")
+        name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
+        for name in config["benchmarks"]
     }
 
 
@@ -37,8 +51,10 @@ rule paper_figures:
         lambda w: [f for files in _paper_figure_runs().values() for f in files],
     output:
         **{fig: [f"{R}/figures/paper/{fig}.png", f"{R}/figures/paper/{fig}.pdf"] for fig in PAPER_FIGS},
+        task=[f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths],
     params:
         runs=_paper_figure_runs(),
+        task_figures=_paper_task_figures(),
         benchmarks=config["benchmarks"],
     threads: 1
     resources:

@@ -27,6 +27,19 @@ CAPTIONS: list[tuple[str, str]] = [
     (r"^fig5$", "Fig. 5: Release Labels, accuracy and released labels vs the budget fraction f"),
     (r"^fig6$", "Fig. 6: Public Labels of every size beside the baselines"),
     (r"^fig7$", "Fig. 7 (left): final accuracy vs the i-Blurry blurry ratio M"),
+    (
+        r"^figA3$",
+        "Fig. A3: impact of blurriness per label method (Table A7 methods; median, 2nd/4th best seed)",
+    ),
+    (r"^figA4$", "Fig. A4: final accuracy vs ε per learner, Base Dataset (median, min/max over seeds)"),
+    (
+        r"_figA5_accuracy_per_task$",
+        "Figs. A5/A7/A8: test accuracy per task per learner, Base Dataset (median, min/max)",
+    ),
+    (
+        r"_figA6_forgetting_per_task$",
+        "Figs. A6/A9: forgetting per task per learner, Base Dataset (median, min/max)",
+    ),
     (r"_avg_acc$", "Average accuracy AA_t after each task (median over seeds; band 2nd worst to 2nd best)"),
     (r"_figA2_aggregation$", "Fig. A2: aggregation rules of the PEFT Ensemble (ArgMax, Median, Entropy)"),
     (r"_fig3_desai$", "Fig. 3: comparison with DP-A-GEM (Desai et al.) in the Base Dataset setting"),
@@ -107,7 +120,7 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
             sections.append(
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)
             )
-    titles = {"paper figures": "Paper Figures 4-7 (all benchmarks)", "paper tables": "Paper tables (all benchmarks)",
+    titles = {"paper figures": "Paper Figures 4-7, A3-A9 (all benchmarks)", "paper tables": "Paper tables (all benchmarks)",
               "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)", "other": "Other"}  # fmt: skip
     for key in ("paper figures", "paper tables", "privacy"):
         if key in groups:

@@ -100,7 +100,7 @@ def _note_figure(title: str, text: str, outputs: list[str | Path]) -> list[str]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 2.6))
     _note(ax, text)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle("\n".join(textwrap.fill(line, 80) for line in title.split("\n")), fontsize=10)
     fig.tight_layout()
     _save(fig, outputs)
     plt.close(fig)
@@ -356,7 +356,7 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
     if not rows:
         why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
         return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
-                     "(config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
+                     "(config/paper_blurry.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
     epsilons = sorted(
         {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
     )
@@ -403,6 +403,286 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
         title += f"\n{next(iter(groups))}"
     notes = list(dict.fromkeys(notes))
     _finish(fig, title, [n for n in notes if "one blurry ratio" in n], handles, min(4, max(1, len(handles))))
+    _save(fig, outputs)
+    plt.close(fig)
+    return notes
+
+
+# --- Appendix figures A3-A9 (paper 000 App. E.1, F) ------------------------------------------
+
+#: Learners of Figs. A4-A9 (App. F): Table A8's row order, then the DP-A-GEM baselines of ours.
+TASK_LEARNERS = ("naive_head", "naive_film", "cosine", "peft_film", "noncl_film", "peft_head", "noncl_head",
+                 "agem_head", "agem_film")  # fmt: skip
+#: The label method of App. F (Tables A8-A10 match Table A3's Base Dataset column).
+TASK_METHOD = "base"
+_NO_BASE = ("no runs with label method 'base' (Base Dataset, the setting of App. F): add base to label_methods "
+            "(Cosine Classifier) and head_label_methods (DP-SGD learners)")  # fmt: skip
+_DATASET_NAMES = {"cifar100": "CIFAR-100", "imagenet_r": "ImageNet-R", "five_datasets": "5-dataset"}
+
+
+def _learner_name(learner: str) -> str:
+    return LEARNER_NAMES.get(learner, learner)
+
+
+def _task_learners(records: list[dict]) -> list[str]:
+    """Learners present in ``records``: App. F's order first, then any other in name order."""
+    present = {r["learner"] for r in records}
+    return [lr for lr in TASK_LEARNERS if lr in present] + sorted(present - set(TASK_LEARNERS))
+
+
+def task_figure_ids(bench_cfg: dict) -> tuple[str | None, str | None]:
+    """The paper's (accuracy, forgetting) per-task figures a benchmark stands for (App. F.2-F.4):
+    A5/A6 for Split-CIFAR-100 and every other disjoint split, A7/- for ImageNet-R (the paper shows
+    no forgetting figure for it), A8/A9 for 5-dataset; (None, None) for the i-Blurry splits."""
+    scenario = bench_cfg.get("scenario", "disjoint")
+    if scenario == "datasets":
+        return "A8", "A9"
+    if scenario != "disjoint":
+        return None, None
+    if str(bench_cfg.get("dataset", "")).split("__", 1)[0] == "imagenet_r":
+        return "A7", None
+    return "A5", "A6"
+
+
+def _per_task_stats(curves: list[list[float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(t, min, median, max) in % over seeds at every task t with a finite value (t = 1..T);
+    NaN entries (AF_1, a Non-CL model's rows before the last) are left out, not counted as 0."""
+    c = 100 * np.asarray(curves, dtype=float)
+    ok = ~np.all(np.isnan(c), axis=0)
+    t = np.arange(1, c.shape[1] + 1)[ok]
+    c = c[:, ok]
+    if c.size == 0:
+        return t, *(np.array([]),) * 3
+    return t, np.nanmin(c, axis=0), np.nanmedian(c, axis=0), np.nanmax(c, axis=0)
+
+
+def task_series(base: list[dict], metric: str) -> dict[str, dict[str, tuple[np.ndarray, ...]]]:
+    """ε tag → learner → (t, min, median, max) in % of AA_t ('accuracy') or AF_t ('forgetting')
+    over the seeds of ``base`` (records of one label method), learners in App. F's order."""
+    key = f"average_{metric}"
+    out: dict[str, dict[str, tuple[np.ndarray, ...]]] = {}
+    for eps in _epsilons(base):
+        for lr in _task_learners(base):
+            curves = [r[key] for r in base if r["learner"] == lr and r["epsilon"] == eps]
+            if not curves:
+                continue
+            if len({len(c) for c in curves}) > 1:
+                raise ValueError(f"{_learner_name(lr)} at {_eps_name(eps)}: runs with different task counts "
+                                 f"{sorted({len(c) for c in curves})}; one benchmark has one task count")  # fmt: skip
+            out.setdefault(eps, {})[lr] = _per_task_stats(curves)
+    return out
+
+
+def plot_task_metric(records: list[dict], metric: str, bench: str, bench_cfg: dict,
+                     outputs: list[str | Path]) -> list[str]:  # fmt: skip
+    """Figs. A5-A9 (App. F): median over seeds of the accuracy AA_t (``metric`` 'accuracy') or the
+    forgetting AF_t ('forgetting') after each task t, error bars min/max over the seeds (task orders
+    for 5-dataset), a line per learner, a panel per ε, label method Base Dataset. Non-CL models are
+    evaluated once, after seeing all data: one point at t = T, and no forgetting."""
+    if metric not in ("accuracy", "forgetting"):
+        raise ValueError(f"metric must be 'accuracy' or 'forgetting', not {metric!r}")
+    plt = _pyplot()
+    key = f"average_{metric}"
+    fig_id = task_figure_ids(bench_cfg)[0 if metric == "accuracy" else 1]
+    scenario = bench_cfg.get("scenario", "disjoint")
+    dataset = str(bench_cfg.get("dataset", "")).split("__", 1)[0]
+    what = "test accuracy" if metric == "accuracy" else "forgetting measure"
+    head = (
+        f"Fig. {fig_id}" if fig_id else "Style of Figs. " + ("A5/A7/A8" if metric == "accuracy" else "A6/A9")
+    )
+    over = "task orders" if scenario == "datasets" else "seeds"
+    title = (f"{head}: median {what} per task, {bench} ({_DATASET_NAMES.get(dataset, dataset)}, {scenario}); "
+             f"Base Dataset, error bars min/max over {over}")  # fmt: skip
+    if not records:
+        return _note_figure(title, f"no runs for benchmark {bench} in this config", outputs)
+    base = [r for r in records if r["label_method"] == TASK_METHOD]
+    if not base:
+        return _note_figure(title, _NO_BASE, outputs)
+    notes = [f"no Base Dataset runs for {_learner_name(lr)}: add base to "
+             + ("label_methods" if lr == "cosine" else "head_label_methods")
+             for lr in _task_learners(records) if lr not in {r["learner"] for r in base}]  # fmt: skip
+    learners = _task_learners(base)
+    epsilons = _epsilons(base)
+    n_tasks = max(len(r[key]) for r in base)
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(max(4.6, 0.35 * n_tasks + 2.6) * len(epsilons), 3.8),
+                             squeeze=False, sharey=True)  # fmt: skip
+    handles: dict[str, object] = {}
+    colors = {lr: f"C{k}" for k, lr in enumerate(learners)}
+    offsets = {
+        lr: (k - (len(learners) - 1) / 2) * min(0.08, 0.6 / len(learners)) for k, lr in enumerate(learners)
+    }
+    series = task_series(base, metric)
+    for lr in learners:
+        if any(lr in by_lr for by_lr in series.values()) and not any(
+            by_lr[lr][0].size for by_lr in series.values() if lr in by_lr
+        ):
+            why = (
+                " (one model trained on all data at once, nothing to forget)"
+                if lr.startswith("noncl")
+                else ""
+            )
+            notes.append(f"{_learner_name(lr)}: no finite {key} values{why}")
+    for ax, eps in zip(axes[0], epsilons, strict=True):
+        for lr, (t, lo, med, hi) in series[eps].items():
+            if t.size == 0:
+                continue
+            single = t.size == 1 and lr.startswith("noncl")
+            name = _learner_name(lr) + (" (after all data)" if single else "")
+            h = ax.errorbar(t + offsets[lr], med, yerr=[med - lo, hi - med], marker="*" if single else "o",
+                            ms=8 if single else 3, capsize=2, color=colors[lr], ls="none" if single else "-",
+                            label=name)  # fmt: skip
+            handles.setdefault(name, h)
+        ax.set_title(_eps_name(eps), fontsize=9)
+        ax.set_xlabel("task t")
+        ax.set_xticks(np.arange(1, n_tasks + 1))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy on tasks seen, AA_t (%)" if metric == "accuracy"
+                          else "average forgetting AF_t (%)")  # fmt: skip
+    if metric == "forgetting":
+        notes.append("AF_1 is undefined (no earlier task to forget): curves start at t = 2")
+    notes = list(dict.fromkeys(notes))
+    _finish(fig, "\n".join(textwrap.wrap(title, 110)), notes, handles, min(4, max(1, len(handles))))
+    _save(fig, outputs)
+    plt.close(fig)
+    return notes
+
+
+def plot_figA4_privacy_utility(bench_records: dict[str, list[dict]], benchmarks: dict[str, dict],
+                               outputs: list[str | Path]) -> list[str]:  # fmt: skip
+    """Fig. A4 (App. F): final accuracy against the privacy budget ε per learner (Cosine Classifier,
+    PEFT Ensemble, Naive, Non-CL), a panel per disjoint or 5-dataset benchmark (the paper:
+    Split-CIFAR-100 left, Split-ImageNet-R right); Base Dataset, median with min/max over seeds as
+    in Figs. A5-A9, whose last point (t = T) each panel summarises."""
+    plt = _pyplot()
+    title = (
+        "Fig. A4: final accuracy vs privacy budget ε per learner (Base Dataset; median, min/max over seeds)"
+    )
+    benches = [
+        b
+        for b in bench_records
+        if benchmarks.get(b, {}).get("scenario", "disjoint") in ("disjoint", "datasets")
+    ]
+    if not any(bench_records[b] for b in benches):
+        why = "no runs for" if benches else "no"
+        return _note_figure(title, f"{why} disjoint-split or 5-dataset benchmarks in this config", outputs)
+    width = max(7.5, 4.8 * len(benches))  # one panel still fits the title and the legend
+    fig, axes = plt.subplots(1, len(benches), figsize=(width, 3.8), squeeze=False)
+    handles: dict[str, object] = {}
+    colors: dict[str, str] = {}
+    notes: list[str] = []
+    for ax, bench in zip(axes[0], benches, strict=True):
+        base = [r for r in bench_records[bench] if r["label_method"] == TASK_METHOD]
+        if not base:
+            _note(ax, f"{bench}: " + (_NO_BASE if bench_records[bench] else "no runs"), notes)
+            continue
+        epsilons = _epsilons(base)
+        learners = _task_learners(base)
+        for k, lr in enumerate(learners):
+            pts = []
+            for x, e in enumerate(epsilons):
+                v = _final(base, lr, e, TASK_METHOD)
+                if v.size:
+                    pts.append((x, float(np.median(v)), float(v.min()), float(v.max())))
+            if not pts:
+                continue
+            x, med, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
+            color = colors.setdefault(lr, f"C{len(colors)}")
+            off = (k - (len(learners) - 1) / 2) * min(0.06, 0.4 / len(learners))
+            h = ax.errorbar(x + off, med, yerr=[med - lo, hi - med], marker="o", ms=3, capsize=2, color=color,
+                            label=_learner_name(lr))  # fmt: skip
+            handles.setdefault(_learner_name(lr), h)
+        cfg = benchmarks.get(bench, {})
+        ds = str(cfg.get("dataset", "")).split("__", 1)[0]
+        ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
+        ax.set_xlim(-0.4, len(epsilons) - 0.6)
+        ax.set_title(f"{bench} ({_DATASET_NAMES.get(ds, ds)}, {cfg.get('scenario', 'disjoint')})", fontsize=9)
+        ax.set_xlabel("privacy budget (δ = " + ", ".join(f"{d:g}" for d in sorted({r.get('delta', math.nan)
+                      for r in base if r["epsilon"] != "inf"})) + ")")  # fmt: skip
+        ax.set_ylabel("final accuracy (%)")
+        ax.grid(alpha=0.3)
+    _finish(
+        fig,
+        "\n".join(textwrap.wrap(title, int(width * 13))),
+        notes,
+        handles,
+        min(int(width // 2.4), max(1, len(handles))),
+    )
+    _save(fig, outputs)
+    plt.close(fig)
+    return notes
+
+
+def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: list[str | Path]) -> list[str]:
+    """Fig. A3 (App. E.1, "an additional illustration of Fig. 7"): the data of Table A7 as bars,
+    final accuracy per blurry ratio M for Base Dataset, Public Labels (largest ×N run, the paper's
+    1000×) and Release Labels (best f at each M), a panel per group, learner and ε; median with
+    the 2nd/4th best seed as error bars (Table A7's statistics)."""
+    plt = _pyplot()
+    title = "Fig. A3: impact of blurriness, final accuracy per blurry ratio M and label method (median, 2nd/4th best seed)"
+    rows = [(g, lr) for g, by_m in groups.items()
+            for lr in _learners([r for recs in by_m.values() for r in recs])]  # fmt: skip
+    if not rows:
+        why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
+        return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
+                     "(config/paper_blurry.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
+    epsilons = sorted(
+        {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
+    )
+    fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(4.6 * len(epsilons), 3.4 * len(rows)),
+                             squeeze=False, sharey="row")  # fmt: skip
+    handles: dict[str, object] = {}
+    colors: dict[str, str] = {}
+    notes: list[str] = []
+    for i, (group, learner) in enumerate(rows):
+        by_m = groups[group]
+        ms = sorted(by_m)
+        for j, eps in enumerate(epsilons):
+            ax = axes[i][j]
+            drawn = False
+            for x, m_pct in enumerate(ms):
+                recs = by_m[m_pct]
+                pub = _largest_public([r for r in recs if r["learner"] == learner])
+                picks = [("Base Dataset (Baseline)", "base"),
+                         ("Public Labels (largest ×N run)", pub),
+                         ("Release Labels (best f)", best_release(recs, learner, eps))]  # fmt: skip
+                width = 0.8 / len(picks)
+                for k, (name, method) in enumerate(picks):
+                    v = _final(recs, learner, eps, method) if method else np.array([])
+                    if not v.size:
+                        continue
+                    lo, med, hi = order_stats(v)
+                    xk = x + (k - (len(picks) - 1) / 2) * width
+                    color = colors.setdefault(name, f"C{len(colors)}")
+                    bar = ax.bar(
+                        xk, med, width, yerr=[[med - lo], [hi - med]], capsize=2, color=color, label=name
+                    )
+                    handles.setdefault(name, bar)
+                    drawn = True
+                    if method and method != "base":
+                        tag = f"{public_multiplier(method)}x" if public_multiplier(method) else (
+                            f"f={100 * release_fraction(method)[1]:g}%")  # fmt: skip
+                        ax.annotate(tag, (xk, hi), ha="center", va="bottom", fontsize=5, xytext=(0, 2),
+                                    textcoords="offset points", rotation=90)  # fmt: skip
+            if not drawn:
+                _note(ax, f"no Base / Public / Release Labels runs for {LEARNER_NAMES[learner]} at {_eps_name(eps)}",
+                      notes)  # fmt: skip
+                continue
+            ax.set_xticks(np.arange(len(ms)), [f"{m:g}" for m in ms])
+            ax.set_xlabel("blurry ratio M (%)")
+            head = f"{group}\n" if len(groups) > 1 else ""
+            ax.set_title(f"{head}{LEARNER_NAMES[learner]}, {_eps_name(eps)}", fontsize=8 if head else 9)
+            ax.grid(alpha=0.3, axis="y")
+        axes[i][0].set_ylabel("final accuracy (%)")
+        axes[i][0].set_ylim(
+            0, axes[i][0].get_ylim()[1] * 1.12
+        )  # the row shares y: room for the ×N / f labels
+        if len(ms) == 1:
+            notes.append(f"{group}: one blurry ratio (M = {ms[0]:g} %); add i-Blurry benchmarks with other "
+                         "blurry_pct values")  # fmt: skip
+    if len(groups) == 1:
+        title += f"\n{next(iter(groups))}"
+    notes = list(dict.fromkeys(notes))
+    _finish(fig, title, [n for n in notes if "one blurry ratio" in n], handles, min(3, max(1, len(handles))))
     _save(fig, outputs)
     plt.close(fig)
     return notes
