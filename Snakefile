@@ -37,7 +37,7 @@ wildcard_constraints:
     scenario=r"[a-z]+(-n[0-9.]+-m[0-9.]+)?-t\d+",
     task=r"\d+",
     method=r"[a-z0-9.-]+",
-    learner="cosine|peft_head|naive_head|noncl_head|agem_head|peft_film|naive_film|noncl_film",
+    learner="cosine|peft_head|naive_head|noncl_head|agem_head|peft_film|naive_film|noncl_film|agem_film",
 
 
 include: "workflow/rules/common.smk"

@@ -108,4 +108,6 @@ def test_screening_error_bound_holds_for_bfloat16():
     p = normalize_rows(g.normal(size=(2000, 768)) + 5 * x[g.integers(0, 300, 2000)]).astype(np.float32)
     low = (torch.from_numpy(x).bfloat16() @ torch.from_numpy(p).bfloat16().T).float().numpy()
     exact = x.astype(np.float64) @ p.astype(np.float64).T
-    assert np.abs(low - exact).max() <= _screen_error("bf16", 768) / 2  # the bound holds without its x2 safety
+    assert (
+        np.abs(low - exact).max() <= _screen_error("bf16", 768) / 2
+    )  # the bound holds without its x2 safety

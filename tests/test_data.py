@@ -232,3 +232,23 @@ def test_blurry_samples_figure_numbers(tmp_path):
     assert np.all((mid > 6.0 - 0.7) & (mid < 30.0))
     plot_blurry_samples(labels, 5, 50, [10, 50, 100], 0, "toy", [tmp_path / "f.png"])
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_holdout_fraction_sets_aside_a_public_tuning_share(fake_fmnist, tmp_path):
+    from dpcl.stages import dataset_subset, obtain_dataset
+
+    root, _ = fake_fmnist
+    manifest = tmp_path / "fm" / "MANIFEST.json"
+    obtain_dataset("fashion_mnist", manifest, {"source": "local", "local_dir": str(root), "verify": False})
+    base = {"train_per_class": None, "tune_per_class": 1000}
+    ds, train0 = dataset_subset("fashion_mnist", manifest.parent, "train", base)
+    assert len(train0) == len(ds.labels)  # no holdout, all kept: nothing left to tune on
+    with pytest.raises(ValueError, match="tuning split"):
+        dataset_subset("fashion_mnist", manifest.parent, "tune", base)
+    cfg = {**base, "holdout_fraction": 0.1}
+    _, train = dataset_subset("fashion_mnist", manifest.parent, "train", cfg)
+    _, tune = dataset_subset("fashion_mnist", manifest.parent, "tune", cfg)
+    assert len(np.intersect1d(train, tune)) == 0 and len(train) + len(tune) == len(ds.labels)
+    assert np.all(np.bincount(ds.labels[tune], minlength=10) == 4)  # round(0.1 x 40) per class
+    _, again = dataset_subset("fashion_mnist", manifest.parent, "tune", cfg)
+    assert np.array_equal(tune, again)

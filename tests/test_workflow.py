@@ -90,6 +90,10 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
     for tid in ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10"):
         for ext in ("csv", "md", "tex"):
             assert (out / "tables" / "paper" / f"table_{tid}.{ext}").stat().st_size > 0, (tid, ext)
+    task_figs = ("tiny_bench_figA5_accuracy_per_task", "tiny_bench_figA6_forgetting_per_task")
+    for stem in ("figA3", "figA4", *task_figs):
+        for ext in ("png", "pdf"):  # Figs. A3, A4 and the per-task A5/A6 (every learner, Non-CL included)
+            assert (out / "figures" / "paper" / f"{stem}.{ext}").stat().st_size > 1000, (stem, ext)
     a3 = (out / "tables" / "paper" / "table_A3.md").read_text()
     assert "| Fashion-MNIST (tiny_bench) | 1 | Cosine Classifier |" in a3
     assert "| – | – |" in a3  # Fashion-MNIST has no published numbers: paper and difference read "–"

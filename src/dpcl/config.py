@@ -116,12 +116,14 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"config key 'benchmarks.{name}.{ref}': value {bench[ref]!r} is not defined; "
                     f"allowed: {sorted(config[pool])}"
                 )
-    extra = [m for m in (config.get("head_label_methods") or []) if m not in config["label_methods"]]
-    if extra:
-        raise ConfigError(
-            f"config key 'head_label_methods': values {extra} are not in label_methods; "
-            f"allowed: a subset of {config['label_methods']}"
-        )
+    for key, methods in (("head_label_methods", config.get("head_label_methods")),
+                         ("agem.label_methods", config.get("agem", {}).get("label_methods"))):  # fmt: skip
+        extra = [m for m in (methods or []) if m not in config["label_methods"]]
+        if extra:
+            raise ConfigError(
+                f"config key '{key}': values {extra} are not in label_methods; "
+                f"allowed: a subset of {config['label_methods']}"
+            )
     _normalise(config)
     return config
 

@@ -90,13 +90,32 @@ def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
     ds = load_dataset(name, root, "train" if split == "tune" else split)
     if split == "test":
         return ds, select_per_class(ds.labels, cfg.get("test_per_class"), seed)
-    train_idx = select_per_class(ds.labels, cfg.get("train_per_class"), seed)
+    pool = np.arange(len(ds.labels))
+    holdout = float(cfg.get("holdout_fraction") or 0.0)
+    if holdout > 0:  # a fixed public tuning share of every class, set aside before the train subset
+        held = holdout_per_class(ds.labels, holdout, seed)
+        if split == "tune":
+            return ds, held[select_per_class(ds.labels[held], cfg.get("tune_per_class", 300), seed + 1)]
+        pool = np.setdiff1d(pool, held)
+    train_idx = pool[select_per_class(ds.labels[pool], cfg.get("train_per_class"), seed)]
     if split == "train":
         return ds, train_idx
     rest = np.setdiff1d(np.arange(len(ds.labels)), train_idx)
     if rest.size == 0:
         raise ValueError(f"dataset {name}: no training images left for a tuning split; lower train_per_class")
     return ds, rest[select_per_class(ds.labels[rest], cfg.get("tune_per_class", 300), seed + 1)]
+
+
+def holdout_per_class(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted indices of round(fraction × n_c) images of every class c (seeded), the public tuning share."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"holdout_fraction must lie in (0, 1), got {fraction}")
+    gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0x70E5])))
+    out = []
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        out.append(gen.permutation(idx)[: int(round(fraction * len(idx)))])
+    return np.sort(np.concatenate(out))
 
 
 # --- features ---------------------------------------------------------------------------
@@ -520,20 +539,23 @@ def run_agem(
     parallel); it raises if any individual's total exceeds the target.
     """
     from .dpsgd import DPSGDConfig
-    from .learners.agem import AGEMConfig, agem_noise, run_agem_head
+    from .learners.agem import AGEMConfig, agem_noise, privacy_summary, run_agem_head
 
     train_x, train_y, train_index = train
     test_x, test_y = test
-    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig(**agem_cfg)
+    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
     tb = labels["training_budget"]
     n_tasks = len(scenario.train_indices)
     eps, delta = _parse_eps(tb["epsilon"]), float(tb["delta"])
     noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, noise_cache)
-    task_data = [(train_x[rows], train_y[rows], np.asarray(ids)) for rows, ids in
-                 zip(_task_rows(train_index, scenario), scenario.train_indices, strict=True)]  # fmt: skip
-    test_sets = [(test_x[m], test_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, ids, o_t in zip(_task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
+    eval_y = evaluation_labels(test_y, labels)
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     ledger = _ledger_from_labels(labels)
     target = ledger.target
     preds, records, stats = run_agem_head(
@@ -548,20 +570,7 @@ def run_agem(
     with np.errstate(invalid="ignore"):
         aa, af = average_accuracy(acc), average_forgetting(acc)
     privacy = ledger.to_dict()
-    buffer = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
-    privacy["agem"] = {
-        "note": "baseline: the buffer keeps raw samples across tasks, which the paper's privacy model forbids "
-                "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
-        "train_part": {"noise_multiplier": noise["noise_multiplier"], "sample_rate": cfg.sample_rate,
-                       "steps": cfg.steps, "compositions": "steps of its own task only"},
-        "buffer_part": None if noise_ref is None else {
-            "noise_multiplier": noise_ref["noise_multiplier"], "sample_rate": agem.ref_rate(cfg),
-            "steps_per_task": cfg.steps, "worst_case_later_tasks": n_tasks - 1,
-            "worst_case_compositions": (n_tasks - 1) * cfg.steps,
-            "epsilon_worst_case": max((float(e["epsilon"]) for e in buffer), default=0.0),
-            "compositions": "every step of every later task (sequential), App. D.4 (d)"},
-        "per_individual_total": privacy["overall"],
-    }  # fmt: skip
+    privacy["agem"] = privacy_summary(privacy, ledger.tasks, cfg, agem, noise, noise_ref, n_tasks)
     metrics = {
         "learner": "agem_head", "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
         "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
@@ -604,28 +613,39 @@ def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[
 
 
 def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict],
-                  outputs: dict[str, list[str | Path]]) -> dict[str, list[str]]:  # fmt: skip
-    """Figs. 4-7 (left) of paper 000 Sec. 6 from the run metrics of every benchmark; returns
-    (and logs) per figure the notes on what the config does not sweep.
+                  outputs: dict[str, list[str | Path]],
+                  task_outputs: dict[str, dict[str, list[str | Path]]] | None = None) -> dict[str, list[str]]:  # fmt: skip
+    """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of paper 000 (Sec. 6, App. E.1, F)
+    from the run metrics of every benchmark; returns (and logs) per figure the notes on what the
+    config does not sweep.
 
-    ``runs`` maps a benchmark to its metrics.json paths, ``benchmarks`` is the config's
-    ``benchmarks`` entry, ``outputs`` maps 'fig4' … 'fig7' to their PNG/PDF paths. Figs. 4-6
-    use the disjoint-split benchmarks (Sec. 6.1), Fig. 7 the i-Blurry ones (Sec. 6.2).
+    ``runs`` maps a benchmark to its metrics.json paths (any learners; Figs. 4-7 and A3 keep the
+    Cosine Classifier and PEFT Ensemble), ``benchmarks`` is the config's ``benchmarks`` entry,
+    ``outputs`` maps 'fig4' … 'fig7' and optionally 'figA3', 'figA4' to their PNG/PDF paths,
+    ``task_outputs`` maps a benchmark to {'accuracy': paths, 'forgetting': paths} (Figs. A5-A9).
+    Figs. 4-6 use the disjoint-split benchmarks (Sec. 6.1), Figs. 7 and A3 the i-Blurry ones
+    (Sec. 6.2), Fig. A4 the disjoint and 5-dataset ones (App. F).
     """
     from .report.paper_figures import (
+        FIG_LEARNERS,
         blurry_groups,
         plot_fig4_label_methods,
         plot_fig5_release_fraction,
         plot_fig6_public_labels,
         plot_fig7_blurriness,
+        plot_figA3_blurriness,
+        plot_figA4_privacy_utility,
+        plot_task_metric,
     )
 
-    unknown = sorted(set(runs) - set(benchmarks))
+    task_outputs = task_outputs or {}
+    unknown = sorted((set(runs) | set(task_outputs)) - set(benchmarks))
     if unknown:
         raise ValueError(
             f"runs given for benchmarks {unknown} that are not in the config; allowed: {sorted(benchmarks)}"
         )
-    records = {b: _read_records(paths) for b, paths in runs.items()}
+    all_records = {b: _read_records(paths) for b, paths in runs.items()}
+    records = {b: [r for r in recs if r["learner"] in FIG_LEARNERS] for b, recs in all_records.items()}
     disjoint = {b: records.get(b, []) for b, cfg in benchmarks.items() if cfg["scenario"] == "disjoint"}
     groups = {
         g: {m: records.get(b, []) for m, b in by_m.items()} for g, by_m in blurry_groups(benchmarks).items()
@@ -636,6 +656,20 @@ def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict]
         "fig6": plot_fig6_public_labels(disjoint, outputs["fig6"]),
         "fig7": plot_fig7_blurriness(groups, outputs["fig7"]),
     }
+    if "figA3" in outputs:
+        notes["figA3"] = plot_figA3_blurriness(groups, outputs["figA3"])
+    if "figA4" in outputs:
+        shifted = {
+            b: all_records.get(b, [])
+            for b, c in benchmarks.items()
+            if c["scenario"] in ("disjoint", "datasets")
+        }
+        notes["figA4"] = plot_figA4_privacy_utility(shifted, benchmarks, outputs["figA4"])
+    for bench, outs in task_outputs.items():
+        for metric, paths in outs.items():
+            notes[f"{bench}_{metric}_per_task"] = plot_task_metric(
+                all_records.get(bench, []), metric, bench, benchmarks[bench], paths
+            )
     for fig, lines in notes.items():
         for line in lines:
             _log(f"{fig}: {line}")

@@ -9,7 +9,7 @@ FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"]
 def _agem_outputs(kind):
     return expand(
         f"{R}/runs/agem_head/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        eps=EPS, method=HEAD_METHODS,
+        eps=EPS, method=AGEM_METHODS,
     )
 
 
@@ -17,13 +17,13 @@ def _fig3_runs(w):
     b = bench_wildcards(w.benchmark)
     return expand(
         f"{R}/runs/{{learner}}/{b['dataset']}/{b['backbone']}/{b['scenario']}/seed{{seed}}/eps{{eps}}/base/metrics.json",
-        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head") if l in config["learners"]], seed=bench_seeds(w.benchmark), eps=FIG3_EPS,
+        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film") if l in config["learners"]], seed=bench_seeds(w.benchmark), eps=FIG3_EPS,
     )
 
 
 def fig3_files():
-    """Fig. 3 targets: only when DP-A-GEM runs and the heads run the Base Dataset setting."""
-    if not (AGEM and "base" in HEAD_METHODS):
+    """Fig. 3 targets: only when DP-A-GEM (head-only or FiLM) runs and the DP-SGD learners run the Base Dataset setting."""
+    if not ((AGEM or "agem_film" in config["learners"]) and "base" in AGEM_METHODS):
         return []
     return [f"{R}/figures/{name}_fig3_desai.{ext}" for name in config["benchmarks"] for ext in ("png", "pdf")]
 
@@ -40,7 +40,7 @@ if AGEM:
             train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=HEAD_METHODS),
+            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=AGEM_METHODS),
             tuned=_tuning_files,
         output:
             metrics=_agem_outputs("metrics"),

@@ -25,8 +25,13 @@ FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
 HEAD_METHODS = config["head_label_methods"] or METHODS
 
 
+AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS
+
+
 def methods_for(learner):
-    return METHODS if learner == "cosine" else HEAD_METHODS
+    if learner == "cosine":
+        return METHODS
+    return AGEM_METHODS if learner.startswith("agem_") else HEAD_METHODS
 
 
 def run_files(learner, name, kind):

@@ -182,6 +182,7 @@ FIG3_LEARNERS = {
     "peft_head": "PEFT Ensemble (head-only)",
     "peft_film": "PEFT Ensemble (FiLM)",
     "agem_head": "DP-A-GEM (Desai et al.)",
+    "agem_film": "DP-A-GEM (Desai et al., FiLM)",
 }
 
 
@@ -198,7 +199,9 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
         raise ValueError("Fig. 3 needs at least one run")
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
-    offsets = {name: (k - 1.5) * 0.1 for k, name in enumerate(FIG3_LEARNERS)}  # keep error bars apart
+    offsets = {
+        name: (k - (len(FIG3_LEARNERS) - 1) / 2) * 0.08 for k, name in enumerate(FIG3_LEARNERS)
+    }  # apart
     for ax, eps in zip(axes[0], epsilons, strict=True):
         for learner, name in FIG3_LEARNERS.items():
             runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
