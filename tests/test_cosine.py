@@ -109,5 +109,5 @@ def test_screening_error_bound_holds_for_bfloat16():
     low = (torch.from_numpy(x).bfloat16() @ torch.from_numpy(p).bfloat16().T).float().numpy()
     exact = x.astype(np.float64) @ p.astype(np.float64).T
     assert (
-        np.abs(low - exact).max() <= _screen_error("bf16", 768) / 2
-    )  # the bound holds without its x2 safety
+        np.abs(low - exact).max() <= _screen_error("bf16", 768) / 1.25
+    )  # the bound holds without its 25 % slack
