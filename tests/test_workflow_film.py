@@ -157,3 +157,38 @@ def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):
     out = _snakemake(tmp_path, "-n")
     log = out.stdout + out.stderr
     assert "rule film_member" in log and "rule film_baseline" in log and "rule tune_film" not in log
+
+
+def _job_counts(log: str) -> dict[str, int]:
+    stats = log[log.index("Job stats:") :].splitlines()[3:]
+    out = {}
+    for line in stats:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        out[parts[0]] = int(parts[1])
+    return out
+
+
+def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_run, tmp_path):
+    """A benchmark's own lists restrict the requested runs: FiLM members = seeds x ε x methods x tasks."""
+    work, _ = film_run
+    cfg = yaml.safe_load((work / "config.yaml").read_text())
+    cfg["label_methods"] = ["oracle", "base"]
+    cfg["learners"] = ["cosine", "peft_film", "naive_film"]
+    cfg["tuning"] = {"enabled": False}
+    full = dict(cfg["benchmarks"]["film_bench"])
+    cfg["benchmarks"] = {
+        "all": full,  # 1 seed x 2 ε x 2 methods x 2 tasks = 8 members; naive: 4 runs
+        "small": {**full, "n_tasks": 5, "seeds": [3, 4], "label_methods": ["base"], "epsilons": [1],
+                  "learners": ["cosine", "peft_film"]},  # 2 seeds x 1 x 1 x 5 tasks = 10 members
+    }  # fmt: skip
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    out = _snakemake(tmp_path, "-n")
+    jobs = _job_counts(out.stdout + out.stderr)
+    assert jobs["film_member"] == 8 + 10 and jobs["film_eval"] == 4 + 2 and jobs["film_baseline"] == 4
+    assert jobs["report"] == 3 + 2  # per (benchmark, learner run there)
+    cfg["benchmarks"]["small"]["label_methods"] = ["public-x10"]  # not a global label method
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    bad = _snakemake(tmp_path, "-n", check=False)
+    assert bad.returncode != 0 and "benchmarks.small.label_methods" in bad.stdout + bad.stderr

@@ -117,15 +117,30 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"allowed: {sorted(config[pool])}"
                 )
     for key, methods in (("head_label_methods", config.get("head_label_methods")),
-                         ("agem.label_methods", config.get("agem", {}).get("label_methods"))):  # fmt: skip
+                         ("agem.label_methods", config.get("agem", {}).get("label_methods")),
+                         ("baseline_label_methods", config.get("baseline_label_methods"))):  # fmt: skip
         extra = [m for m in (methods or []) if m not in config["label_methods"]]
         if extra:
             raise ConfigError(
                 f"config key '{key}': values {extra} are not in label_methods; "
                 f"allowed: a subset of {config['label_methods']}"
             )
+    for name, bench in config["benchmarks"].items():
+        for key, pool in (("learners", config["learners"]), ("label_methods", config["label_methods"]),
+                          ("epsilons", [eps_tag(_eps(e)) for e in config["epsilons"]])):  # fmt: skip
+            own = bench.get(key) or []
+            extra = [v for v in own if (eps_tag(_eps(v)) if key == "epsilons" else v) not in pool]
+            if extra:
+                raise ConfigError(
+                    f"config key 'benchmarks.{name}.{key}': values {extra} are not in the global {key}; "
+                    f"allowed: a subset of {config[key]}"
+                )
     _normalise(config)
     return config
+
+
+def _eps(v) -> float:
+    return math.inf if str(v).lower() in ("inf", ".inf") else float(v)
 
 
 def load_config(path: str | Path) -> dict:

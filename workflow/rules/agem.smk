@@ -17,15 +17,21 @@ def _fig3_runs(w):
     b = bench_wildcards(w.benchmark)
     return expand(
         f"{R}/runs/{{learner}}/{b['dataset']}/{b['backbone']}/{b['scenario']}/seed{{seed}}/eps{{eps}}/base/metrics.json",
-        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film") if l in config["learners"]], seed=bench_seeds(w.benchmark), eps=FIG3_EPS,
+        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film")
+                 if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)],
+        seed=bench_seeds(w.benchmark), eps=[e for e in FIG3_EPS if e in bench_eps(w.benchmark)],
     )
 
 
 def fig3_files():
-    """Fig. 3 targets: only when DP-A-GEM (head-only or FiLM) runs and the DP-SGD learners run the Base Dataset setting."""
-    if not ((AGEM or "agem_film" in config["learners"]) and "base" in AGEM_METHODS):
-        return []
-    return [f"{R}/figures/{name}_fig3_desai.{ext}" for name in config["benchmarks"] for ext in ("png", "pdf")]
+    """Fig. 3 targets: benchmarks where DP-A-GEM (head-only or FiLM) runs the Base Dataset setting."""
+    return [
+        f"{R}/figures/{name}_fig3_desai.{ext}"
+        for name in config["benchmarks"]
+        if any(l in bench_learners(name) and "base" in methods_for(l, name) for l in ("agem_head", "agem_film"))
+        and any(e in bench_eps(name) for e in FIG3_EPS)
+        for ext in ("png", "pdf")
+    ]
 
 
 if AGEM:

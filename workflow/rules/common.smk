@@ -26,19 +26,46 @@ HEAD_METHODS = config["head_label_methods"] or METHODS
 
 
 AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS
+BASELINE_METHODS = config["baseline_label_methods"] or HEAD_METHODS
 
 
-def methods_for(learner):
+def methods_for(learner, name=None):
+    """Label methods a learner runs (on benchmark ``name``: restricted by its own label_methods)."""
     if learner == "cosine":
-        return METHODS
-    return AGEM_METHODS if learner.startswith("agem_") else HEAD_METHODS
+        methods = METHODS
+    elif learner.startswith("agem_"):
+        methods = AGEM_METHODS
+    elif learner.startswith(("naive_", "noncl_")):
+        methods = BASELINE_METHODS
+    else:
+        methods = HEAD_METHODS
+    own = config["benchmarks"][name].get("label_methods") if name else None
+    return [m for m in methods if not own or m in own]
+
+
+def bench_learners(name):
+    """Learners run on a benchmark: its own `learners` (a subset of the global list) or all."""
+    own = config["benchmarks"][name].get("learners")
+    return [l for l in config["learners"] if not own or l in own]
+
+
+def bench_eps(name):
+    """ε tags of a benchmark: its own `epsilons` (a subset of the global list) or all."""
+    own = config["benchmarks"][name].get("epsilons")
+    tags = {eps_tag(float(e)) for e in own} if own else None
+    return [e for e in EPS if tags is None or e in tags]
 
 
 def run_files(learner, name, kind):
+    """Per-run files of a learner on a benchmark. The per-seed jobs of the cached-feature
+    learners compute every global (ε, method) anyway; a benchmark's own lists only restrict
+    what is requested, which is what bounds the FiLM jobs (one per run and task)."""
+    if learner not in bench_learners(name):
+        return []
     w = bench_wildcards(name)
     return expand(
         f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{{seed}}/eps{{eps}}/{{method}}/{kind}.json",
-        seed=bench_seeds(name), eps=EPS, method=methods_for(learner),
+        seed=bench_seeds(name), eps=bench_eps(name), method=methods_for(learner, name),
     )
 
 
@@ -62,7 +89,7 @@ def privacy_files():
 
 
 def all_reports():
-    runs = [f for name in config["benchmarks"] for learner in config["learners"] for f in report_files(learner, name)]
+    runs = [f for name in config["benchmarks"] for learner in bench_learners(name) for f in report_files(learner, name)]
     runs += [f"{R}/tables/{name}.{ext}" for name in config["benchmarks"] for ext in ("csv", "md")]
     runs += [
         f"{R}/figures/{name}_blurry_samples.{ext}"

@@ -21,15 +21,16 @@ def n_tasks_of(scenario):
     return int(re.search(r"-t(\d+)$", scenario).group(1))
 
 
-def _film_common(w):
-    return {
-        "manifest": f"{RES}/{w.dataset}/MANIFEST.json",
-        "scenario": f"{R}/scenarios/{w.dataset}/{w.scenario}/seed{w.seed}.json",
-        "labels": f"{R}/labels/{w.dataset}/{w.scenario}/seed{w.seed}/eps{w.eps}/{w.method}.json",
-        # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
-        **({"tuned": f"{R}/tuning_film/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{w.eps}.json"}
-           if FILM_TUNE else {}),
-    }
+# Plain wildcard patterns (not input functions): the paper grid has ~10,000 FiLM jobs and
+# patterns keep Snakemake's planning cost per job low.
+FILM_COMMON = dict(
+    manifest=f"{RES}/{{dataset}}/MANIFEST.json",
+    scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+    labels=f"{R}/labels/{{dataset}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}.json",
+    # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
+    **({"tuned": f"{R}/tuning_film/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}.json"}
+       if FILM_TUNE else {}),
+)
 
 
 FILM_PARAMS = dict(
@@ -69,7 +70,7 @@ rule tune_film:
 
 rule film_member:
     input:
-        unpack(_film_common),
+        **FILM_COMMON,
     output:
         member=f"{PEFT_FILM_RUN}/members/task{{task}}.npz",
         record=f"{PEFT_FILM_RUN}/members/task{{task}}.json",
@@ -87,7 +88,7 @@ rule film_member:
 
 rule film_eval:
     input:
-        unpack(_film_common),
+        **FILM_COMMON,
         members=lambda w: expand(f"{PEFT_FILM_RUN}/members/task{{task}}.npz", **w, task=range(n_tasks_of(w.scenario))),
         records=lambda w: expand(f"{PEFT_FILM_RUN}/members/task{{task}}.json", **w, task=range(n_tasks_of(w.scenario))),
     output:
@@ -108,7 +109,7 @@ rule film_eval:
 
 rule film_baseline:
     input:
-        unpack(_film_common),
+        **FILM_COMMON,
     output:
         metrics=f"{FILM_RUN}/metrics.json",
         privacy=f"{FILM_RUN}/privacy.json",

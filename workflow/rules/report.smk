@@ -10,7 +10,7 @@ rule report:
         png=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
         pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
     params:
-        methods=lambda w: methods_for(w.learner),
+        methods=lambda w: methods_for(w.learner, w.benchmark),
     threads: 1
     resources:
         mem_mb=2000,
@@ -64,7 +64,7 @@ def aggregation_figure_files():
         f"{R}/figures/{name}_{learner}_figA2_aggregation.{ext}"
         for name in config["benchmarks"]
         for learner in ("peft_head", "peft_film")
-        if learner in config["learners"]
+        if learner in bench_learners(name)
         for ext in ("png", "pdf")
     ]
 
@@ -77,7 +77,7 @@ rule aggregation_figure:
     wildcard_constraints:
         learner="peft_head|peft_film",
     params:
-        methods=HEAD_METHODS,
+        methods=lambda w: methods_for(w.learner, w.benchmark),
     threads: 1
     resources:
         mem_mb=2000,

@@ -356,7 +356,7 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
     if not rows:
         why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
         return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
-                     "(config/paper_blurry.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
+                     "(config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
     epsilons = sorted(
         {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
     )
@@ -624,7 +624,7 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
     if not rows:
         why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
         return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
-                     "(config/paper_blurry.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
+                     "(config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
     epsilons = sorted(
         {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
     )
