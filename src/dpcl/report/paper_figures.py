@@ -345,21 +345,31 @@ def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
             for (d, bb, t, n), v in groups.items()}  # fmt: skip
 
 
+def _blurry_layout(groups: dict[str, dict[float, list[dict]]], title: str, outputs: list[str | Path]):
+    """(rows (group, learner), ε tags, None) of a blurriness figure, or (…, notes) after writing a
+    note figure when no i-Blurry runs exist."""
+    rows = [(g, lr) for g, by_m in groups.items()
+            for lr in _learners([r for recs in by_m.values() for r in recs])]  # fmt: skip
+    if not rows:
+        why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
+        return [], [], _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and "
+                                    "blurry_pct M (config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on "
+                                    "CIFAR-100)", outputs)  # fmt: skip
+    epsilons = sorted(
+        {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
+    )
+    return rows, epsilons, None
+
+
 def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: list[str | Path]) -> list[str]:
     """Fig. 7 left (Sec. 6.2): final accuracy against the blurry ratio M per label method (Public
     Labels: largest ×N run; Release Labels: best f at each M), a row per group and learner, a
     column per ε. ``groups`` maps a group title to {M: run records of that benchmark}."""
     plt = _pyplot()
     title = "Fig. 7 (left): impact of blurriness, final accuracy vs blurry ratio M"
-    rows = [(g, lr) for g, by_m in groups.items()
-            for lr in _learners([r for recs in by_m.values() for r in recs])]  # fmt: skip
-    if not rows:
-        why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
-        return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
-                     "(config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
-    epsilons = sorted(
-        {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
-    )
+    rows, epsilons, empty = _blurry_layout(groups, title, outputs)
+    if empty is not None:
+        return empty
     fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(4.4 * len(epsilons), 3.4 * len(rows)),
                              squeeze=False, sharey="row")  # fmt: skip
     handles: dict[str, object] = {}
@@ -619,15 +629,9 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
     the 2nd/4th best seed as error bars (Table A7's statistics)."""
     plt = _pyplot()
     title = "Fig. A3: impact of blurriness, final accuracy per blurry ratio M and label method (median, 2nd/4th best seed)"
-    rows = [(g, lr) for g, by_m in groups.items()
-            for lr in _learners([r for recs in by_m.values() for r in recs])]  # fmt: skip
-    if not rows:
-        why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
-        return _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and blurry_pct M "
-                     "(config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on CIFAR-100)", outputs)  # fmt: skip
-    epsilons = sorted(
-        {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
-    )
+    rows, epsilons, empty = _blurry_layout(groups, title, outputs)
+    if empty is not None:
+        return empty
     fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(4.6 * len(epsilons), 3.4 * len(rows)),
                              squeeze=False, sharey="row")  # fmt: skip
     handles: dict[str, object] = {}
