@@ -215,7 +215,7 @@ def load_svhn(root: str | Path, split: str) -> ImageDataset:
     path = Path(root) / SVHN_FILES[split].name
     try:
         mat = scipy.io.loadmat(path, variable_names=["X", "y"])
-    except Exception as exc:  # scipy raises MatReadError, IndexError, NotImplementedError (v7.3), ...
+    except Exception as exc:  # scipy raises several types here (MatReadError, NotImplementedError for v7.3)
         raise DatasetError(f"cannot read {path} as a MATLAB v5 file: {exc!r}") from exc
     if "X" not in mat or "y" not in mat:
         raise DatasetError(f"{path} lacks the variables X and y")

@@ -124,6 +124,18 @@ def _finish(fig, title: str, notes: list[str], handles: dict[str, object], ncol:
     fig.tight_layout(rect=(0, bottom, 1, 1 - used / h_in))
 
 
+def _stat_bar(
+    ax, x: float, values: np.ndarray, width: float, name: str, colors: dict, handles: dict
+) -> float:
+    """One bar at the median of ``values`` with the 2nd/4th best seed as error bars, one colour per
+    name across panels; returns the bar's upper error (where an annotation goes)."""
+    lo, med, hi = order_stats(values)
+    color = colors.setdefault(name, f"C{len(colors)}")
+    bar = ax.bar(x, med, width, yerr=[[med - lo], [hi - med]], capsize=2, color=color, label=name)
+    handles.setdefault(name, bar)
+    return hi
+
+
 def _bar_figure(bench_records: dict[str, list[dict]], categories, title: str, empty: str,
                 outputs: list[str | Path]) -> list[str]:  # fmt: skip
     """Rows benchmarks, columns learners; per panel bars of final accuracy grouped by ε, one
@@ -162,13 +174,8 @@ def _bar_figure(bench_records: dict[str, list[dict]], categories, title: str, em
                     v = _final(records, learner, eps, method) if method else np.array([])
                     if v.size == 0:
                         continue
-                    lo, med, hi = order_stats(v)
                     xk = x + (k - (len(names) - 1) / 2) * width
-                    color = colors.setdefault(name, f"C{len(colors)}")
-                    bar = ax.bar(
-                        xk, med, width, yerr=[[med - lo], [hi - med]], capsize=2, color=color, label=name
-                    )
-                    handles.setdefault(name, bar)
+                    hi = _stat_bar(ax, xk, v, width, name, colors, handles)
                     drawn = True
                     rf = release_fraction(method)
                     if rf is not None and name.startswith("Release Labels"):
@@ -654,13 +661,8 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
                     v = _final(recs, learner, eps, method) if method else np.array([])
                     if not v.size:
                         continue
-                    lo, med, hi = order_stats(v)
                     xk = x + (k - (len(picks) - 1) / 2) * width
-                    color = colors.setdefault(name, f"C{len(colors)}")
-                    bar = ax.bar(
-                        xk, med, width, yerr=[[med - lo], [hi - med]], capsize=2, color=color, label=name
-                    )
-                    handles.setdefault(name, bar)
+                    hi = _stat_bar(ax, xk, v, width, name, colors, handles)
                     drawn = True
                     if method and method != "base":
                         tag = f"{public_multiplier(method)}x" if public_multiplier(method) else (
