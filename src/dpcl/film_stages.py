@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +31,7 @@ from .data.label_space import evaluation_labels, remap_task_data
 from .data.scenarios import Scenario
 from .io import read_json, write_json, write_npz
 from .seeding import rng
+from .stages import finish_run
 
 
 def _log(msg: str) -> None:
@@ -136,41 +136,6 @@ def film_member_stage(
     write_json(out_record, record)
 
 
-def _finish(
-    learner: str,
-    labels: dict,
-    seed: int,
-    preds,
-    records,
-    test_y,
-    extra: dict,
-    summary: Callable | None = None,
-) -> tuple[dict, dict]:
-    """(metrics, verified privacy ledger) of one run from its predictions and per-task records;
-    ``summary(privacy, ledger.tasks)``, if given, adds a learner's block to privacy.json (DP-A-GEM)."""
-    from .metrics import accuracy_matrix, average_accuracy, average_forgetting
-    from .stages import _ledger_from_labels
-
-    ledger = _ledger_from_labels(labels)
-    for t, recs in enumerate(records):  # one record per task, or a list (DP-A-GEM's train/reference parts)
-        for rec in recs if isinstance(recs, list) else [recs]:
-            ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
-    acc = accuracy_matrix(preds, test_y)
-    with np.errstate(invalid="ignore"):
-        aa, af = average_accuracy(acc), average_forgetting(acc)
-    privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
-    target = ledger.target
-    if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
-        privacy["agem"] = summary(privacy, ledger.tasks)
-    metrics = {
-        "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
-        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
-        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
-        "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
-    }  # fmt: skip
-    return metrics, privacy
-
-
 def film_eval_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     labels_path: str | Path, member_paths: list[str | Path], record_paths: list[str | Path],
@@ -231,7 +196,7 @@ def film_eval_stage(
              "acc_by_aggregation": accs,
              "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
              "trainable_parameters": [r["trainable_parameters"] for r in records]}  # fmt: skip
-    metrics, privacy = _finish(
+    metrics, privacy = finish_run(
         "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra
     )
     _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
@@ -278,7 +243,7 @@ def film_baseline_stage(
     )  # fmt: skip
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned,
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
-    metrics, privacy = _finish(learner, labels, int(sc.seed), preds, records, [y for _, y in tests], extra)
+    metrics, privacy = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests], extra)
     _log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({extra['seconds']} s)")  # fmt: skip
     model, ids = members[0]
@@ -323,7 +288,7 @@ def _agem_film_run(
              "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
              "dpsgd": dpsgd_cfg, "tuned": tuned, "agem": agem_cfg, "tasks": stats,
              "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
-    metrics, privacy = _finish(
+    metrics, privacy = finish_run(
         "agem_film", labels, seed, preds, records, [y for _, y in tests], extra,
         lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks),
     )  # fmt: skip

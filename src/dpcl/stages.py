@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -228,6 +229,38 @@ def _task_rows(train_index: np.ndarray, scenario: Scenario) -> list[np.ndarray]:
     return out
 
 
+def finish_run(
+    learner: str,
+    labels: dict,
+    seed: int,
+    preds,
+    records,
+    test_y,
+    extra: dict,
+    summary: Callable | None = None,
+) -> tuple[dict, dict]:
+    """(metrics, verified privacy ledger) of one run from its predictions and per-task records;
+    ``summary(privacy, ledger.tasks)``, if given, adds a learner's block to privacy.json (DP-A-GEM)."""
+    ledger = _ledger_from_labels(labels)
+    for t, recs in enumerate(records):  # one record per task, or a list (DP-A-GEM's train/reference parts)
+        for rec in recs if isinstance(recs, list) else [recs]:
+            ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
+    acc = accuracy_matrix(preds, test_y)
+    with np.errstate(invalid="ignore"):
+        aa, af = average_accuracy(acc), average_forgetting(acc)
+    privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
+    target = ledger.target
+    if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
+        privacy["agem"] = summary(privacy, ledger.tasks)
+    metrics = {
+        "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
+        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
+        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
+        "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
+    }  # fmt: skip
+    return metrics, privacy
+
+
 # --- cosine classifier ------------------------------------------------------------------
 
 
@@ -417,27 +450,18 @@ def run_head_learners(
     test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     out = {}
     for learner in learners:
-        ledger = _ledger_from_labels(labels)
-        target = ledger.target
         by_rule: dict = {}
         preds, records = run_head_learner(
             learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
             lambda t, _l=learner: rng(seed, _l, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd"),
             aggregation, by_rule if learner == "peft_head" else None,
         )  # fmt: skip
-        for t, rec in enumerate(records):
-            ledger.add(t, rec)
-        acc = accuracy_matrix(preds, [y for _, y in test_sets])
-        with np.errstate(invalid="ignore"):
-            aa, af = average_accuracy(acc), average_forgetting(acc)
-        final = float(np.nanmean(acc[-1]))
-        privacy = ledger.to_dict()
-        metrics = {
-            "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
-            "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af, "final_accuracy": final,
-            "final_forgetting": float(af[-1]), "released_labels": [len(s) for s in spaces],
-            "noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "aggregation": aggregation,
-        }  # fmt: skip
+        extra = {
+            "noise_multiplier": noise["noise_multiplier"],
+            "dpsgd": dpsgd_cfg,
+            "aggregation": aggregation,
+        }
+        metrics, privacy = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets], extra)
         if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
             accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
             metrics["acc_by_aggregation"] = accs
@@ -556,29 +580,18 @@ def run_agem(
         task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
     eval_y = evaluation_labels(test_y, labels)
     test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
-    ledger = _ledger_from_labels(labels)
-    target = ledger.target
     preds, records, stats = run_agem_head(
         task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
         lambda t, part: rng(seed, "agem_head", labels["epsilon_tag"], labels["method"], "task", t, part),
         seed,
     )  # fmt: skip
-    for t, entries in enumerate(records):
-        for e in entries:
-            ledger.add(t, e)
-    acc = accuracy_matrix(preds, [y for _, y in test_sets])
-    with np.errstate(invalid="ignore"):
-        aa, af = average_accuracy(acc), average_forgetting(acc)
-    privacy = ledger.to_dict()
-    privacy["agem"] = privacy_summary(privacy, ledger.tasks, cfg, agem, noise, noise_ref, n_tasks)
-    metrics = {
-        "learner": "agem_head", "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
-        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
-        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
-        "released_labels": [len(s) for s in spaces], "noise_multiplier": noise["noise_multiplier"],
-        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-        "dpsgd": dpsgd_cfg, "agem": agem_cfg, "tasks": stats,
-    }  # fmt: skip
+    extra = {"noise_multiplier": noise["noise_multiplier"],
+             "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+             "dpsgd": dpsgd_cfg, "agem": agem_cfg, "tasks": stats}  # fmt: skip
+    metrics, privacy = finish_run(
+        "agem_head", labels, seed, preds, records, [y for _, y in test_sets], extra,
+        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks),
+    )  # fmt: skip
     return metrics, privacy
 
 
