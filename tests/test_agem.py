@@ -14,7 +14,8 @@ from dpcl.data.scenarios import disjoint_scenario
 from dpcl.dpsgd import DPSGDConfig
 from dpcl.io import read_json, write_json
 from dpcl.learners.agem import AGEMConfig, agem_noise, buffer_record, project, reference_mask, run_agem_head
-from dpcl.privacy.accounting import Budget, Ledger, PrivacyBudgetExceeded
+from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
+from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.stages import run_agem
 
@@ -123,13 +124,21 @@ def test_buffer_noise_is_calibrated_for_all_later_tasks():
     assert same_rate["noise_multiplier"] > train["noise_multiplier"]
 
 
+def _gauss(eps, delta, **kw):
+    from dpcl.privacy.gaussian import gaussian_sigma
+
+    return {"mechanism": "gaussian", "epsilon": eps, "delta": delta, "sigma": gaussian_sigma(eps, delta),
+            "query": "class_sums_of_unit_norm_features", **kw}  # fmt: skip
+
+
 def test_disjoint_parts_compose_in_parallel_and_shared_entries_add():
     ledger = Ledger(Budget(1.0, 1e-5))
-    ledger.add(0, {"mechanism": "nonprivate", "epsilon": 0.2, "delta": 2e-6})
-    ledger.add(0, {"mechanism": "nonprivate", "epsilon": 0.5, "delta": 1e-6, "part": "train"})
-    ledger.add(0, {"mechanism": "nonprivate", "epsilon": 0.7, "delta": 3e-6, "part": "reference"})
+    ledger.add(0, _gauss(0.2, 2e-6))
+    ledger.add(0, _gauss(0.5, 1e-6, part="train"))
+    ledger.add(0, _gauss(0.7, 3e-6, part="reference"))
     b = ledger.task_budget(0)
     assert b.epsilon == pytest.approx(0.9) and b.delta == pytest.approx(5e-6)
+    ledger.add(0, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})  # its label space
     d = ledger.to_dict()["tasks"][0]
     assert d["parts"]["train"]["epsilon"] == 0.5 and d["parts"]["reference"]["epsilon"] == 0.7
 
@@ -138,7 +147,8 @@ def _labels(y_tasks, n_base, eps, delta, method, seed):
     res = output_label_spaces(parse_label_method(method), y_tasks, n_base,
                               Budget(eps, delta) if math.isfinite(eps) else Budget(math.inf, 0.0), seed,
                               run_key=(eps_tag(eps),))  # fmt: skip
-    res.update(seed=seed, scenario="disjoint-t3", epsilon_tag=eps_tag(eps))
+    res.update(seed=seed, scenario="disjoint-t3", epsilon_tag=eps_tag(eps),
+               stream={"dataset": "synthetic", "scenario": "disjoint-t3"})
     return res
 
 
@@ -150,8 +160,10 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
     labels = _labels([y[i] for i in sc.train_indices], 6, eps, 1e-5, method, 0)
     write_json(tmp_path / "labels.json", labels)  # the on-disk format the workflow reads
     labels = read_json(tmp_path / "labels.json")
-    metrics, privacy = run_agem((x, y, ids), (xt, yt), sc, labels, 0, asdict(CFG),
-                                {"buffer_fraction": 0.1})  # fmt: skip
+    metrics, privacy, diag = run_agem((x, y, ids), (xt, yt), sc, labels, 0, asdict(CFG),
+                                      {"buffer_fraction": 0.1})  # fmt: skip
+    assert next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 3  # sizes live here, not in metrics
+    assert "tasks" not in metrics
     write_json(tmp_path / "privacy.json", privacy)
     p = json.loads((tmp_path / "privacy.json").read_text())
     acc = np.array(metrics["acc"], dtype=float)
@@ -188,7 +200,7 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
     paths = []
     for seed in (0, 1, 2):
         labels = _labels([y[i] for i in sc.train_indices], 6, math.inf, 1e-5, "base", seed)
-        m, _ = run_agem((x, y, np.arange(len(y))), (xt, yt), sc, labels, seed, asdict(CFG), {})
+        m, _, _ = run_agem((x, y, np.arange(len(y))), (xt, yt), sc, labels, seed, asdict(CFG), {})
         for learner in ("agem_head", "cosine"):  # the figure reads only these fields of a run's metrics
             paths.append(tmp_path / f"{learner}{seed}.json")
             write_json(paths[-1], m | {"learner": learner})

@@ -20,7 +20,8 @@ from dpcl.dpsgd import DPSGDConfig
 from dpcl.film import BufferMechanism, train_film
 from dpcl.learners.agem import AGEMConfig, agem_noise, privacy_summary, reference_mask
 from dpcl.learners.agem_film import run_agem_film
-from dpcl.privacy.accounting import Budget, Ledger
+from dpcl.privacy.accounting import Budget
+from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.seeding import rng
 
@@ -187,14 +188,16 @@ def test_ledger_holds_the_target_and_buffer_composes_over_later_tasks(private_ru
     (preds, records, _, _), *_ = private_runs[0]
     agem = AGEM
     noise, noise_ref = agem_noise(4.0, 1e-5, CFG, agem, T)
-    ledger = Ledger(Budget(4.0, 1e-5))
+    ledger = Ledger(Budget(4.0, 1e-5), T)
     for t, entries in enumerate(records):
+        ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})  # the task's (data-independent) label space
         for e in entries:
-            ledger.add(t, e)
+            ledger.add(t, split_public(e)[0])  # counts and statistics go to the diagnostics
     priv = ledger.to_dict()  # raises if any individual's total exceeds the target
     assert priv["guarantee_holds"] and priv["overall"]["epsilon"] <= 4.0 * (1 + 1e-12)
     for t, task in enumerate(priv["tasks"]):
         mechs = task["mechanisms"]
+        mechs = mechs[1:]  # after the label-space entry
         assert [m["mechanism"] for m in mechs] == (["dpsgd", "dpsgd_buffer"] if t < T - 1 else ["dpsgd"])
         assert mechs[0]["part"] == "train" and mechs[0]["steps"] == CFG.steps
         if t < T - 1:

@@ -8,7 +8,8 @@ import pytest
 from dpcl.dpsgd import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms, train_head
 from dpcl.learners.aggregation import aggregate
 from dpcl.learners.peft import dpsgd_noise, run_head_learner
-from dpcl.privacy.accounting import Budget, Ledger, PrivacyBudgetExceeded
+from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
+from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 
 

@@ -30,7 +30,8 @@ from dpcl.film import (
     train_film,
 )
 from dpcl.learners.peft import dpsgd_noise
-from dpcl.privacy.accounting import Budget, Ledger
+from dpcl.privacy.accounting import Budget
+from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.sgd_accounting import SIGMA_RTOL
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.seeding import rng
@@ -202,9 +203,12 @@ def test_noise_multiplier_matches_accountant_and_ledger_accepts_run(vit, tmp_pat
     assert info["steps"] == cfg.steps and info["noise_multiplier"] == sigma
     assert info["accountant_history"] == [[sigma, cfg.sample_rate, cfg.steps]]
     ledger = Ledger(Budget(eps, delta))
-    ledger.add(0, {**noise, **info, "data": "test"})
+    ledger.add(0, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})
+    public, private = split_public({**noise, **info, "data": "test"})
+    assert {"mean_clipped_fraction", "mean_batch_size"} <= set(private)  # statistics of the data
+    ledger.add(0, public)
     privacy = ledger.to_dict()
-    assert privacy["guarantee_holds"] and privacy["tasks"][0]["mechanisms"][0]["epsilon_accounted"] <= eps
+    assert privacy["guarantee_holds"] and privacy["tasks"][0]["mechanisms"][1]["epsilon_accounted"] <= eps
 
 
 def test_private_run_requires_finite_clip_and_valid_inputs(vit):
@@ -341,7 +345,8 @@ def test_film_learners_run_and_records_fit_the_ledger(vit, two_tasks, learner_no
         assert [list(o) for _, o in members] == spaces
     ledger = Ledger(Budget(eps, delta))
     for t, rec in enumerate(records):
-        ledger.add(t, rec)
+        ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})
+        ledger.add(t, split_public(rec)[0])
     assert ledger.to_dict()["guarantee_holds"]
 
 

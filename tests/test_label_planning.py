@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from dpcl.privacy.accounting import Budget, Ledger, PrivacyBudgetExceeded
+from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.label_release import (
     drop_lower_bound,
     keep_probabilities,
@@ -22,6 +22,7 @@ from dpcl.privacy.label_release import (
     release_labels,
     tsgd_threshold,
 )
+from dpcl.privacy.ledger import Ledger
 
 
 def test_fig2_caption_values():
@@ -71,7 +72,11 @@ def test_laplace_release_is_ledgered_and_verified():
     assert 0 in released and rec["mechanism"] == "laplace_label_release"
     ledger = Ledger(target=Budget(1.0, 1e-5))
     ledger.add(0, rec)
-    assert ledger.check().epsilon == 1.0
+    ledger.add(0, {"mechanism": "nonprivate", "epsilon": math.inf, "delta": 0.0})  # its training
+    assert ledger.total().epsilon == math.inf and ledger.task_budget(0).epsilon == math.inf
+    only = Ledger(target=Budget(1.0, 1e-5), n_tasks=1)
+    only.add(0, rec)
+    assert only.task_budget(0).epsilon == 1.0
     with pytest.raises(PrivacyBudgetExceeded):  # a threshold too low for the claimed delta
         ledger.add(1, {**rec, "tau": 5.0})
 

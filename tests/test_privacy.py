@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from dpcl.privacy.accounting import Budget, Ledger, PrivacyBudgetExceeded, split_budget
+from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded, split_budget
 from dpcl.privacy.gaussian import gaussian_delta, gaussian_sigma
 from dpcl.privacy.label_release import (
     keep_probability,
@@ -14,6 +14,7 @@ from dpcl.privacy.label_release import (
     tsgd_pmf,
     tsgd_threshold,
 )
+from dpcl.privacy.ledger import Ledger
 
 
 @pytest.mark.parametrize("eps,expected", [(1.0, 3.7306), (8.0, 0.6002)])
@@ -138,6 +139,7 @@ def test_ledger_composes_and_verifies():
                 "delta": train.delta,
                 "sigma": s,
                 "sensitivity": 1.0,
+                "query": "class_sums_of_unit_norm_features",
             },
         )
     total = ledger.check()
@@ -146,9 +148,8 @@ def test_ledger_composes_and_verifies():
     assert d["guarantee_holds"] and len(d["tasks"]) == 3
     # Too little noise is caught when the entry is added.
     with pytest.raises(PrivacyBudgetExceeded, match="parameters give"):
-        ledger.add(
-            0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": 1.0, "sensitivity": 1.0}
-        )
+        ledger.add(0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": 1.0,
+                       "query": "class_sums_of_unit_norm_features"})  # fmt: skip
     # A second full-budget mechanism on the same task exceeds the target.
     ledger.add(
         1,
@@ -157,7 +158,7 @@ def test_ledger_composes_and_verifies():
             "epsilon": 1.0,
             "delta": 1e-5,
             "sigma": gaussian_sigma(1.0, 1e-5),
-            "sensitivity": 1.0,
+            "query": "class_sums_of_unit_norm_features",
         },
     )
     with pytest.raises(PrivacyBudgetExceeded, match="exceeds the target"):
@@ -167,6 +168,8 @@ def test_ledger_composes_and_verifies():
 def test_ledger_marks_label_oracle_as_not_dp():
     ledger = Ledger(Budget(1.0, 1e-5))
     ledger.add(0, {"mechanism": "label_oracle", "epsilon": math.inf, "delta": 1.0})
+    ledger.add(0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": gaussian_sigma(1.0, 1e-5),
+                   "query": "class_sums_of_unit_norm_features"})  # fmt: skip
     d = ledger.to_dict()
     assert d["guarantee_holds"] is False and d["leaky_baseline"] is True
     assert math.isinf(d["overall"]["epsilon"])

@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from . import __version__
 
@@ -99,11 +100,55 @@ def _validate(args: argparse.Namespace) -> None:
     _emit(args, {"valid": True, "config": cfg}, f"{args.path}: valid")
 
 
+def _ledger_verify(args: argparse.Namespace) -> None:
+    """Re-verify written privacy.json files from their parameters alone; exit 1 on the first failure."""
+    import json
+
+    from .privacy.accounting import Budget, PrivacyBudgetExceeded
+    from .privacy.ledger import LedgerError, verify_privacy
+
+    target = None
+    if args.epsilon is not None or args.delta is not None:
+        if args.epsilon is None or args.delta is None:
+            raise ValueError("--epsilon and --delta go together (the config's target)")
+        target = Budget(args.epsilon, 0.0 if math.isinf(args.epsilon) else args.delta)
+    results, failed = [], None
+    for path in args.paths:
+        try:
+            data = json.loads(Path(path).read_text())
+            summary = verify_privacy(data, target=target, n_tasks=args.tasks)
+            results.append({"path": str(path), "verified": True, **summary})
+        except (OSError, json.JSONDecodeError) as e:
+            failed = {"path": str(path), "verified": False, "error": f"cannot read a ledger: {e}"}
+        except (LedgerError, PrivacyBudgetExceeded) as e:
+            failed = {"path": str(path), "verified": False, "error": str(e)}
+        if failed:
+            results.append(failed)
+            break
+    if args.json:
+        print(json.dumps(results if len(args.paths) > 1 else results[0], default=str))
+    else:
+        for r in results:
+            if r["verified"]:
+                o = r["overall"]
+                print(f"{r['path']}: verified ({r['entries']} entries over {r['n_tasks']} tasks; overall "
+                      f"ε = {o['epsilon']:.6g}, δ = {o['delta']:.3g}; guarantee "
+                      f"{'holds' if r['guarantee_holds'] else 'does NOT hold (leaky baseline)'})")  # fmt: skip
+            else:
+                print(f"{r['path']}: REJECTED: {r['error']}", file=sys.stderr)
+    if failed:
+        raise SystemExit(1)
+
+
 def _positive(x: str) -> float:
     v = float(x)
     if not v > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {x}")
     return v
+
+
+def _eps_or_inf(x: str) -> float:
+    return math.inf if x.lower() in ("inf", ".inf") else _positive(x)
 
 
 def _probability(x: str) -> float:
@@ -173,6 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--repeat", type=int, default=1)
     r.add_argument("--seed", type=int, default=0)
     r.set_defaults(func=_release)
+
+    led = sub.add_parser("ledger", help="privacy ledgers").add_subparsers(dest="cmd", required=True)
+    lv = led.add_parser("verify", help="re-verify privacy.json files from their parameters alone "
+                        "(exit 1 naming the first entry whose claim does not hold)")  # fmt: skip
+    lv.add_argument("paths", nargs="+", metavar="PATH", help="privacy.json files")
+    lv.add_argument("--epsilon", type=_eps_or_inf, default=None, help="the config's target ε (default: the file's)")
+    lv.add_argument("--delta", type=_probability, default=None, help="the config's target δ (default: the file's)")
+    lv.add_argument("--tasks", type=int, default=None, help="the run's task count (default: the file's)")
+    lv.add_argument("--json", action="store_true")
+    lv.set_defaults(func=_ledger_verify)
 
     cfg = sub.add_parser("config", help="configuration files").add_subparsers(dest="cmd", required=True)
     v = cfg.add_parser("validate", help="validate a workflow config against the schema")

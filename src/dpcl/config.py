@@ -155,3 +155,13 @@ def eps_tag(epsilon: float) -> str:
 
 def parse_eps_tag(tag: str) -> float:
     return math.inf if tag == "inf" else float(tag)
+
+
+def run_targets(epsilons: list, delta: float) -> dict[str, dict]:
+    """Every run's target (ε, δ) by ε tag, from the validated config: the learners take their
+    target from here, never from a file a run read (DESIGN §4). ε = inf has δ = 0."""
+    out = {}
+    for e in epsilons:
+        eps = parse_eps_tag(str(e).lower().lstrip(".")) if isinstance(e, str) else float(e)
+        out[eps_tag(eps)] = {"epsilon": "inf" if math.isinf(eps) else eps, "delta": 0.0 if math.isinf(eps) else float(delta)}
+    return out

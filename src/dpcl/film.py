@@ -513,7 +513,7 @@ def run_film_learner(
         x, y = np.concatenate(xs), np.concatenate(ys)
         keep, rows = label_rows(union, y)
         member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
-        rec = {**noise, **info, "data": f"images of all tasks at once ({int(keep.sum())} samples)"}
+        rec = {**noise, **info, "data": "images of all tasks at once", "samples": int(keep.sum())}
         union_arr = np.asarray(union, dtype=np.int64)
         final = [aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
                  for xt, _ in test_sets]  # fmt: skip
@@ -536,7 +536,7 @@ def run_film_learner(
             keep = np.isin(y, o_t)
             model, info = train_film(backbone, x[keep], y[keep], n_universe, cfg, sigma, rng_for(t), pre,
                                      init=model, active=active, **kw)  # fmt: skip
-        records.append({**noise, **info, "data": f"images of D_{t} ({int(keep.sum())} kept)"})
+        records.append({**noise, **info, "data": f"images of D_{t}", "samples": int(keep.sum())})
         row = []
         for i, (xt, _) in enumerate(test_sets[: t + 1]):
             if learner == "peft_film":

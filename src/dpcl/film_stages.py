@@ -30,8 +30,7 @@ from .config import eps_tag
 from .data.label_space import evaluation_labels, remap_task_data
 from .data.scenarios import Scenario
 from .io import read_json, write_json, write_npz
-from .seeding import rng
-from .stages import finish_run
+from .stages import NON_PRIVATE, config_target, finish_run, hyperparameters_note, release_rng, write_run
 
 
 def _log(msg: str) -> None:
@@ -96,17 +95,29 @@ def _noise(labels: dict, cfg):
     return dpsgd_noise(eps, float(tb["delta"]), cfg)
 
 
-def _rng_for(learner: str, labels: dict, seed: int):
-    return lambda t: rng(seed, learner, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd")
+def _backbone_key(backbone_name: str | None, backbone_cfg: dict) -> str:
+    """The backbone's part of the noise stream's key: its config name, else its canonical config."""
+    import json
+
+    return backbone_name or json.dumps(backbone_cfg, sort_keys=True, default=str)
+
+
+def _rng_for(learner: str, labels: dict, backbone: str):
+    return lambda t: release_rng(labels, backbone, learner, t, "dpsgd")
 
 
 def film_member_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     labels_path: str | Path, task: int, dpsgd_cfg: dict, physical_batch: int, device: str,
     out_member: str | Path, out_record: str | Path, tuned_path: str | Path | None = None,
+    backbone_name: str | None = None,
 ) -> None:  # fmt: skip
     """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD
-    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`)."""
+    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`).
+
+    The member record is an intermediate file marked non-private: it holds the raw training
+    record (sample count, clipped fraction, batch size, time); the evaluation job splits it
+    into the ledger's public entry and the run's diagnostics."""
     from .dpsgd import DPSGDConfig
     from .film import train_film
 
@@ -125,13 +136,13 @@ def film_member_stage(
     rows = np.searchsorted(np.asarray(o_t, dtype=np.int64), y_kept)
     t0 = time.perf_counter()
     member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, float(noise["noise_multiplier"]),
-                              _rng_for("peft_film", labels, int(sc.seed))(task), pre,
+                              _rng_for("peft_film", labels, _backbone_key(backbone_name, backbone_cfg))(task), pre,
                               physical_batch=physical_batch, device=device, progress=True)  # fmt: skip
-    record = {**noise, **info, "data": f"images of R_task(D_{task}) ({int(keep.sum())} kept)",
-              "labels": o_t, "seconds": round(time.perf_counter() - t0, 1), "lr": cfg.lr, "tuned": tuned}  # fmt: skip
+    record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
+              "samples": int(keep.sum()), "labels": o_t, "seconds": round(time.perf_counter() - t0, 1),
+              "lr": cfg.lr, "tuned": tuned}  # fmt: skip
     _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
-         f"{int(keep.sum())} images, {info['steps']} steps, σ = {noise['noise_multiplier']:.4g} "
-         f"({record['seconds']} s)")  # fmt: skip
+         f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g}")  # fmt: skip
     write_npz(out_member, **member.to_arrays())
     write_json(out_record, record)
 
@@ -140,7 +151,7 @@ def film_eval_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     labels_path: str | Path, member_paths: list[str | Path], record_paths: list[str | Path],
     dpsgd_cfg: dict, aggregation: str, device: str, out_metrics: str | Path, out_privacy: str | Path,
-    tuned_path: str | Path | None = None,
+    tuned_path: str | Path | None = None, targets: dict | None = None, out_diagnostics: str | Path | None = None,
 ) -> None:  # fmt: skip
     """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
     checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
@@ -196,20 +207,22 @@ def film_eval_stage(
              "acc_by_aggregation": accs,
              "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
              "trainable_parameters": [r["trainable_parameters"] for r in records]}  # fmt: skip
-    metrics, privacy = finish_run(
-        "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra
+    metrics, privacy, diag = finish_run(
+        "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra,
+        target=config_target(labels, targets), hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
     )
     _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})")  # fmt: skip
-    write_json(out_privacy, privacy)
-    write_json(out_metrics, metrics)
+    write_run({"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}, metrics, privacy,
+              diag)  # fmt: skip
 
 
 def film_baseline_stage(
     learner: str, dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict,
     scenario_path: str | Path, labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str,
     out_metrics: str | Path, out_privacy: str | Path, out_model: str | Path, tuned_path: str | Path | None = None,
-    agem_cfg: dict | None = None,
+    agem_cfg: dict | None = None, targets: dict | None = None, out_diagnostics: str | Path | None = None,
+    backbone_name: str | None = None,
 ) -> None:  # fmt: skip
     """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
     over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`;
@@ -224,9 +237,12 @@ def film_baseline_stage(
     labels = read_json(labels_path)
     dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
     cfg = DPSGDConfig(**dpsgd_cfg)
+    target = config_target(labels, targets)
+    bkey = _backbone_key(backbone_name, backbone_cfg)
+    out = {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}
     if learner == "agem_film":
         return _agem_film_run(dataset, root, dataset_cfg, backbone_cfg, sc, labels, cfg, dpsgd_cfg, tuned,
-                              agem_cfg or {}, physical_batch, device, out_metrics, out_privacy, out_model)  # fmt: skip
+                              agem_cfg or {}, physical_batch, device, out, out_model, target, bkey)  # fmt: skip
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
     _, tasks = _task_images(dataset, root, dataset_cfg, sc)
@@ -239,22 +255,23 @@ def film_baseline_stage(
     t0 = time.perf_counter()
     preds, records, members = run_film_learner(
         learner, task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, noise,
-        _rng_for(learner, labels, int(sc.seed)), physical_batch=physical_batch, device=device, progress=True,
+        _rng_for(learner, labels, bkey), physical_batch=physical_batch, device=device, progress=True,
     )  # fmt: skip
-    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned,
-             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
-    metrics, privacy = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests], extra)
+    seconds = round(time.perf_counter() - t0, 1)
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned}
+    metrics, privacy, diag = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests],
+                                        extra, target=target, hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
+                                        diagnostics={"seconds": seconds})  # fmt: skip
     _log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-         f"{100 * metrics['final_accuracy']:.1f} % ({extra['seconds']} s)")  # fmt: skip
+         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
     model, ids = members[0]
     write_npz(out_model, label_ids=ids, **model.to_arrays())
-    write_json(out_privacy, privacy)
-    write_json(out_metrics, metrics)
+    write_run(out, metrics, privacy, diag)
 
 
 def _agem_film_run(
     dataset: str, root, dataset_cfg: dict, backbone_cfg: dict, sc: Scenario, labels: dict, cfg, dpsgd_cfg: dict,
-    tuned: bool, agem_cfg: dict, physical_batch: int, device: str, out_metrics, out_privacy, out_model,
+    tuned: bool, agem_cfg: dict, physical_batch: int, device: str, out: dict, out_model, target, bkey: str,
 ) -> None:  # fmt: skip
     """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
     "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
@@ -281,24 +298,24 @@ def _agem_film_run(
     t0 = time.perf_counter()
     preds, records, stats, model = run_agem_film(
         task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, agem, noise, noise_ref,
-        lambda t, part: rng(seed, "agem_film", labels["epsilon_tag"], labels["method"], "task", t, part), seed,
+        lambda t, part: release_rng(labels, bkey, "agem_film", t, part), seed,
         physical_batch=physical_batch, device=device, progress=True,
     )  # fmt: skip
     extra = {"noise_multiplier": noise["noise_multiplier"],
              "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-             "dpsgd": dpsgd_cfg, "tuned": tuned, "agem": agem_cfg, "tasks": stats,
-             "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
-    metrics, privacy = finish_run(
+             "dpsgd": dpsgd_cfg, "tuned": tuned, "agem": agem_cfg}  # fmt: skip
+    seconds = round(time.perf_counter() - t0, 1)
+    metrics, privacy, diag = finish_run(
         "agem_film", labels, seed, preds, records, [y for _, y in tests], extra,
-        lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks),
+        lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks), target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats, "seconds": seconds},
     )  # fmt: skip
     _log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-         f"{100 * metrics['final_accuracy']:.1f} % ({extra['seconds']} s)")  # fmt: skip
+         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
     write_npz(
         out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
     )
-    write_json(out_privacy, privacy)
-    write_json(out_metrics, metrics)
+    write_run(out, metrics, privacy, diag)
 
 
 def tune_film_stage(

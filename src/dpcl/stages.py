@@ -22,7 +22,8 @@ from .data.scenarios import Scenario, make_scenario
 from .io import read_json, write_json, write_npz
 from .learners.cosine import CosineClassifier, cosine_sigma
 from .metrics import accuracy_matrix, average_accuracy, average_forgetting
-from .privacy.accounting import Budget, Ledger
+from .privacy.accounting import Budget
+from .privacy.ledger import Ledger, split_public
 from .seeding import rng
 
 
@@ -183,9 +184,12 @@ def release_label_spaces(
             if method.remap == "parent" and parent is None:
                 raise ValueError(f"label method {tag!r} needs a class hierarchy; dataset {dataset!r} has none "
                                  "(CIFAR-100 has one: fine → coarse)")  # fmt: skip
-            res = output_label_spaces(method, task_labels, n_base, budget, seed, run_key=(eps_tag(eps),),
-                                      parent=parent)  # fmt: skip
-            res.update(seed=seed, scenario=sc.name, epsilon_tag=eps_tag(eps))
+            # the noise stream names the data (dataset with variant, scenario): benchmarks over the
+            # same data never share label-release noise (DESIGN §4)
+            res = output_label_spaces(method, task_labels, n_base, budget, seed, parent=parent,
+                                      run_key=("release", dataset, sc.name, eps_tag(eps)))  # fmt: skip
+            res.update(seed=seed, scenario=sc.name, epsilon_tag=eps_tag(eps),
+                       stream={"dataset": dataset, "scenario": sc.name})  # fmt: skip
             write_json(outputs[(eps_tag(eps), tag)], res)
 
 
@@ -208,9 +212,46 @@ def _parse_eps(v) -> float:
     return math.inf if v == "inf" else float(v)
 
 
-def _ledger_from_labels(labels: dict) -> Ledger:
-    """A run's ledger, seeded with the label-release entries of its label file."""
-    ledger = Ledger(Budget(_parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"])))
+NON_PRIVATE = (
+    "NOT PRIVATE: research diagnostics computed from the private training data without any DP "
+    "mechanism (sample counts, clipped fractions, batch sizes, timings). They are not part of the "
+    "release and must never be published with it (DESIGN §4, the release boundary)."
+)
+
+
+def config_target(labels: dict, targets: dict | None) -> Budget:
+    """The run's (ε, δ) from the validated config (``targets``: ε tag -> {epsilon, delta}); the
+    label file must have been released for the same target. ``None`` (library use without a
+    config): the label file's target."""
+    stated = Budget(_parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"]))
+    if targets is None:
+        return stated
+    tag = labels["epsilon_tag"]
+    if tag not in targets:
+        raise ValueError(f"label file for ε = {tag} is not a run of the config (ε tags {sorted(targets)})")
+    want = Budget(_parse_eps(targets[tag]["epsilon"]), float(targets[tag]["delta"]))
+    if not math.isfinite(want.epsilon):
+        want = Budget(math.inf, 0.0)
+    if stated != want:
+        raise ValueError(f"label file states target (ε={stated.epsilon}, δ={stated.delta}), but the config asks "
+                         f"(ε={want.epsilon}, δ={want.delta}); rerun its label_spaces job")  # fmt: skip
+    return want
+
+
+def release_rng(labels: dict, backbone: str, learner: str, task: int, mechanism: str) -> np.random.Generator:
+    """The noise stream of one mechanism of one run: keyed by what the data is (dataset with
+    variant, scenario, backbone) as well as seed, learner, ε, label method, task and mechanism,
+    so two benchmarks over the same data never share noise (DESIGN §4)."""
+    stream = labels.get("stream")
+    if not stream:
+        raise ValueError("the label file names no data stream (dataset, scenario); rerun its label_spaces job")
+    return rng(int(labels["seed"]), "release", stream["dataset"], stream["scenario"], backbone, learner,
+               labels["epsilon_tag"], labels["method"], "task", int(task), mechanism)  # fmt: skip
+
+
+def _ledger_from_labels(labels: dict, target: Budget | None = None) -> Ledger:
+    """A run's ledger (target from the config when given), seeded with the label file's release entries."""
+    ledger = Ledger(target or config_target(labels, None), len(labels["tasks"]))
     for e in labels["ledger"]:
         ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
     return ledger
@@ -229,6 +270,42 @@ def _task_rows(train_index: np.ndarray, scenario: Scenario) -> list[np.ndarray]:
     return out
 
 
+_NOT_RECORDED = ("labels", "non_private")  # O_t is in the label file; the marker of a raw record
+
+
+def ledger_and_diagnostics(labels: dict, records, target: Budget | None = None) -> tuple[Ledger, list[dict]]:
+    """The verified ledger of a run and its per-task diagnostics.
+
+    ``records[t]`` is task t's raw training record (or a list: DP-A-GEM's train/reference
+    parts); each is split at the release boundary (:func:`dpcl.privacy.ledger.split_public`):
+    the mechanism's public parameters go to the ledger, everything else (counts, clipped
+    fractions, batch sizes, timings) to the diagnostics.
+    """
+    ledger = _ledger_from_labels(labels, target)
+    diagnostics = []
+    for t, recs in enumerate(records):
+        entries = []
+        for rec in recs if isinstance(recs, list) else [recs]:
+            public, private = split_public({k: v for k, v in rec.items() if k not in _NOT_RECORDED})
+            ledger.add(t, public)
+            entries.append({"mechanism": public["mechanism"], **({"part": public["part"]} if "part" in public
+                            else {}), **private})  # fmt: skip
+        diagnostics.append({"task": t, "entries": entries})
+    return ledger, diagnostics
+
+
+def hyperparameters_note(values: dict | None, tuned: bool) -> dict:
+    """privacy.json's account of how the hyperparameters were chosen."""
+    if values is None:
+        how = "none: no hyperparameters besides the budget (noise from the accountant)"
+    elif tuned:
+        how = ("Optuna search on the public tuning split (held out of the training data, never trained on "
+               "by any run): no private data, no privacy cost")  # fmt: skip
+    else:
+        how = "fixed in the config before seeing data: no private data, no privacy cost"
+    return {"chosen_by": how, "private_data_used": False, **({"values": values} if values is not None else {})}
+
+
 def finish_run(
     learner: str,
     labels: dict,
@@ -238,17 +315,19 @@ def finish_run(
     test_y,
     extra: dict,
     summary: Callable | None = None,
-) -> tuple[dict, dict]:
-    """(metrics, verified privacy ledger) of one run from its predictions and per-task records;
-    ``summary(privacy, ledger.tasks)``, if given, adds a learner's block to privacy.json (DP-A-GEM)."""
-    ledger = _ledger_from_labels(labels)
-    for t, recs in enumerate(records):  # one record per task, or a list (DP-A-GEM's train/reference parts)
-        for rec in recs if isinstance(recs, list) else [recs]:
-            ledger.add(t, {k: v for k, v in rec.items() if k not in ("labels", "seconds", "lr", "tuned")})
+    target: Budget | None = None,
+    hyperparameters: dict | None = None,
+    diagnostics: dict | None = None,
+) -> tuple[dict, dict, dict]:
+    """(metrics, verified privacy ledger, non-private diagnostics) of one run from its predictions
+    and raw per-task records; ``summary(privacy, ledger.tasks)``, if given, adds a learner's block
+    to privacy.json (DP-A-GEM); ``diagnostics`` adds run-level non-private numbers."""
+    ledger, per_task = ledger_and_diagnostics(labels, records, target)
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
         aa, af = average_accuracy(acc), average_forgetting(acc)
     privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
+    privacy["hyperparameters"] = hyperparameters or hyperparameters_note(None, False)
     target = ledger.target
     if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
         privacy["agem"] = summary(privacy, ledger.tasks)
@@ -258,7 +337,9 @@ def finish_run(
         "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
         "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
     }  # fmt: skip
-    return metrics, privacy
+    diag = {"non_private": NON_PRIVATE, "learner": learner, "label_method": labels["method"],
+            "epsilon": target.epsilon, "seed": seed, "tasks": per_task, **(diagnostics or {})}  # fmt: skip
+    return metrics, privacy, diag
 
 
 # --- cosine classifier ------------------------------------------------------------------
@@ -270,16 +351,17 @@ def run_cosine(
     scenario: Scenario,
     labels: dict,
     seed: int,
-) -> tuple[dict, dict, dict]:
-    """One DP cosine-classifier run through all tasks; returns (metrics, privacy ledger, model).
+    backbone: str = "features",
+    target: Budget | None = None,
+) -> tuple[dict, dict, dict, dict]:
+    """One DP cosine-classifier run through all tasks: (metrics, privacy ledger, model, diagnostics).
 
     ``train`` = (features, labels, original indices sorted ascending), ``test`` =
-    (features, labels), ``labels`` = the label-release file of this (ε, method).
+    (features, labels), ``labels`` = the label-release file of this (ε, method), ``backbone``
+    names the features (part of the noise stream's key), ``target`` the config's (ε, δ).
     """
     train_x, train_y, train_index = train
     test_x, test_y = test
-    ledger = _ledger_from_labels(labels)
-    target = ledger.target
     tb = labels["training_budget"]
     t_eps = _parse_eps(tb["epsilon"])
     sigma = cosine_sigma(t_eps, float(tb["delta"]))
@@ -287,71 +369,63 @@ def run_cosine(
     test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
     eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
     preds: list[list[np.ndarray]] = []
-    released = []
+    records = []
     for t, rows in enumerate(_task_rows(train_index, scenario)):
         o_t = labels["tasks"][t]["labels"]
         keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        rec = clf.update(train_x[rows[keep]], y, o_t, sigma,
-                         rng(seed, "cosine", labels["epsilon_tag"], labels["method"], "task", t, "gaussian"))  # fmt: skip
+        rec = clf.update(train_x[rows[keep]], y, o_t, sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
         rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
-                   data=f"features of R_task(D_{t}) ({int(keep.sum())} kept, {int((~keep).sum())} dropped)")  # fmt: skip
-        ledger.add(t, rec)
-        released.append(len(o_t))
+                   data=f"features of R_task(D_{t})", samples=int(keep.sum()), dropped=int((~keep).sum()))  # fmt: skip
+        records.append(rec)
         seen = np.concatenate(test_sets[: t + 1])
         pred = clf.predict(test_x[seen])
         bounds = np.cumsum([len(s) for s in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
-    acc = accuracy_matrix(preds, [eval_y[s] for s in test_sets])
-    aa, af = average_accuracy(acc), average_forgetting(acc)
-    privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
+    metrics, privacy, diag = finish_run("cosine", labels, seed, preds, records, [eval_y[s] for s in test_sets],
+                                        {"sigma": sigma}, target=target)  # fmt: skip
     privacy["sigma"] = sigma
-    metrics = {
-        "learner": "cosine",
-        "label_method": labels["method"],
-        "epsilon": target.epsilon,
-        "delta": target.delta,
-        "seed": seed,
-        "acc": acc,
-        "average_accuracy": aa,
-        "average_forgetting": af,
-        "final_accuracy": float(aa[-1]),
-        "final_forgetting": float(af[-1]),
-        "released_labels": released,
-        "sigma": sigma,
-    }
-    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}
+    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
 
 
 def cosine_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path,
     runs: list[dict], save_model_max_labels: int = 1000, threads: int | None = None,
+    targets: dict | None = None,
 ) -> None:  # fmt: skip
-    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy}.
+    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, diagnostics}.
 
-    ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores).
+    ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores);
+    ``targets`` (ε tag -> {epsilon, delta}) are the config's (see :func:`config_target`).
     """
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads):
-        _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels)
+        _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets)
 
 
-def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels) -> None:
+def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets) -> None:
     from .features import load_feature_cache
 
-    tx, ty, tidx, _ = load_feature_cache(train_path)
+    tx, ty, tidx, meta = load_feature_cache(train_path)
     ex, ey, _, _ = load_feature_cache(test_path)
     sc = Scenario.from_dict(read_json(scenario_path))
     for run in runs:
         labels = read_json(run["labels"])
         t0 = time.perf_counter()
-        metrics, privacy, model = run_cosine((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed))
+        metrics, privacy, model, diag = run_cosine((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed),
+                                                   meta["backbone"], config_target(labels, targets))  # fmt: skip
         _log(f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
              f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
-        write_json(run["privacy"], privacy)
+        write_run(run, metrics, privacy, diag)
         if model["sums"].shape[0] <= save_model_max_labels:
             write_npz(Path(run["metrics"]).with_name("model.npz"), **model)
-        write_json(run["metrics"], metrics)
+
+
+def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
+    """A run's files: privacy.json (release), diagnostics.json (non-private), metrics.json last."""
+    write_json(run["privacy"], privacy)
+    write_json(run.get("diagnostics") or Path(run["privacy"]).with_name("diagnostics.json"), diagnostics)
+    write_json(run["metrics"], metrics)
 
 
 # --- report -----------------------------------------------------------------------------
@@ -431,8 +505,11 @@ def run_head_learners(
     dpsgd_cfg: dict,
     aggregation: str = "argmax",
     noise_cache: dict | None = None,
-) -> dict[str, tuple[dict, dict]]:
-    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger)}."""
+    backbone: str = "features",
+    target: Budget | None = None,
+    tuned: bool = False,
+) -> dict[str, tuple[dict, dict, dict]]:
+    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)}."""
     from .dpsgd import DPSGDConfig
     from .learners.peft import dpsgd_noise, run_head_learner
 
@@ -453,7 +530,7 @@ def run_head_learners(
         by_rule: dict = {}
         preds, records = run_head_learner(
             learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
-            lambda t, _l=learner: rng(seed, _l, labels["epsilon_tag"], labels["method"], "task", t, "dpsgd"),
+            lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
             aggregation, by_rule if learner == "peft_head" else None,
         )  # fmt: skip
         extra = {
@@ -461,53 +538,59 @@ def run_head_learners(
             "dpsgd": dpsgd_cfg,
             "aggregation": aggregation,
         }
-        metrics, privacy = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets], extra)
+        metrics, privacy, diag = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets],
+                                            extra, target=target,
+                                            hyperparameters=hyperparameters_note(dpsgd_cfg, tuned))  # fmt: skip
         if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
             accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
             metrics["acc_by_aggregation"] = accs
             metrics["final_accuracy_by_aggregation"] = {
                 rule: float(np.nanmean(a[-1])) for rule, a in accs.items()
             }
-        out[learner] = (metrics, privacy)
+        out[learner] = (metrics, privacy, diag)
     return out
 
 
 def _feature_runs(train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned):
-    """Yield (run, train, test, scenario, label file, DP-SGD config, noise cache) for the runs of
-    one seed on cached features, with BLAS capped at ``threads``; ``tuned`` maps ε tags to
+    """Yield (run, train, test, scenario, label file, DP-SGD config, noise cache, backbone) for the
+    runs of one seed on cached features, with BLAS capped at ``threads``; ``tuned`` maps ε tags to
     tuning results whose DP-SGD config replaces ``dpsgd_cfg``."""
     from threadpoolctl import threadpool_limits
 
     from .features import load_feature_cache
 
     with threadpool_limits(limits=threads):
-        tx, ty, tidx, _ = load_feature_cache(train_path)
+        tx, ty, tidx, meta = load_feature_cache(train_path)
         ex, ey, _, _ = load_feature_cache(test_path)
         sc = Scenario.from_dict(read_json(scenario_path))
         cache: dict = {}
         for run in runs:
             labels = read_json(run["labels"])
             cfg = read_json(tuned[labels["epsilon_tag"]])["dpsgd"] if tuned else dpsgd_cfg
-            yield run, (tx, ty, tidx), (ex, ey), sc, labels, cfg, cache
+            yield run, (tx, ty, tidx), (ex, ey), sc, labels, cfg, cache, meta["backbone"]
 
 
 def head_learner_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
     learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
-    tuned: dict[str, str] | None = None,
+    tuned: dict[str, str] | None = None, targets: dict | None = None,
 ) -> None:  # fmt: skip
-    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy)}}.
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics,
+    privacy[, diagnostics])}}.
 
-    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``.
+    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``;
+    ``targets`` are the config's (ε tag -> {epsilon, delta}).
     """
-    for run, train, test, sc, labels, cfg, cache in _feature_runs(train_path, test_path, scenario_path, runs,
-                                                                   dpsgd_cfg, threads, tuned):  # fmt: skip
+    for run, train, test, sc, labels, cfg, cache, backbone in _feature_runs(
+        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    ):
         t0 = time.perf_counter()
-        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, cfg, aggregation, cache)
-        for learner, (metrics, privacy) in res.items():
-            m_path, p_path = run["outputs"][learner]
-            write_json(p_path, privacy)
-            write_json(m_path, metrics)
+        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, cfg, aggregation, cache,
+                                backbone, config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
+        for learner, (metrics, privacy, diag) in res.items():
+            paths = run["outputs"][learner]
+            write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2] if len(paths) > 2
+                       else None}, metrics, privacy, diag)  # fmt: skip
         accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
         _log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
                  f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
@@ -555,8 +638,11 @@ def run_agem(
     dpsgd_cfg: dict,
     agem_cfg: dict,
     noise_cache: dict | None = None,
-) -> tuple[dict, dict]:
-    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger).
+    backbone: str = "features",
+    target: Budget | None = None,
+    tuned: bool = False,
+) -> tuple[dict, dict, dict]:
+    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger, diagnostics).
 
     The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
     and the reference part's buffer rereads over the later tasks (disjoint parts, in
@@ -582,34 +668,36 @@ def run_agem(
     test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     preds, records, stats = run_agem_head(
         task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
-        lambda t, part: rng(seed, "agem_head", labels["epsilon_tag"], labels["method"], "task", t, part),
-        seed,
+        lambda t, part: release_rng(labels, backbone, "agem_head", t, part), seed,
     )  # fmt: skip
     extra = {"noise_multiplier": noise["noise_multiplier"],
              "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-             "dpsgd": dpsgd_cfg, "agem": agem_cfg, "tasks": stats}  # fmt: skip
-    metrics, privacy = finish_run(
+             "dpsgd": dpsgd_cfg, "agem": agem_cfg}  # fmt: skip
+    return finish_run(
         "agem_head", labels, seed, preds, records, [y for _, y in test_sets], extra,
-        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks),
+        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks), target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats},
     )  # fmt: skip
-    return metrics, privacy
 
 
 def agem_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
     dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
+    targets: dict | None = None,
 ) -> None:  # fmt: skip
-    """All (ε, label method) DP-A-GEM runs of one seed; ``runs`` items: {labels, metrics, privacy}.
+    """All (ε, label method) DP-A-GEM runs of one seed; ``runs`` items: {labels, metrics, privacy,
+    diagnostics}.
 
     ``tuned`` maps ε tags to the head learners' tuning results: like the paper (App. D.4),
     DP-A-GEM reuses the PEFT method's DP-SGD hyperparameters.
     """
-    for run, train, test, sc, labels, cfg, cache in _feature_runs(train_path, test_path, scenario_path, runs,
-                                                                   dpsgd_cfg, threads, tuned):  # fmt: skip
+    for run, train, test, sc, labels, cfg, cache, backbone in _feature_runs(
+        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    ):
         t0 = time.perf_counter()
-        metrics, privacy = run_agem(train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache)
-        write_json(run["privacy"], privacy)
-        write_json(run["metrics"], metrics)
+        metrics, privacy, diag = run_agem(train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache, backbone,
+                                          config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
+        write_run(run, metrics, privacy, diag)
         _log(f"agem_head seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
                  f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
 

@@ -51,7 +51,9 @@ if AGEM:
         output:
             metrics=_agem_outputs("metrics"),
             privacy=_agem_outputs("privacy"),
+            diagnostics=_agem_outputs("diagnostics"),  # NOT private: counts etc., never published
         params:
+            targets=TARGETS,
             dpsgd=config["dpsgd"],
             agem=config["agem"],
             eps_tags=EPS,

@@ -23,6 +23,9 @@ HEAD_LEARNERS = [l for l in config["learners"] if l in ("peft_head", "naive_head
 FILM_LEARNERS = [l for l in config["learners"] if l.endswith("_film")]
 FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
 HEAD_METHODS = config["head_label_methods"] or METHODS
+# Every run's target (ε, δ) by ε tag, from the validated config (the learners check their label
+# file against it; DESIGN §4).
+TARGETS = run_targets(config["epsilons"], config["delta"])
 
 
 AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS

@@ -17,6 +17,9 @@ rule cosine:
     output:
         metrics=_cosine_outputs("metrics"),
         privacy=_cosine_outputs("privacy"),
+        diagnostics=_cosine_outputs("diagnostics"),  # NOT private: counts etc., never published
+    params:
+        targets=TARGETS,
     threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
         mem_mb=2000,

@@ -39,6 +39,7 @@ FILM_PARAMS = dict(
     dpsgd=FILM_DPSGD,
     physical_batch=config["film"]["physical_batch"],
     device=config["film"]["device"],
+    targets=lambda w: {w.eps: TARGETS[w.eps]},  # this run's (ε, δ) from the config
 )
 
 
@@ -94,6 +95,7 @@ rule film_eval:
     output:
         metrics=f"{PEFT_FILM_RUN}/metrics.json",
         privacy=f"{PEFT_FILM_RUN}/privacy.json",
+        diagnostics=f"{PEFT_FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
     params:
         **FILM_PARAMS,
         aggregation=config["aggregation"],
@@ -114,6 +116,7 @@ rule film_baseline:
         metrics=f"{FILM_RUN}/metrics.json",
         privacy=f"{FILM_RUN}/privacy.json",
         model=f"{FILM_RUN}/model.npz",
+        diagnostics=f"{FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
     wildcard_constraints:
         learner="naive_film|noncl_film|agem_film",
     params:

@@ -53,7 +53,9 @@ if HEAD_LEARNERS:
         output:
             metrics=_head_outputs("metrics"),
             privacy=_head_outputs("privacy"),
+            diagnostics=_head_outputs("diagnostics"),  # NOT private: counts etc., never published
         params:
+            targets=TARGETS,
             learners=HEAD_LEARNERS,
             dpsgd=config["dpsgd"],
             aggregation=config["aggregation"],

@@ -6,7 +6,8 @@ from dpcl.stages import cosine_sweep
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 runs = [
-    {"labels": lab, "metrics": met, "privacy": priv}
-    for lab, met, priv in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, strict=True)
-]
-cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, threads=sm.threads)
+    {"labels": lab, "metrics": met, "privacy": priv, "diagnostics": diag}
+    for lab, met, priv, diag in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics,
+                                    strict=True)
+]  # fmt: skip
+cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, threads=sm.threads, targets=sm.params.targets)

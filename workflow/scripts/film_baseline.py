@@ -12,4 +12,5 @@ film_baseline_stage(w.learner, w.dataset, Path(sm.input.manifest).parent, dict(p
                     dict(p.backbone_cfg), sm.input.scenario, sm.input.labels, dict(p.dpsgd),
                     int(p.physical_batch), p.device, sm.output.metrics, sm.output.privacy,
                     sm.output.model, tuned_path=getattr(sm.input, "tuned", None),
-                    agem_cfg=dict(p.agem))  # fmt: skip
+                    agem_cfg=dict(p.agem), targets=p.targets, out_diagnostics=sm.output.diagnostics,
+                    backbone_name=w.backbone)  # fmt: skip

@@ -11,4 +11,5 @@ p, w = sm.params, sm.wildcards
 film_eval_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
                 sm.input.scenario, sm.input.labels, list(sm.input.members), list(sm.input.records),
                 dict(p.dpsgd), p.aggregation, p.device, sm.output.metrics, sm.output.privacy,
-                tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip
+                tuned_path=getattr(sm.input, "tuned", None), targets=p.targets,
+                out_diagnostics=sm.output.diagnostics)  # fmt: skip

@@ -11,4 +11,4 @@ p, w = sm.params, sm.wildcards
 film_member_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
                   sm.input.scenario, sm.input.labels, int(w.task), dict(p.dpsgd), int(p.physical_batch),
                   p.device, sm.output.member, sm.output.record,
-                  tuned_path=getattr(sm.input, "tuned", None))  # fmt: skip
+                  tuned_path=getattr(sm.input, "tuned", None), backbone_name=w.backbone)  # fmt: skip

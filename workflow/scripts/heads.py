@@ -11,10 +11,10 @@ n_runs = len(sm.input.labels)
 runs = []
 for r, labels in enumerate(sm.input.labels):
     outputs = {
-        learner: (sm.output.metrics[i * n_runs + r], sm.output.privacy[i * n_runs + r])
+        learner: tuple(getattr(sm.output, k)[i * n_runs + r] for k in ("metrics", "privacy", "diagnostics"))
         for i, learner in enumerate(learners)
     }
     runs.append({"labels": labels, "outputs": outputs})
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 head_learner_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, learners, dict(sm.params.dpsgd),
-                   sm.params.aggregation, threads=sm.threads, tuned=tuned)  # fmt: skip
+                   sm.params.aggregation, threads=sm.threads, tuned=tuned, targets=sm.params.targets)  # fmt: skip

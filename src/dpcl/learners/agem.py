@@ -149,7 +149,7 @@ def task_records(
     and, unless t is the last task, its reference part's rereads by the T − 1 − t later tasks
     (``dpsgd_buffer``, ``part: reference``); ``info`` is the task's training record."""
     entries = [{**noise, "steps": cfg.steps, "sample_rate": cfg.sample_rate, "part": "train",
-                "data": f"train part of D_{t} ({n_train} samples)", **info}]  # fmt: skip
+                "data": f"train part of D_{t}", "samples": n_train, **info}]  # fmt: skip
     if t == n_tasks - 1:
         return entries
     if noise_ref is None:
@@ -161,8 +161,8 @@ def task_records(
         rec["epsilon_target"] = noise_ref["epsilon_target"]
     else:
         rec = {**noise_ref, "steps": cfg.steps * (n_tasks - 1 - t), "part": "reference"}
-    rec["data"] = (f"reference part of D_{t} ({n_ref} samples, raw, kept in the buffer "
-                   f"and reread by tasks {t + 1}..{n_tasks - 1})")  # fmt: skip
+    rec["data"] = f"reference part of D_{t} (raw, kept in the buffer and reread by tasks {t + 1}..{n_tasks - 1})"
+    rec["samples"] = n_ref
     entries.append(rec)
     return entries
 

@@ -83,6 +83,7 @@ class CosineClassifier:
         return {
             "mechanism": "gaussian" if sigma > 0 else "nonprivate",
             "sigma": float(sigma),
+            "query": "class_sums_of_unit_norm_features",
             "sensitivity": SENSITIVITY,
             "noised_labels": int(len(o_t)),
             "dimension": int(self.sums.shape[1]),

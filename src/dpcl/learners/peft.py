@@ -82,7 +82,7 @@ def run_head_learner(
         keep, rows = label_rows(union, y)
         head = LinearHead(dim, len(union))
         info = train_head(head, x[keep], rows, cfg, sigma, rng_for(0))
-        rec = {**noise, **info, "data": f"all tasks at once ({int(keep.sum())} samples)"}
+        rec = {**noise, **info, "data": "features of all tasks at once", "samples": int(keep.sum())}
         records = [rec] * n_tasks  # one run; each individual's task sees it once
         union_arr = np.asarray(union, dtype=np.int64)
         final = [aggregate([head.logits(xt)], [union_arr]) if len(union) else np.full(len(xt), -1)
@@ -104,7 +104,7 @@ def run_head_learner(
             active[o_t] = True
             keep = np.isin(y, o_t)
             info = train_head(head, x[keep], y[keep], cfg, sigma, rng_for(t), active=active)
-        records.append({**noise, **info, "data": f"features of D_{t} ({int(keep.sum())} kept)"})
+        records.append({**noise, **info, "data": f"features of D_{t}", "samples": int(keep.sum())})
         row = []
         for i, (xt, _) in enumerate(test_sets[: t + 1]):
             if learner == "peft_head":

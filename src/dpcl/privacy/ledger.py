@@ -1,0 +1,382 @@
+"""The per-run privacy ledger and its verifier (paper 000 Sec. 3-4, App. B; DESIGN §4).
+
+A run's **release** is its released outputs (label spaces O_t, model parameters) plus its
+``privacy.json``. The ledger is the part of the release that says which mechanism touched
+each task's data, and it may hold only **public parameters** of those mechanisms: what the
+config and the accountant determine, never a count, size or statistic of the private data.
+Each mechanism kind has a closed list of fields (:data:`PUBLIC_FIELDS`); :meth:`Ledger.add`
+refuses anything else, and :func:`split_public` is how a learner's raw training record is
+divided into its ledger entry and its non-private diagnostics.
+
+The ledger *proves* rather than repeats:
+
+- every entry is re-derived from its own public parameters (the Gaussian δ from σ, the
+  k-TSGD δ from k, DP-SGD's ε from (σ, q, steps) by the accountant);
+- sensitivities come from the mechanism and the query it answers (:data:`QUERY_SENSITIVITY`),
+  never from the entry: an entry that states another sensitivity is rejected;
+- a non-private entry must say ε = ∞, a data-independent one ε = δ = 0;
+- a memory buffer's reread count must be the run's own: (T − 1 − t) later tasks for task t;
+- every task 0..T−1 has exactly one label-space entry and at least one training entry;
+- the target comes from the validated config, not from any file the run read.
+
+:func:`verify_privacy` re-checks a written ``privacy.json`` from its parameters alone (the
+``dpcl ledger verify`` command), so a reader of a published result can check it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
+from .gaussian import gaussian_delta
+from .label_release import laplace_delta, tsgd_delta
+
+
+class LedgerError(ValueError):
+    """A ledger entry or a whole ledger whose claim does not hold or cannot be checked."""
+
+
+#: Mechanisms that decide a task's output label space O_t (exactly one per task).
+LABEL_SPACE_KINDS = frozenset(
+    {"ktsgd_label_release", "laplace_label_release", "label_oracle", "label_oracle_nonprivate", "data_independent"}
+)
+#: Mechanisms that train on a task's data (at least one per task).
+TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate"})
+
+#: L2 (Gaussian) or L1 (count) sensitivity of each query a mechanism may answer, under
+#: add/remove adjacency. The query is named by the entry; its sensitivity is the ledger's.
+QUERY_SENSITIVITY: dict[str, float] = {
+    # Σ f(x)/‖f(x)‖ per label: one individual changes one sum by a unit vector (Alg. 1, Eq. 9)
+    "class_sums_of_unit_norm_features": 1.0,
+    # |C_t(y)| per label: one individual changes one count by one (Eq. 7, Thm C.3)
+    "label_counts": 1.0,
+    # Σ clip_C(g_i) over a Poisson sample: one individual changes it by ≤ C; noise std σ·C
+    "clipped_gradient_sums": 1.0,  # in units of the clipping bound C
+}
+DEFAULT_QUERY = {
+    "ktsgd_label_release": "label_counts",
+    "laplace_label_release": "label_counts",
+    "dpsgd": "clipped_gradient_sums",
+    "dpsgd_buffer": "clipped_gradient_sums",
+}
+
+_COMMON = {"mechanism", "epsilon", "delta", "data", "note", "part", "query", "sensitivity",
+           "delta_achieved", "epsilon_accounted", "epsilon_target"}  # fmt: skip
+_DPSGD = {"noise_multiplier", "sample_rate", "steps", "accountant", "clip", "normaliser", "accountant_history"}
+#: The public parameters each mechanism kind may record; anything else is not a ledger field.
+PUBLIC_FIELDS: dict[str, frozenset[str]] = {
+    "gaussian": frozenset(_COMMON | {"sigma", "dimension"}),
+    "ktsgd_label_release": frozenset(_COMMON | {"k", "p"}),
+    "laplace_label_release": frozenset(_COMMON | {"tau"}),
+    "dpsgd": frozenset(_COMMON | _DPSGD),
+    "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks"}),
+    "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
+    "label_oracle": frozenset(_COMMON),
+    "label_oracle_nonprivate": frozenset(_COMMON),
+    "data_independent": frozenset(_COMMON),
+}
+
+
+def split_public(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(ledger entry, diagnostics) of a raw mechanism record: the kind's public fields, and the
+    rest (counts, clipped fractions, batch sizes, timings) for the run's non-private diagnostics."""
+    kind = entry.get("mechanism")
+    if kind not in PUBLIC_FIELDS:
+        raise LedgerError(f"unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
+    allowed = PUBLIC_FIELDS[kind]
+    return ({k: v for k, v in entry.items() if k in allowed},
+            {k: v for k, v in entry.items() if k not in allowed})  # fmt: skip
+
+
+def _num(v: Any) -> float:
+    return math.inf if v in ("inf", math.inf) else float(v)
+
+
+@functools.lru_cache(maxsize=256)
+def _dpsgd_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
+    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings)."""
+    from .sgd_accounting import epsilon as sgd_epsilon
+
+    return sgd_epsilon(sigma, sample_rate, steps, delta, accountant)
+
+
+def _check_sensitivity(kind: str, entry: dict[str, Any]) -> float:
+    """The query's sensitivity (from :data:`QUERY_SENSITIVITY`); the entry's own claim must agree."""
+    query = entry.get("query", DEFAULT_QUERY.get(kind))
+    if query not in QUERY_SENSITIVITY:
+        raise LedgerError(f"{kind} entry answers query {query!r}, whose sensitivity the ledger does not know; "
+                          f"known queries: {sorted(QUERY_SENSITIVITY)}")  # fmt: skip
+    derived = QUERY_SENSITIVITY[query]
+    stated = entry.get("sensitivity")
+    if isinstance(stated, (int, float)) and not math.isclose(float(stated), derived, rel_tol=1e-12):
+        raise LedgerError(f"{kind} entry states sensitivity {stated}, but query {query!r} has sensitivity "
+                          f"{derived} under add/remove adjacency")  # fmt: skip
+    return derived
+
+
+def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: int | None = None) -> dict[str, Any]:
+    """Check one entry from its public parameters; return the derived values to store with it.
+
+    Raises :class:`PrivacyBudgetExceeded` when the parameters give less privacy than claimed
+    and :class:`LedgerError` when the entry is malformed or cannot be checked. ``task`` and
+    ``n_tasks`` (the run's task count) let a buffer entry's reread count be checked.
+    """
+    kind = entry.get("mechanism")
+    if kind not in PUBLIC_FIELDS:
+        raise LedgerError(f"unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
+    extra = sorted(set(entry) - PUBLIC_FIELDS[kind])
+    if extra:
+        raise LedgerError(f"{kind} entry has fields {extra} that are not public parameters of the mechanism "
+                          "(counts and statistics of the data belong in the run's diagnostics)")  # fmt: skip
+    try:
+        eps, delta = _num(entry["epsilon"]), float(entry["delta"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise LedgerError(f"{kind} entry needs numeric 'epsilon' and 'delta' ({e})") from None
+    if not (eps >= 0 and 0 <= delta <= 1):
+        raise LedgerError(f"{kind} entry has ε = {eps}, δ = {delta}: need ε ≥ 0 and 0 ≤ δ ≤ 1")
+    derived: dict[str, Any] = {}
+    achieved: float | None = None
+    if kind in ("nonprivate", "label_oracle", "label_oracle_nonprivate"):
+        if not math.isinf(eps):
+            raise LedgerError(f"a {kind} entry gives no privacy and must say ε = inf, not ε = {eps}")
+    elif kind == "data_independent":
+        if eps != 0 or delta != 0:
+            raise LedgerError(f"a data_independent entry reads no data and must say ε = δ = 0, not ({eps}, {delta})")
+    elif math.isinf(eps):
+        raise LedgerError(f"a {kind} entry with ε = inf must be recorded as 'nonprivate'")
+    elif kind == "gaussian":
+        sens = _check_sensitivity(kind, entry)
+        achieved = gaussian_delta(float(entry["sigma"]), eps, sens)
+        derived["sensitivity"] = sens
+    elif kind == "ktsgd_label_release":
+        _check_sensitivity(kind, entry)
+        k = int(entry["k"])
+        if "p" in entry and not math.isclose(float(entry["p"]), -math.expm1(-eps), rel_tol=1e-9):
+            raise LedgerError(f"k-TSGD entry has p = {entry['p']}, but p = 1 − e^(−ε) = {-math.expm1(-eps)}")
+        achieved = tsgd_delta(k, eps)
+    elif kind == "laplace_label_release":
+        _check_sensitivity(kind, entry)
+        achieved = laplace_delta(float(entry["tau"]), eps)
+    elif kind in ("dpsgd", "dpsgd_buffer"):
+        _check_sensitivity(kind, entry)
+        steps = int(entry["steps"])
+        if kind == "dpsgd_buffer":
+            steps = _check_buffer(entry, task, n_tasks)
+        spent = _dpsgd_epsilon(float(entry["noise_multiplier"]), float(entry["sample_rate"]), steps, delta,
+                               str(entry.get("accountant", "prv")))  # fmt: skip
+        if spent > eps * (1 + 1e-9):
+            what = "buffer rereads" if kind == "dpsgd_buffer" else "DP-SGD run"
+            raise PrivacyBudgetExceeded(f"{what} claims ε={eps} but its accountant gives ε={spent:.6g}")
+        derived["epsilon_accounted"] = spent
+    if achieved is not None:
+        if achieved > delta * (1 + 1e-9):
+            raise PrivacyBudgetExceeded(
+                f"mechanism {kind} claims (ε={eps}, δ={delta}) but its parameters give δ={achieved:.3e}"
+            )
+        derived["delta_achieved"] = achieved
+    return derived
+
+
+def _check_buffer(entry: dict[str, Any], task: int | None, n_tasks: int | None) -> int:
+    """A buffer part's reread count: later_tasks × steps_per_task, later_tasks = T − 1 − t."""
+    if entry.get("part") != "reference":
+        raise LedgerError(f"a dpsgd_buffer entry must have part 'reference', got {entry.get('part')!r}")
+    per_task, later = int(entry["steps_per_task"]), int(entry["later_tasks"])
+    if later < 1 or int(entry["steps"]) != per_task * later:
+        raise PrivacyBudgetExceeded(
+            f"buffer entry counts steps={entry['steps']} but is reread {later} times × {per_task} steps"
+        )
+    if task is not None and n_tasks is not None and later != n_tasks - 1 - task:
+        raise PrivacyBudgetExceeded(
+            f"buffer entry of task {task} counts {later} later tasks, but a {n_tasks}-task run rereads it in "
+            f"{n_tasks - 1 - task}"
+        )
+    return per_task * later
+
+
+@dataclass
+class Ledger:
+    """Mechanisms applied in a run, per task, and the composed guarantee.
+
+    ``target`` is the run's configured (ε, δ); ``n_tasks`` the scenario's task count (public),
+    needed to check buffer rereads and that every task is accounted.
+    """
+
+    target: Budget
+    n_tasks: int | None = None
+    tasks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def add(self, task: int, entry: dict[str, Any]) -> None:
+        """Record a mechanism applied to task ``task``'s data (verified immediately)."""
+        task = int(task)
+        if self.n_tasks is not None and not 0 <= task < self.n_tasks:
+            raise LedgerError(f"entry for task {task} in a {self.n_tasks}-task run")
+        entry = {k: (math.inf if v == "inf" else v) for k, v in entry.items()}
+        entry.update(verify_mechanism(entry, task, self.n_tasks))
+        self.tasks.setdefault(task, []).append(entry)
+
+    def part_budgets(self, task: int) -> dict[str, Budget]:
+        """Per disjoint part of a task (entries with a ``part`` key): basic composition within it."""
+        parts: dict[str, Budget] = {}
+        for e in self.tasks.get(task, []):
+            if e.get("part") is not None:
+                b = parts.get(e["part"], Budget(0.0, 0.0))
+                parts[e["part"]] = Budget(b.epsilon + _num(e["epsilon"]), b.delta + float(e["delta"]))
+        return parts
+
+    def task_budget(self, task: int) -> Budget:
+        """Basic composition of the mechanisms applied to one task's data.
+
+        Entries without ``part`` touch all of D_t; entries with one touch only that part of
+        D_t, and the parts are disjoint (e.g. DP-A-GEM's train and reference parts, App.
+        D.4 (a)), so each individual pays the shared entries plus its own part's: the
+        worst part bounds everyone.
+        """
+        shared = [e for e in self.tasks.get(task, []) if e.get("part") is None]
+        parts = self.part_budgets(task).values()
+        return Budget(
+            sum(_num(e["epsilon"]) for e in shared) + max((b.epsilon for b in parts), default=0.0),
+            min(1.0, sum(float(e["delta"]) for e in shared) + max((b.delta for b in parts), default=0.0)),
+        )
+
+    def check_complete(self) -> None:
+        """Every task 0..T−1 has exactly one label-space entry and at least one training entry."""
+        n = self.n_tasks if self.n_tasks is not None else (max(self.tasks) + 1 if self.tasks else 0)
+        if n < 1:
+            raise LedgerError("a ledger needs at least one task")
+        extra = sorted(set(self.tasks) - set(range(n)))
+        if extra:
+            raise LedgerError(f"entries for tasks {extra} outside the run's {n} tasks")
+        for t in range(n):
+            kinds = [e["mechanism"] for e in self.tasks.get(t, [])]
+            n_label = sum(k in LABEL_SPACE_KINDS for k in kinds)
+            if n_label != 1:
+                raise LedgerError(f"task {t} has {n_label} label-space entries; every task needs exactly one")
+            if not any(k in TRAINING_KINDS for k in kinds):
+                raise LedgerError(f"task {t} has no training entry: the mechanism that trained on D_{t} is "
+                                  "missing from the ledger")  # fmt: skip
+
+    def total(self) -> Budget:
+        """Parallel composition over tasks (Thm B.7): the worst task's guarantee."""
+        if not self.tasks:
+            return Budget(0.0, 0.0)
+        budgets = [self.task_budget(t) for t in self.tasks]
+        return Budget(max(b.epsilon for b in budgets), max(b.delta for b in budgets))
+
+    @property
+    def leaky_baseline(self) -> bool:
+        """True if a deliberately non-DP baseline mechanism (the Label Oracle) was applied."""
+        return any(e["mechanism"] == "label_oracle" for es in self.tasks.values() for e in es)
+
+    def holds(self) -> bool:
+        """Whether the composed guarantee is within the target (always true if the target is ε = ∞)."""
+        if not self.target.private:
+            return True
+        total, t = self.total(), self.target
+        return total.epsilon <= t.epsilon * (1 + REL_TOL) and total.delta <= t.delta * (1 + REL_TOL)
+
+    def check(self) -> Budget:
+        """Raise :class:`PrivacyBudgetExceeded` if the composed guarantee exceeds the target.
+
+        The one exception is the Label Oracle baseline, which is not DP by construction
+        (Prop. 4.1): its ledger is written with ``guarantee_holds: false`` and ε = ∞ instead.
+        """
+        self.check_complete()
+        total = self.total()
+        t = self.target
+        if not self.holds() and not self.leaky_baseline:
+            raise PrivacyBudgetExceeded(
+                f"composed guarantee (ε={total.epsilon}, δ={total.delta}) exceeds the target "
+                f"(ε={t.epsilon}, δ={t.delta})"
+            )
+        return total
+
+    def _parts_dict(self, task: int) -> dict[str, Any]:
+        """The per-part budgets of a task, if it has disjoint parts (shown in privacy.json)."""
+        parts = self.part_budgets(task)
+        if not parts:
+            return {}
+        return {"parts": {"rule": "disjoint parts compose in parallel; shared entries (no part) add to each",
+                          **{p: {"epsilon": b.epsilon, "delta": b.delta} for p, b in parts.items()}}}  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        total = self.check()
+        return {
+            "adjacency": ADJACENCY,
+            "target": {"epsilon": self.target.epsilon, "delta": self.target.delta},
+            "private": self.target.private,
+            "guarantee_holds": self.holds() and not self.leaky_baseline,
+            "leaky_baseline": self.leaky_baseline,
+            "n_tasks": self.n_tasks if self.n_tasks is not None else len(self.tasks),
+            "tasks": [
+                {
+                    "task": t,
+                    "mechanisms": self.tasks[t],
+                    "composed": {
+                        "rule": "basic composition within the task",
+                        "epsilon": self.task_budget(t).epsilon,
+                        "delta": self.task_budget(t).delta,
+                    },
+                }
+                | self._parts_dict(t)
+                for t in sorted(self.tasks)
+            ],
+            "overall": {
+                "rule": "parallel composition across tasks (paper 000 Thm B.7)",
+                "epsilon": total.epsilon,
+                "delta": total.delta,
+            },
+        }
+
+
+DERIVED = ("delta_achieved", "epsilon_accounted")
+
+
+def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_tasks: int | None = None) -> dict:
+    """Re-verify a written ``privacy.json`` from its parameters alone.
+
+    Every entry is re-derived (stored derived values are ignored and recomputed), the
+    composition is recomputed and compared with the file's ``overall`` and
+    ``guarantee_holds``; ``target``/``n_tasks`` override the file's (e.g. the config's).
+    Returns a summary; raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming
+    the first entry (task, position, mechanism) whose claim does not hold.
+    """
+    for key in ("target", "tasks", "overall"):
+        if key not in privacy:
+            raise LedgerError(f"not a privacy ledger: no {key!r} key")
+    if target is None:
+        target = Budget(_num(privacy["target"]["epsilon"]), float(privacy["target"]["delta"]))
+    else:
+        stated = Budget(_num(privacy["target"]["epsilon"]), float(privacy["target"]["delta"]))
+        if stated != target:
+            raise LedgerError(f"the file states target (ε={stated.epsilon}, δ={stated.delta}), but the "
+                              f"config's is (ε={target.epsilon}, δ={target.delta})")  # fmt: skip
+    if n_tasks is None:
+        n_tasks = int(privacy.get("n_tasks", len(privacy["tasks"])))
+    ledger = Ledger(target, n_tasks)
+    for task in privacy["tasks"]:
+        t = int(task["task"])
+        for i, entry in enumerate(task["mechanisms"]):
+            raw = {k: v for k, v in entry.items() if k not in DERIVED}
+            try:
+                ledger.add(t, raw)
+            except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
+                cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
+                raise cls(f"task {t}, entry {i} ({entry.get('mechanism')!r}): {e}") from None
+    total = ledger.check()
+    stated = privacy["overall"]
+    if _num(stated["epsilon"]) < total.epsilon * (1 - 1e-12) or float(stated["delta"]) < total.delta * (1 - 1e-12):
+        raise PrivacyBudgetExceeded(
+            f"overall: the file states (ε={stated['epsilon']}, δ={stated['delta']}), but its entries compose to "
+            f"(ε={total.epsilon}, δ={total.delta})"
+        )
+    holds = ledger.holds() and not ledger.leaky_baseline
+    if bool(privacy.get("guarantee_holds")) != holds:
+        raise LedgerError(f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}")
+    return {"target": {"epsilon": target.epsilon, "delta": target.delta}, "n_tasks": n_tasks,
+            "entries": sum(len(v) for v in ledger.tasks.values()),
+            "overall": {"epsilon": total.epsilon, "delta": total.delta}, "guarantee_holds": holds,
+            "leaky_baseline": ledger.leaky_baseline}  # fmt: skip

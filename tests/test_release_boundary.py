@@ -1,0 +1,210 @@
+"""The release boundary (DESIGN §4): a run's release is its released outputs plus privacy.json,
+and nothing in them depends on the private data except through an accounted mechanism.
+
+Neighbour invariance, for every learner: the same seed on a data set D, on D plus one
+individual and on D minus one individual, through the real stages (Fashion-MNIST idx files,
+features from a tiny ViT, scenario, label release, training, evaluation), must give a
+byte-identical privacy.json and identical metrics apart from what is evaluated on the test
+set or released through a mechanism. The per-run diagnostics (marked non-private) are where
+the counts go, and they do differ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dpcl.config import run_targets
+from dpcl.data.datasets import FASHION_MNIST_FILES, write_idx
+from dpcl.io import read_json
+
+pytestmark = pytest.mark.slow
+
+EPS = [1.0, math.inf]
+METHODS = ["oracle", "base", "release-f0.1"]
+HEADS = ["peft_head", "naive_head", "noncl_head"]
+FILM_BASELINES = ["naive_film", "noncl_film", "agem_film"]
+FILM_RUN = ("1", "base")  # FiLM learners: one private run each (ε tag, label method) that trains on every class
+DPSGD = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
+FILM_DPSGD = {**DPSGD, "epochs": 1.0}
+BACKBONE = {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32, "batch_size": 64}
+#: metrics that are evaluated on the (non-private) test set or are a released output (|O_t|)
+EVALUATED = {"acc", "average_accuracy", "average_forgetting", "final_accuracy", "final_forgetting",
+             "acc_by_aggregation", "final_accuracy_by_aggregation", "released_labels"}  # fmt: skip
+
+
+def _images(labels: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+    protos = np.random.default_rng(123).uniform(0, 255, size=(10, 7, 7))
+    base = np.kron(protos[labels], np.ones((4, 4)))
+    return np.clip(base + gen.normal(0, 40, base.shape), 0, 255).astype(np.uint8)
+
+
+def _write_fmnist(root, x, y, xt, yt) -> None:
+    root.mkdir(parents=True)
+    for key, arr in (("train_images", x), ("train_labels", y), ("test_images", xt), ("test_labels", yt)):
+        write_idx(root / FASHION_MNIST_FILES[key].name, arr)
+
+
+def _neighbours(tmp):
+    """D, D + one individual (appended: everyone else keeps their id) and D − the last one."""
+    gen = np.random.default_rng(0)
+    y = np.repeat(np.arange(10), 10).astype(np.uint8)
+    gen.shuffle(y)
+    x = _images(y, gen)
+    yt = np.repeat(np.arange(10), 4).astype(np.uint8)
+    xt = _images(yt, gen)
+    extra_y = np.array([3], np.uint8)
+    extra_x = _images(extra_y, gen)
+    sets = {"D": (x, y), "D+1": (np.concatenate([x, extra_x]), np.concatenate([y, extra_y])),
+            "D-1": (x[:-1], y[:-1])}  # fmt: skip
+    for name, (a, b) in sets.items():
+        _write_fmnist(tmp / name / "raw", a, b, xt, yt)
+    return list(sets)
+
+
+def _run_everything(work):
+    """Every learner's stage on one data set, as the workflow runs them; returns the run folder."""
+    from dpcl.film_stages import film_baseline_stage, film_eval_stage, film_member_stage
+    from dpcl.stages import (
+        agem_sweep,
+        build_scenario,
+        cache_features,
+        cosine_sweep,
+        head_learner_sweep,
+        release_label_spaces,
+    )
+
+    raw, res = work / "raw", work / "results"
+    dcfg = {"subset_seed": 0}
+    for split in ("train", "test"):
+        cache_features("fashion_mnist", raw, split, dcfg, "vit", BACKBONE, res / f"{split}.npz", progress=False)
+    sc = res / "scenario.json"
+    build_scenario("fashion_mnist", raw, dcfg, "disjoint", 2, 0, sc)
+    runs = res / "runs"
+    pairs = [(("inf" if math.isinf(e) else f"{e:g}"), m) for e in EPS for m in METHODS]
+    labels = {p: str(res / "labels" / f"eps{p[0]}" / f"{p[1]}.json") for p in pairs}
+    release_label_spaces("fashion_mnist", raw, sc, METHODS, EPS, 1e-5, 0, labels)
+    targets = run_targets(EPS, 1e-5)
+
+    def out(learner, p, kind):
+        return str(runs / learner / f"eps{p[0]}" / p[1] / f"{kind}.json")
+
+    cosine_sweep(res / "train.npz", res / "test.npz", sc,
+                 [{"labels": labels[p], "metrics": out("cosine", p, "metrics"), "privacy": out("cosine", p, "privacy"),
+                   "diagnostics": out("cosine", p, "diagnostics")} for p in pairs], targets=targets)  # fmt: skip
+    head_learner_sweep(res / "train.npz", res / "test.npz", sc,
+                       [{"labels": labels[p], "outputs": {lr: tuple(out(lr, p, k) for k in ("metrics", "privacy",
+                         "diagnostics")) for lr in HEADS}} for p in pairs], HEADS, DPSGD, targets=targets)  # fmt: skip
+    agem_sweep(res / "train.npz", res / "test.npz", sc,
+               [{"labels": labels[p], "metrics": out("agem_head", p, "metrics"),
+                 "privacy": out("agem_head", p, "privacy"), "diagnostics": out("agem_head", p, "diagnostics")}
+                for p in pairs], DPSGD, {"buffer_fraction": 0.3}, targets=targets)  # fmt: skip
+    lab = labels[FILM_RUN]
+    common = ("fashion_mnist", raw, dcfg, BACKBONE, sc, lab)
+    members = [str(runs / "peft_film" / "members" / f"task{t}.npz") for t in range(2)]
+    records = [m.replace(".npz", ".json") for m in members]
+    for t in range(2):
+        film_member_stage(*common, t, FILM_DPSGD, 16, "cpu", members[t], records[t], backbone_name="vit")
+    film_eval_stage(*common, members, records, FILM_DPSGD, "argmax", "cpu", out("peft_film", FILM_RUN, "metrics"),
+                    out("peft_film", FILM_RUN, "privacy"), targets=targets,
+                    out_diagnostics=out("peft_film", FILM_RUN, "diagnostics"))  # fmt: skip
+    for learner in FILM_BASELINES:
+        film_baseline_stage(learner, *common, FILM_DPSGD, 16, "cpu", out(learner, FILM_RUN, "metrics"),
+                            out(learner, FILM_RUN, "privacy"), out(learner, FILM_RUN, "model").replace(".json", ".npz"),
+                            agem_cfg={"buffer_fraction": 0.3}, targets=targets,
+                            out_diagnostics=out(learner, FILM_RUN, "diagnostics"), backbone_name="vit")  # fmt: skip
+    return runs
+
+
+@pytest.fixture(scope="module")
+def neighbour_runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("neighbours")
+    return {name: _run_everything(tmp / name) for name in _neighbours(tmp)}
+
+
+LEARNERS = ["cosine", *HEADS, "agem_head", "peft_film", *FILM_BASELINES]
+
+
+def _run_dirs(runs, learner):
+    return sorted(p.parent.relative_to(runs) for p in (runs / learner).rglob("privacy.json"))
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_privacy_json_is_byte_identical_on_neighbouring_data(neighbour_runs, learner):
+    d = neighbour_runs["D"]
+    dirs = _run_dirs(d, learner)
+    assert len(dirs) == (1 if "film" in learner else len(EPS) * len(METHODS))
+    for name in ("D+1", "D-1"):
+        other = neighbour_runs[name]
+        assert _run_dirs(other, learner) == dirs
+        for run in dirs:
+            a, b = (r / run / "privacy.json" for r in (d, other))
+            assert a.read_bytes() == b.read_bytes(), f"{learner} {run}: privacy.json depends on the data ({name})"
+
+
+@pytest.mark.parametrize("learner", LEARNERS)
+def test_metrics_differ_only_in_evaluated_fields_and_counts_live_in_diagnostics(neighbour_runs, learner):
+    d, plus = neighbour_runs["D"], neighbour_runs["D+1"]
+    diag_differs = False
+    for run in _run_dirs(d, learner):
+        ma, mb = (read_json(r / run / "metrics.json") for r in (d, plus))
+        assert set(ma) == set(mb)
+        for key in set(ma) - EVALUATED:
+            assert ma[key] == mb[key], f"{learner} {run}: metrics key {key!r} depends on the data"
+        da, db = ((r / run / "diagnostics.json").read_text() for r in (d, plus))
+        assert next(iter(json.loads(da))) == "non_private" and "NOT PRIVATE" in json.loads(da)["non_private"]
+        diag_differs |= da != db
+    assert diag_differs, f"{learner}: the extra individual changed no diagnostic count: is it in the data at all?"
+
+
+def _keys_and_strings(obj, keys, strings):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            keys.add(k)
+            _keys_and_strings(v, keys, strings)
+    elif isinstance(obj, list):
+        for v in obj:
+            _keys_and_strings(v, keys, strings)
+    elif isinstance(obj, str):
+        strings.append(obj)
+
+
+def test_no_count_or_statistic_reaches_a_release_file(neighbour_runs):
+    import re
+
+    banned = {"kept", "dropped", "samples", "mean_clipped_fraction", "mean_batch_size", "mean_buffer_batch_size",
+              "train_samples", "buffer_samples_before", "seconds", "noised_labels", "projected_fraction", "tasks_detail",
+              "agem_tasks"}  # fmt: skip
+    count_phrase = re.compile(r"\d+\s+(kept|dropped|samples|images)")
+    for runs in neighbour_runs.values():
+        for path in [*runs.rglob("privacy.json"), *runs.rglob("metrics.json")]:
+            keys, strings = set(), []
+            _keys_and_strings(read_json(path), keys, strings)
+            assert not keys & banned, f"{path}: {sorted(keys & banned)}"
+            assert not [s for s in strings if count_phrase.search(s)], path
+
+
+def test_model_files_have_the_same_shape_on_neighbouring_data(neighbour_runs):
+    d, plus = neighbour_runs["D"], neighbour_runs["D+1"]
+    models = sorted(p.relative_to(d) for p in d.rglob("*.npz"))
+    assert len(models) >= 3
+    for rel in models:
+        with np.load(d / rel) as a, np.load(plus / rel) as b:
+            assert sorted(a.files) == sorted(b.files)
+            assert all(a[k].shape == b[k].shape for k in a.files)
+
+
+def test_ledgers_of_every_learner_verify_from_their_parameters(neighbour_runs):
+    from dpcl.privacy.accounting import Budget
+    from dpcl.privacy.ledger import verify_privacy
+
+    for path in neighbour_runs["D"].rglob("privacy.json"):
+        p = read_json(path)
+        eps = math.inf if p["target"]["epsilon"] == "inf" else float(p["target"]["epsilon"])
+        summary = verify_privacy(p, target=Budget(eps, 0.0 if math.isinf(eps) else 1e-5), n_tasks=2)
+        assert summary["guarantee_holds"] == ("oracle" not in str(path))
+        assert p["hyperparameters"]["private_data_used"] is False
+        assert p["adjacency"].startswith("add/remove")
