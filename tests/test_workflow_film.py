@@ -132,7 +132,9 @@ def test_agem_film_writes_model_metrics_and_the_agem_privacy_block(film_run):
     steps = max(1, round(m["dpsgd"]["epochs"] / m["dpsgd"]["sample_rate"]))  # DPSGDConfig.steps
     assert m["learner"] == "agem_film" and m["agem"]["buffer_fraction"] == 0.3
     # T = 2 and q_ref = q: the buffer's worst case is (T − 1)·steps = steps reads, so σ_ref = σ
-    assert m["buffer_noise_multiplier"] == m["noise_multiplier"] > 0 and len(m["tasks"]) == 2
+    assert m["buffer_noise_multiplier"] == m["noise_multiplier"] > 0 and "tasks" not in m  # sizes: diagnostics
+    diag = json.loads((run / "diagnostics.json").read_text())
+    assert next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 2
     t0 = {mech.get("part"): mech for mech in led["tasks"][0]["mechanisms"]}
     assert t0["train"]["steps"] == steps and t0["train"]["noise_multiplier"] == m["noise_multiplier"]
     buf = t0["reference"]
