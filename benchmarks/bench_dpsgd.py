@@ -16,7 +16,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from dpcl.dpsgd import DPSGDConfig, LinearHead, train_head
+from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
 
 def main() -> None:

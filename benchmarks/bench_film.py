@@ -22,8 +22,8 @@ import timm
 import torch
 
 from dpcl.backbones import Preprocessing
-from dpcl.dpsgd import DPSGDConfig
-from dpcl.film import film_parameter_count, train_film
+from dpcl.training.film import film_parameter_count, train_film
+from dpcl.training.heads import DPSGDConfig
 
 
 def main() -> None:

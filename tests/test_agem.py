@@ -11,13 +11,13 @@ import dpcl.learners.agem as agem_mod
 from dpcl.config import eps_tag
 from dpcl.data.label_space import output_label_spaces, parse_label_method
 from dpcl.data.scenarios import disjoint_scenario
-from dpcl.dpsgd import DPSGDConfig
 from dpcl.io import read_json, write_json
 from dpcl.learners.agem import AGEMConfig, agem_noise, buffer_record, project, reference_mask, run_agem_head
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
-from dpcl.stages import run_agem
+from dpcl.stages.agem import run_agem
+from dpcl.training.heads import DPSGDConfig
 
 CFG = DPSGDConfig(sample_rate=0.5, epochs=4, lr=0.05, clip=1.0, normaliser=20.0)
 
@@ -193,7 +193,7 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
 
 
 def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
-    from dpcl.stages import desai_figure
+    from dpcl.stages.agem import desai_figure
 
     x, y, xt, yt = _synthetic()
     sc = disjoint_scenario(y, 3, seed=0)

@@ -1,7 +1,7 @@
 """DP-A-GEM with FiLM (paper 000 App. D.4): buffer, projection, noise, ledger, determinism.
 
 A tiny random-init timm ViT (the helpers of test_film.py) on CPU; images round-trip
-through idx files. Every check runs the real training loop (:func:`dpcl.film.train_film`
+through idx files. Every check runs the real training loop (:func:`dpcl.training.film.train_film`
 with a buffer mechanism) through :func:`dpcl.learners.agem_film.run_agem_film`.
 """
 
@@ -14,16 +14,16 @@ import pytest
 import torch
 from test_film import PRE, SIZE, colour_images, film_state, vit  # noqa: F401  (vit: fixture)
 
-import dpcl.film as film_mod
 import dpcl.learners.agem_film as agem_film_mod
-from dpcl.dpsgd import DPSGDConfig
-from dpcl.film import BufferMechanism, train_film
+import dpcl.training.film as film_mod
 from dpcl.learners.agem import AGEMConfig, agem_noise, privacy_summary, reference_mask
 from dpcl.learners.agem_film import run_agem_film
 from dpcl.privacy.accounting import Budget
 from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.seeding import rng
+from dpcl.training.film import BufferMechanism, train_film
+from dpcl.training.heads import DPSGDConfig
 
 CFG = DPSGDConfig(sample_rate=0.5, epochs=1.0, lr=1e-2, clip=1.0, normaliser=8.0)  # 2 steps per task
 T = 3

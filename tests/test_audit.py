@@ -14,7 +14,7 @@ import pytest
 from scipy.special import ndtr
 from scipy.stats import binom
 
-from dpcl.privacy.attack import (
+from dpcl.audits.attack import (
     TABLE_COLUMNS,
     attack_table,
     attack_table_markdown,
@@ -22,7 +22,7 @@ from dpcl.privacy.attack import (
     expected_attack_accuracy,
     label_space_attack,
 )
-from dpcl.privacy.audit import (
+from dpcl.audits.audit import (
     attainable_lower_bound,
     audit_gaussian_sums,
     audit_label_release,

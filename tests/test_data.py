@@ -235,7 +235,7 @@ def test_blurry_samples_figure_numbers(tmp_path):
 
 
 def test_holdout_fraction_sets_aside_a_public_tuning_share(fake_fmnist, tmp_path):
-    from dpcl.stages import dataset_subset, obtain_dataset
+    from dpcl.stages.data import dataset_subset, obtain_dataset
 
     root, _ = fake_fmnist
     manifest = tmp_path / "fm" / "MANIFEST.json"

@@ -216,7 +216,8 @@ def test_five_datasets_composite_and_all_task_orders(tmp_path):
 
 def test_pipeline_stages_with_a_variant_name(tmp_path, imagenet_r):
     """obtain_dataset -> dataset_subset -> build_scenario for ``imagenet_r__s1`` (a variant key)."""
-    from dpcl.stages import build_scenario, dataset_subset, obtain_dataset
+    from dpcl.stages.data import dataset_subset, obtain_dataset
+    from dpcl.stages.scenarios import build_scenario
 
     src, f, wnids, _ = imagenet_r
     assert base_name("imagenet_r__s1") == "imagenet_r"

@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from dpcl.dpsgd import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms, train_head
 from dpcl.learners.aggregation import aggregate
 from dpcl.learners.peft import dpsgd_noise, run_head_learner
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
+from dpcl.training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms, train_head
 
 
 def _toy(n=60, dim=7, k=4, seed=0):
@@ -164,7 +164,7 @@ def test_head_learners_deterministic_and_shaped(learner):
 
 def test_tuning_split_and_tuned_config():
     pytest.importorskip("optuna")
-    from dpcl.tuning import LR_RANGE, split_tuning_set, tune_head
+    from dpcl.training.tuning import LR_RANGE, split_tuning_set, tune_head
 
     y = np.repeat([3, 7], [50, 30])
     tr, va = split_tuning_set(y, 0)

@@ -15,9 +15,14 @@ import torch.nn as nn
 
 from dpcl.backbones import Preprocessing
 from dpcl.data.datasets import read_idx, write_idx
-from dpcl.dpsgd import DPSGDConfig
 from dpcl.features import preprocess_batch
-from dpcl.film import (
+from dpcl.learners.peft import dpsgd_noise, run_film_learner
+from dpcl.privacy.accounting import Budget
+from dpcl.privacy.ledger import Ledger, split_public
+from dpcl.privacy.sgd_accounting import SIGMA_RTOL
+from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
+from dpcl.seeding import rng
+from dpcl.training.film import (
     FilmMember,
     clipped_grad_sum,
     film_logits,
@@ -26,15 +31,9 @@ from dpcl.film import (
     film_parameter_names,
     gaussian_noise_like,
     pretrained_member,
-    run_film_learner,
     train_film,
 )
-from dpcl.learners.peft import dpsgd_noise
-from dpcl.privacy.accounting import Budget
-from dpcl.privacy.ledger import Ledger, split_public
-from dpcl.privacy.sgd_accounting import SIGMA_RTOL
-from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
-from dpcl.seeding import rng
+from dpcl.training.heads import DPSGDConfig
 
 timm = pytest.importorskip("timm")
 
@@ -379,7 +378,14 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
     scored on the 30 %; the chosen q is kept and Adam's lr scaled by √(1/0.7)."""
     pytest.importorskip("optuna")
     from dpcl.privacy.sgd_accounting import noise_multiplier
-    from dpcl.tuning import CLIP_RANGE, LR_RANGE, MIN_BATCH, TRAIN_FRACTION, split_tuning_set, tune_film
+    from dpcl.training.tuning import (
+        CLIP_RANGE,
+        LR_RANGE,
+        MIN_BATCH,
+        TRAIN_FRACTION,
+        split_tuning_set,
+        tune_film,
+    )
 
     x, y = colour_images(18, 3, seed=12, tmp_path=tmp_path, name="tune")  # small: every trial trains FiLM
     y = y + 4  # dataset labels need not be row indices
@@ -419,7 +425,7 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
 
 def test_tune_film_rejects_a_too_small_tuning_set(vit):
     pytest.importorskip("optuna")
-    from dpcl.tuning import tune_film
+    from dpcl.training.tuning import tune_film
 
     x = np.zeros((8, SIZE, SIZE, 3), np.uint8)
     with pytest.raises(ValueError, match="tuning set too small.*tune_per_class"):
@@ -429,8 +435,8 @@ def test_tune_film_rejects_a_too_small_tuning_set(vit):
 
 
 def test_tuned_config_replaces_the_configured_one_for_its_epsilon_only(tmp_path):
-    from dpcl.film_stages import resolve_film_dpsgd
     from dpcl.io import write_json
+    from dpcl.stages.film import resolve_film_dpsgd
 
     configured = {"sample_rate": 0.25, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 128.0}
     assert resolve_film_dpsgd(configured, None, "1") == (configured, False)
@@ -449,8 +455,8 @@ def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path
     """metrics.json's ``dpsgd``/``tuned`` must describe the members: a stale member (trained
     before tuning, or with other hyperparameters) is named before any evaluation work."""
     from dpcl.data.scenarios import Scenario
-    from dpcl.film_stages import film_eval_stage
     from dpcl.io import write_json
+    from dpcl.stages.film import film_eval_stage
 
     sc = Scenario("disjoint-t2", 0, [0, 1, 2], [[0, 1], [2]], [np.arange(4), np.arange(4, 6)])
     write_json(tmp_path / "scenario.json", sc.to_dict())

@@ -16,11 +16,12 @@ from dpcl.cli import main
 from dpcl.config import eps_tag
 from dpcl.data.label_space import output_label_spaces, parse_label_method
 from dpcl.data.scenarios import disjoint_scenario
-from dpcl.dpsgd import DPSGDConfig
 from dpcl.io import read_json, write_json
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import LedgerError, verify_privacy
-from dpcl.stages import run_agem, run_cosine
+from dpcl.stages.agem import run_agem
+from dpcl.stages.cosine import run_cosine
+from dpcl.training.heads import DPSGDConfig
 
 T = 5
 CFG = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.05, clip=1.0, normaliser=16.0)

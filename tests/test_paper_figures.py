@@ -29,7 +29,7 @@ from dpcl.report.paper_figures import (
     task_series,
 )
 from dpcl.seeding import rng
-from dpcl.stages import paper_figures
+from dpcl.stages.paper_figures import paper_figures
 
 FULL_METHODS = ["oracle", "base", "public-x10", "public-x100", "public-x1000",
                 "release-f0.025", "release-f0.1", "release-f0.5", "release-laplace-f0.1"]  # fmt: skip

@@ -20,7 +20,7 @@ from dpcl.report.paper_tables import (
     to_markdown,
     to_tidy,
 )
-from dpcl.stages import build_paper_tables as stage_build
+from dpcl.stages.paper_tables import build_paper_tables as stage_build
 
 SEEDS = range(5)
 ACC = [0.70, 0.72, 0.74, 0.76, 0.78]  # per seed: (2nd worst, median, 2nd best) = (72, 74, 76) %, mean 74

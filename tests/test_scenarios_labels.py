@@ -224,7 +224,8 @@ def cifar_run(tmp_path):
 
     from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, load_dataset, obtain_cifar
     from dpcl.io import read_json
-    from dpcl.stages import build_scenario, release_label_spaces
+    from dpcl.stages.labels import release_label_spaces
+    from dpcl.stages.scenarios import build_scenario
 
     src = tmp_path / "mirror"
     src.mkdir()
@@ -279,7 +280,7 @@ def test_stage_label_files_carry_the_remap_spec(cifar_run):
 
 def test_cosine_stage_trains_on_exactly_the_remapped_task_data(cifar_run):
     from dpcl.learners.cosine import normalize_rows
-    from dpcl.stages import run_cosine
+    from dpcl.stages.cosine import run_cosine
 
     sc, files, train, test, (ftr, fte) = cifar_run
     idx = np.arange(len(train.labels))
@@ -299,7 +300,7 @@ def test_cosine_stage_trains_on_exactly_the_remapped_task_data(cifar_run):
 
 def test_head_stage_hands_the_learners_the_remapped_task_data(cifar_run, monkeypatch):
     import dpcl.learners.peft as peft
-    from dpcl.stages import run_head_learners
+    from dpcl.stages.heads import run_head_learners
 
     sc, files, train, test, (ftr, fte) = cifar_run
     labels = files["public-x2-c50-parent"]

@@ -1,7 +1,7 @@
-"""DP-A-GEM baseline runs of one seed (thin wrapper: dpcl.stages.agem_sweep)."""
+"""DP-A-GEM baseline runs of one seed (thin wrapper: dpcl.stages.agem.agem_sweep)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import agem_sweep
+from dpcl.stages.agem import agem_sweep
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

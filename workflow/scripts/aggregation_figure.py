@@ -1,7 +1,7 @@
-"""Fig. A2 of one benchmark (thin wrapper: dpcl.stages.aggregation_figure)."""
+"""Fig. A2 of one benchmark (thin wrapper: dpcl.stages.report.aggregation_figure)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import aggregation_figure
+from dpcl.stages.report import aggregation_figure
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""Fig. 7 right panel for an i-Blurry benchmark (thin wrapper: dpcl.stages.blurry_figure)."""
+"""Fig. 7 right panel for an i-Blurry benchmark (thin wrapper: dpcl.stages.report.blurry_figure)."""
 
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages import blurry_figure
+from dpcl.stages.report import blurry_figure
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

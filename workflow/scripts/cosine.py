@@ -1,7 +1,7 @@
-"""DP cosine classifier runs of one seed (thin wrapper: dpcl.stages.cosine_sweep)."""
+"""DP cosine classifier runs of one seed (thin wrapper: dpcl.stages.cosine.cosine_sweep)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import cosine_sweep
+from dpcl.stages.cosine import cosine_sweep
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,7 +1,7 @@
-"""Fig. 3: comparison with Desai et al. in the Base Dataset setting (thin wrapper: dpcl.stages.desai_figure)."""
+"""Fig. 3: comparison with Desai et al. in the Base Dataset setting (thin wrapper: dpcl.stages.agem.desai_figure)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import desai_figure
+from dpcl.stages.agem import desai_figure
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""Cache backbone features of one dataset split (thin wrapper: dpcl.stages.cache_features)."""
+"""Cache backbone features of one dataset split (thin wrapper: dpcl.stages.features.cache_features)."""
 
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages import cache_features
+from dpcl.stages.features import cache_features
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.film_stages.film_baseline_stage)."""
+"""One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.stages.film.film_baseline_stage)."""
 
 from pathlib import Path
 
-from dpcl.film_stages import film_baseline_stage
 from dpcl.io import tee_stderr
+from dpcl.stages.film import film_baseline_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""Evaluate one PEFT FiLM ensemble run (thin wrapper: dpcl.film_stages.film_eval_stage)."""
+"""Evaluate one PEFT FiLM ensemble run (thin wrapper: dpcl.stages.film.film_eval_stage)."""
 
 from pathlib import Path
 
-from dpcl.film_stages import film_eval_stage
 from dpcl.io import tee_stderr
+from dpcl.stages.film import film_eval_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""One PEFT FiLM member (thin wrapper: dpcl.film_stages.film_member_stage)."""
+"""One PEFT FiLM member (thin wrapper: dpcl.stages.film.film_member_stage)."""
 
 from pathlib import Path
 
-from dpcl.film_stages import film_member_stage
 from dpcl.io import tee_stderr
+from dpcl.stages.film import film_member_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,7 +1,7 @@
-"""DP-SGD head learners of one seed (thin wrapper: dpcl.stages.head_learner_sweep)."""
+"""DP-SGD head learners of one seed (thin wrapper: dpcl.stages.heads.head_learner_sweep)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import head_learner_sweep
+from dpcl.stages.heads import head_learner_sweep
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,7 +1,7 @@
-"""results/report.html from every table and figure of the run (thin wrapper: dpcl.stages.html_report)."""
+"""results/report.html from every table and figure of the run (thin wrapper: dpcl.stages.paper_figures.html_report)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import html_report
+from dpcl.stages.paper_figures import html_report
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,9 +1,9 @@
-"""Output label spaces of one seed for every (ε, label method) (thin: dpcl.stages.release_label_spaces)."""
+"""Output label spaces of one seed for every (ε, label method) (thin: dpcl.stages.labels.release_label_spaces)."""
 
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages import release_label_spaces
+from dpcl.stages.labels import release_label_spaces
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

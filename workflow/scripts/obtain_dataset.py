@@ -1,7 +1,7 @@
-"""Obtain a data set (thin wrapper: see dpcl.stages.obtain_dataset)."""
+"""Obtain a data set (thin wrapper: see dpcl.stages.data.obtain_dataset)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import obtain_dataset
+from dpcl.stages.data import obtain_dataset
 
 tee_stderr(snakemake.log[0])  # noqa: F821
 obtain_dataset(snakemake.wildcards.dataset, snakemake.output[0], snakemake.params.cfg)  # noqa: F821

@@ -1,7 +1,7 @@
-"""Figs. 4-7 (left), A3, A4 and per-benchmark A5-A9 of the paper (thin wrapper: dpcl.stages.paper_figures)."""
+"""Figs. 4-7 (left), A3, A4 and per-benchmark A5-A9 of the paper (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import paper_figures
+from dpcl.stages.paper_figures import paper_figures
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

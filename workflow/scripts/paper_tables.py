@@ -1,9 +1,9 @@
-"""Tables A3-A10 in the paper's layout beside the published numbers (thin wrapper: dpcl.stages.build_paper_tables)."""
+"""Tables A3-A10 in the paper's layout beside the published numbers (thin wrapper: dpcl.stages.paper_tables.build_paper_tables)."""
 
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages import build_paper_tables
+from dpcl.stages.paper_tables import build_paper_tables
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

@@ -1,10 +1,8 @@
-"""Fig. 2 and Fig. A1 (thin wrapper: dpcl.report.figures.plot_label_drop)."""
+"""Fig. 2 and Fig. A1 (thin wrapper: dpcl.stages.privacy.privacy_figures)."""
 
 from dpcl.io import tee_stderr
-from dpcl.report.figures import plot_label_drop
+from dpcl.stages.privacy import privacy_figures
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-c = sm.params.cfg
-plot_label_drop(c["epsilons"], c["deltas"], c["max_class_size"], list(sm.output.fig2))
-plot_label_drop(c["epsilons"], c["deltas"], c["max_class_size"], list(sm.output.figA1), lower_bound=True)
+privacy_figures(sm.params.cfg, sm.output.fig2, sm.output.figA1)

@@ -1,7 +1,7 @@
-"""Tables and figures of one benchmark and learner (thin wrapper: dpcl.stages.build_report)."""
+"""Tables and figures of one benchmark and learner (thin wrapper: dpcl.stages.report.build_report)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import build_report
+from dpcl.stages.report import build_report
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

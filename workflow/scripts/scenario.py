@@ -1,10 +1,10 @@
-"""Task split of one seed (thin wrapper: dpcl.stages.build_scenario)."""
+"""Task split of one seed (thin wrapper: dpcl.stages.scenarios.build_scenario)."""
 
 import re
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages import build_scenario
+from dpcl.stages.scenarios import build_scenario
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

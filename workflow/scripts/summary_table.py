@@ -1,7 +1,7 @@
-"""Table of every learner of one benchmark (thin wrapper: dpcl.stages.build_summary_table)."""
+"""Table of every learner of one benchmark (thin wrapper: dpcl.stages.report.build_summary_table)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import build_summary_table
+from dpcl.stages.report import build_summary_table
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

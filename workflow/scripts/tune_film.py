@@ -1,9 +1,9 @@
-"""Tune the FiLM learners' DP-SGD hyperparameters for one seed (thin: dpcl.film_stages.tune_film_stage)."""
+"""Tune the FiLM learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.film.tune_film_stage)."""
 
 from pathlib import Path
 
-from dpcl.film_stages import tune_film_stage
 from dpcl.io import tee_stderr
+from dpcl.stages.film import tune_film_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

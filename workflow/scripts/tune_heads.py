@@ -1,7 +1,7 @@
-"""Tune the head learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.tune_head_learners)."""
+"""Tune the head learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.heads.tune_head_learners)."""
 
 from dpcl.io import tee_stderr
-from dpcl.stages import tune_head_learners
+from dpcl.stages.heads import tune_head_learners
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])

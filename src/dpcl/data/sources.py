@@ -1,5 +1,6 @@
 """The paper's other datasets (paper 000 App. E "Datasets" and "Licenses"): MNIST, SVHN,
-notMNIST, ImageNet-R and the composite 5-datasets.
+notMNIST, ImageNet-R and the composite 5-datasets. (One concept in one module: the acquisition
+and loaders of the paper's data sets beyond Fashion-MNIST and CIFAR, which share its helpers.)
 
 Every ``obtain_*`` places the official file(s) in a resources folder (copied from
 ``local_dir`` when the user put them there by hand, else downloaded from the official

@@ -45,9 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..dpsgd import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..seeding import rng
+from ..training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
+from ..training.projection import project
 from .aggregation import aggregate
 from .peft import dpsgd_noise
 
@@ -219,14 +220,6 @@ def _noisy_clipped_sum(
     return g_w, g_b, clipped
 
 
-def project(g: np.ndarray, g_ref: np.ndarray) -> tuple[np.ndarray, bool]:
-    """A-GEM projection (Eq. A102): g − (gᵀg_ref / g_refᵀg_ref) g_ref if gᵀg_ref < 0, else g."""
-    dot = float(g.ravel() @ g_ref.ravel())
-    if dot >= 0.0:
-        return g, False
-    return g - (dot / float(g_ref.ravel() @ g_ref.ravel())) * g_ref, True
-
-
 def train_agem_task(
     head: LinearHead, x: np.ndarray, y: np.ndarray, buf_x: np.ndarray | None, buf_y: np.ndarray | None,
     cfg: DPSGDConfig, sigma: float, q_ref: float, sigma_ref: float, gen: np.random.Generator,
@@ -255,7 +248,7 @@ def train_agem_task(
             projected += did
             g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
         for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
-            g = g / cfg.normaliser  # public constant (see dpcl.dpsgd)
+            g = g / cfg.normaliser  # public constant (see dpcl.training.heads)
             m[k] = b1 * m[k] + (1 - b1) * g
             v[k] = b2 * v[k] + (1 - b2) * g * g
             p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)

@@ -14,8 +14,8 @@ non-DP state of this baseline). Every step of task t draws
   also when that sample is empty;
 
 flattens both over all trainable parameters and projects g when gᵀg_ref < 0 (Eq. A102) before
-the public normaliser and Adam (:func:`dpcl.film.train_film` with a
-:class:`~dpcl.film.BufferMechanism`). σ and σ_ref come from :func:`~dpcl.learners.agem.agem_noise`
+the public normaliser and Adam (:func:`dpcl.training.film.train_film` with a
+:class:`~dpcl.training.film.BufferMechanism`). σ and σ_ref come from :func:`~dpcl.learners.agem.agem_noise`
 (σ_ref calibrated for the worst case (T − 1)·steps rereads) and the ledger entries from
 :func:`~dpcl.learners.agem.task_records`. Task t's mechanisms draw from ``rng_for(t, "train")``
 and ``rng_for(t, "reference")``, so no noise is shared between g and g_ref.
@@ -28,8 +28,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backbones import Preprocessing
-from ..dpsgd import DPSGDConfig
-from ..film import BufferMechanism, FilmMember, film_logits, pretrained_member, train_film
+from ..training.film import BufferMechanism, FilmMember, film_logits, pretrained_member, train_film
+from ..training.heads import DPSGDConfig
 from .agem import AGEMConfig, split_task, task_records
 from .aggregation import aggregate
 

@@ -1,5 +1,5 @@
-"""Head-only PEFT ensemble (paper 000 Alg. 2) and the Naive / Non-CL baselines (App. F.1)
-trained with DP-SGD on cached features.
+"""The PEFT ensemble (paper 000 Alg. 2) and the Naive / Non-CL baselines (App. F.1), head-only on
+cached features (:func:`run_head_learner`) and with FiLM on images (:func:`run_film_learner`).
 
 - ``peft_head``: per task t a fresh zero-initialised linear head over O_t, trained on D_t;
   prediction aggregates all members seen so far (Eq. 11 or App. D.2).
@@ -16,14 +16,21 @@ budget (what label release left) via the PRV accountant.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dpsgd import DPSGDConfig, LinearHead, train_head
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
+from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .aggregation import RULES, aggregate
 
+if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM learner runs
+    from ..backbones import Preprocessing
+    from ..training.film import FilmMember
+
 LEARNERS = ("peft_head", "naive_head", "noncl_head")
+FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
 
 
 def dpsgd_noise(epsilon: float, delta: float, cfg: DPSGDConfig, cache: dict | None = None) -> dict:
@@ -121,3 +128,89 @@ def run_head_learner(
                 row.append(aggregate([head.logits(xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1))
         preds.append(row)
     return preds, records
+
+
+def run_film_learner(
+    learner: str,
+    task_data: list[tuple[np.ndarray, np.ndarray]],
+    test_sets: list[tuple[np.ndarray, np.ndarray]],
+    label_spaces: list[list[int]],
+    n_universe: int,
+    backbone,
+    pre: Preprocessing,
+    cfg: DPSGDConfig,
+    noise: dict,
+    rng_for: Callable[[int], np.random.Generator],
+    aggregation: str = "argmax",
+    physical_batch: int = 32,
+    device: str = "auto",
+    progress: bool = False,
+) -> tuple[list[list[np.ndarray | None]], list[dict], list[tuple[FilmMember, np.ndarray]]]:
+    """Train a FiLM learner through the tasks on images (mirrors ``run_head_learner``).
+
+    Returns predictions[t][i] on task i's test images after task t (Non-CL: only the last
+    row), one ledger record per task ({**noise, **run info, "data"}), and the released
+    models with their label ids (per task for ``peft_film``, one for the baselines).
+    ``rng_for(t)`` gives task t's generator (sampling and noise).
+    """
+    from ..training.film import film_logits, pretrained_member, train_film
+
+    if learner not in FILM_LEARNERS:
+        raise ValueError(f"unknown FiLM learner {learner!r}; allowed: {list(FILM_LEARNERS)}")
+    sigma = float(noise["noise_multiplier"])
+    n_tasks = len(task_data)
+    kw = {"physical_batch": physical_batch, "device": device, "progress": progress}
+
+    def logits(member: FilmMember, images: np.ndarray) -> np.ndarray:
+        return film_logits(backbone, member, images, pre, device=device)
+
+    if learner == "noncl_film":
+        union = sorted(set().union(*map(set, label_spaces)))
+        xs, ys = zip(*task_data, strict=True)
+        x, y = np.concatenate(xs), np.concatenate(ys)
+        keep, rows = label_rows(union, y)
+        member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
+        rec = {**noise, **info, "data": "images of all tasks at once", "samples": int(keep.sum())}
+        union_arr = np.asarray(union, dtype=np.int64)
+        final = [aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
+                 for xt, _ in test_sets]  # fmt: skip
+        preds: list[list[np.ndarray | None]] = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
+        return preds, [rec] * n_tasks, [(member, union_arr)]
+    preds, records = [], []
+    members: list[tuple[FilmMember, np.ndarray]] = []
+    cache: dict[tuple[int, int], np.ndarray] = {}  # (member, test set) -> logits; members are final
+    if learner == "naive_film":
+        model = pretrained_member(backbone, n_universe)
+        active = np.zeros(n_universe, dtype=bool)
+    for t, (x, y) in enumerate(task_data):
+        o_t = sorted(label_spaces[t])
+        if learner == "peft_film":
+            keep, rows = label_rows(o_t, y)
+            member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, sigma, rng_for(t), pre, **kw)
+            members.append((member, np.asarray(o_t, dtype=np.int64)))
+        else:
+            active[o_t] = True
+            keep = np.isin(y, o_t)
+            model, info = train_film(backbone, x[keep], y[keep], n_universe, cfg, sigma, rng_for(t), pre,
+                                     init=model, active=active, **kw)  # fmt: skip
+        records.append({**noise, **info, "data": f"images of D_{t}", "samples": int(keep.sum())})
+        row = []
+        for i, (xt, _) in enumerate(test_sets[: t + 1]):
+            if learner == "peft_film":
+                for m, (mem, _) in enumerate(members):
+                    if (m, i) not in cache:
+                        cache[(m, i)] = logits(mem, xt)
+                row.append(
+                    aggregate(
+                        [cache[(m, i)] for m in range(len(members))], [o for _, o in members], aggregation
+                    )
+                )
+            else:
+                ids = np.flatnonzero(active)
+                row.append(
+                    aggregate([logits(model, xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1)
+                )
+        preds.append(row)
+    if learner == "naive_film":
+        members = [(model, np.arange(n_universe, dtype=np.int64))]
+    return preds, records, members

@@ -1,4 +1,6 @@
 """DP-SGD privacy accounting: Poisson-subsampled Gaussian under add/remove adjacency.
+(One concept in one module: the accountants, their inverse search for σ and the composition of
+phase histories.)
 
 DESIGN §5 "DP-SGD" and paper 000 App. D.1: opacus with Poisson sampling and the PRV
 accountant (Gopi et al. 2021), falling back to RDP (Mironov et al. 2019) where PRV

@@ -1,1 +1,6 @@
-"""Tables and figures from run metrics."""
+"""Tables and figures from result files (metrics.json, reference CSVs).
+
+Reads results, never trains: no import of learners/, training/ or stages/ (rule names and similar
+constants are passed in by stages/). Mechanism formulas (privacy/) and scenario splits (data/) may
+be imported for the figures that plot them (Figs. 2, A1, 7).
+"""

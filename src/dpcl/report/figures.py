@@ -139,16 +139,16 @@ def plot_blurry_samples(labels: np.ndarray, n_tasks: int, disjoint_pct: float, b
 
 
 def plot_aggregation_comparison(records: list[dict], methods: list[str], title: str,
-                                outputs: list[str | Path]) -> None:  # fmt: skip
+                                outputs: list[str | Path], rules: tuple[str, ...]) -> None:  # fmt: skip
     """Fig. A2: final accuracy of the PEFT ensemble under each aggregation rule (App. D.2);
-    one panel per label method, bars per ε, median over seeds with min/max error bars."""
+    one panel per label method, bars per ε, median over seeds with min/max error bars.
+    ``rules`` are the rule names in the order to draw them (``dpcl.learners.aggregation.RULES``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..learners.aggregation import RULES
-
+    RULES = tuple(rules)
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
     fig, axes = plt.subplots(1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.4), sharey=True,

@@ -1,4 +1,5 @@
-"""The paper's Figures 4-7 (paper 000 Sec. 6.1-6.2) from the configured runs.
+"""The paper's Figures 4-7, A3-A9 (paper 000 Sec. 6.1-6.2, App. E-F) from the configured runs.
+(One concept in one module: every paper figure shares the panel layout, order statistics and notes.)
 
 Each figure draws what the runs provide and writes a short note ("no runs for …") in a
 panel whose axis the config does not sweep, instead of failing: the embedded default has one

@@ -1,4 +1,5 @@
 """Paper 000's Tables A3-A10 rebuilt from our runs, beside the published numbers.
+(One concept in one module: every paper table shares the cell layout, reference lookup and notes.)
 
 Each table keeps the published layout (App. E.2: A3-A7, "(2nd worst), median, (2nd best)"
 over seeds; App. F.2-F.4: A8-A10, "mean ± std") and puts the published value and our

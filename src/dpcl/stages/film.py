@@ -1,11 +1,11 @@
-"""Workflow stages of the FiLM learners (paper 000 Alg. 2 with FiLM, App. F.1 baselines).
+"""Stages of ``workflow/rules/film.smk``: the FiLM learners (paper 000 Alg. 2 with FiLM, App. F.1 baselines).
 
 The PEFT ensemble's members are independent given the released label spaces, so each
 (run, task) member is its own job (:func:`film_member_stage`, parallel on a cluster, one
 GPU each) and one evaluation job per run (:func:`film_eval_stage`) aggregates them. The
 Naive and Non-CL baselines are sequential / single models: one job per run
 (:func:`film_baseline_stage`). Members are stored as FiLM values + head only
-(:class:`dpcl.film.FilmMember`), never as backbone copies.
+(:class:`dpcl.training.film.FilmMember`), never as backbone copies.
 
 Privacy bookkeeping is the head learners': the run's ledger starts from the label file's
 release entries, gets one DP-SGD record per task (noise multiplier from the training budget
@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import eps_tag
-from .data.label_space import evaluation_labels, remap_task_data
-from .data.scenarios import Scenario
-from .io import read_json, write_json, write_npz
-from .stages import NON_PRIVATE, config_target, finish_run, hyperparameters_note, release_rng, write_run
+from ..config import eps_tag
+from ..data.label_space import evaluation_labels, remap_task_data
+from ..data.scenarios import Scenario
+from ..io import read_json, write_json, write_npz
+from .common import NON_PRIVATE, config_target, finish_run, hyperparameters_note, release_rng, write_run
 
 
-def _log(msg: str) -> None:
+def log(msg: str) -> None:
     import sys
 
     print(msg, file=sys.stderr, flush=True)
@@ -60,14 +60,14 @@ def resolve_film_dpsgd(dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_t
 
 def load_film_backbone(backbone_cfg: dict):
     """(backbone, preprocessing) for FiLM: the feature extractor built as for feature caching."""
-    from .backbones import backbone_from_config
+    from ..backbones import backbone_from_config
 
     return backbone_from_config(backbone_cfg)
 
 
 def _task_images(dataset: str, root, dataset_cfg: dict, scenario: Scenario):
     """Per task (images, labels) of the scenario's training samples (original dataset indices)."""
-    from .stages import dataset_subset
+    from ..data import dataset_subset
 
     ds, _ = dataset_subset(dataset, root, "train", dataset_cfg)
     return ds, [(ds.images[np.asarray(idx)], ds.labels[np.asarray(idx)]) for idx in scenario.train_indices]
@@ -75,7 +75,7 @@ def _task_images(dataset: str, root, dataset_cfg: dict, scenario: Scenario):
 
 def _test_sets(dataset: str, root, dataset_cfg: dict, scenario: Scenario, labels: dict):
     """Per task (test images, evaluation labels) of that task's classes (remapped as the label file says)."""
-    from .stages import dataset_subset
+    from ..data import dataset_subset
 
     ds, idx = dataset_subset(dataset, root, "test", dataset_cfg)
     y = ds.labels[idx]
@@ -88,7 +88,7 @@ def _test_sets(dataset: str, root, dataset_cfg: dict, scenario: Scenario, labels
 
 
 def _noise(labels: dict, cfg):
-    from .learners.peft import dpsgd_noise
+    from ..learners.peft import dpsgd_noise
 
     tb = labels["training_budget"]
     eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
@@ -118,8 +118,8 @@ def film_member_stage(
     The member record is an intermediate file marked non-private: it holds the raw training
     record (sample count, clipped fraction, batch size, time); the evaluation job splits it
     into the ledger's public entry and the run's diagnostics."""
-    from .dpsgd import DPSGDConfig
-    from .film import train_film
+    from ..training.film import train_film
+    from ..training.heads import DPSGDConfig
 
     sc = Scenario.from_dict(read_json(scenario_path))
     labels = read_json(labels_path)
@@ -141,7 +141,7 @@ def film_member_stage(
     record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
               "samples": int(keep.sum()), "labels": o_t, "seconds": round(time.perf_counter() - t0, 1),
               "lr": cfg.lr, "tuned": tuned}  # fmt: skip
-    _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
+    log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
          f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g}")  # fmt: skip
     write_npz(out_member, **member.to_arrays())
     write_json(out_record, record)
@@ -155,10 +155,10 @@ def film_eval_stage(
 ) -> None:  # fmt: skip
     """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
     checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
-    from .dpsgd import DPSGDConfig
-    from .film import FilmMember, film_logits
-    from .learners.aggregation import RULES, aggregate
-    from .metrics import accuracy_matrix
+    from ..learners.aggregation import RULES, aggregate
+    from ..metrics import accuracy_matrix
+    from ..training.film import FilmMember, film_logits
+    from ..training.heads import DPSGDConfig
 
     sc = Scenario.from_dict(read_json(scenario_path))
     labels = read_json(labels_path)
@@ -211,7 +211,7 @@ def film_eval_stage(
         "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra,
         target=config_target(labels, targets), hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
     )
-    _log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+    log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})")  # fmt: skip
     write_run({"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}, metrics, privacy,
               diag)  # fmt: skip
@@ -227,8 +227,8 @@ def film_baseline_stage(
     """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
     over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`;
     ``agem_cfg`` is the config's ``agem`` block, used by ``agem_film`` only)."""
-    from .dpsgd import DPSGDConfig
-    from .film import run_film_learner
+    from ..learners.peft import run_film_learner
+    from ..training.heads import DPSGDConfig
 
     allowed = ("naive_film", "noncl_film", "agem_film")
     if learner not in allowed:
@@ -262,7 +262,7 @@ def film_baseline_stage(
     metrics, privacy, diag = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests],
                                         extra, target=target, hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
                                         diagnostics={"seconds": seconds})  # fmt: skip
-    _log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+    log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
     model, ids = members[0]
     write_npz(out_model, label_ids=ids, **model.to_arrays())
@@ -275,8 +275,8 @@ def _agem_film_run(
 ) -> None:  # fmt: skip
     """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
     "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
-    from .learners.agem import AGEMConfig, agem_noise, privacy_summary
-    from .learners.agem_film import run_agem_film
+    from ..learners.agem import AGEMConfig, agem_noise, privacy_summary
+    from ..learners.agem_film import run_agem_film
 
     try:
         agem = AGEMConfig.from_config(agem_cfg)
@@ -310,7 +310,7 @@ def _agem_film_run(
         lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks), target=target,
         hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats, "seconds": seconds},
     )  # fmt: skip
-    _log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+    log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
     write_npz(
         out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
@@ -327,12 +327,12 @@ def tune_film_stage(
 
     Tuning set: images of the PUBLIC ``tune`` split (held out of the training split, never
     trained on by any run) restricted to the classes of the scenario's first task, so it is
-    task-sized, as :func:`dpcl.stages.tune_head_learners` does on features. Epochs and the
+    task-sized, as :func:`dpcl.stages.heads.tune_head_learners` does on features. Epochs and the
     normaliser are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result
     file per ε tag in ``outputs``.
     """
-    from .stages import dataset_subset
-    from .tuning import tune_film
+    from ..data import dataset_subset
+    from ..training.tuning import tune_film
 
     sc = Scenario.from_dict(read_json(scenario_path))
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
@@ -354,7 +354,7 @@ def tune_film_stage(
         tag = eps_tag(eps)
 
         def log(msg: str, tag: str = tag) -> None:
-            _log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
+            log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
 
         res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
                         float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log)  # fmt: skip

@@ -1,7 +1,8 @@
-"""FiLM PEFT ensemble members trained with DP-SGD on images (paper 000 Sec. 5.2, Alg. 2,
-App. D, D.1), and the FiLM variants of the Naive and Non-CL baselines (App. F.1, Alg. A1, A2);
-:func:`train_film` with a :class:`BufferMechanism` is the step of the DP-A-GEM baseline
-(App. D.4, :mod:`dpcl.learners.agem_film`).
+"""The FiLM DP-SGD engine (paper 000 Sec. 5.2, Alg. 2, App. D, D.1): FiLM members, their
+swap into one shared backbone, and :func:`train_film`, which the FiLM learners drive
+(:func:`dpcl.learners.peft.run_film_learner`: ensemble, Naive, Non-CL; with a
+:class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`). One concept in
+one module: the per-sample clipping hooks, the noise and the member format belong together.
 
 FiLM here (App. D): every LayerNorm scale and bias of the pre-trained backbone plus a
 zero-initialised linear head over O_t are trainable, everything else is frozen; for
@@ -29,7 +30,7 @@ import contextlib
 import math
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,14 +38,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .backbones import Preprocessing
-from .dpsgd import DPSGDConfig
-from .features import preprocess_batch
-from .learners.agem import project
-from .learners.aggregation import aggregate
-from .learners.peft import label_rows
-
-FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
+from ..backbones import Preprocessing
+from ..features import preprocess_batch
+from .heads import DPSGDConfig
+from .projection import project
 
 
 def _is_layernorm(module: nn.Module) -> bool:
@@ -473,87 +470,3 @@ def film_logits(
             x = preprocess_batch(images[start : start + batch_size], pre).to(dev)
             out[start : start + len(x)] = net(x).float().cpu().numpy()
     return out
-
-
-def run_film_learner(
-    learner: str,
-    task_data: list[tuple[np.ndarray, np.ndarray]],
-    test_sets: list[tuple[np.ndarray, np.ndarray]],
-    label_spaces: list[list[int]],
-    n_universe: int,
-    backbone,
-    pre: Preprocessing,
-    cfg: DPSGDConfig,
-    noise: dict,
-    rng_for: Callable[[int], np.random.Generator],
-    aggregation: str = "argmax",
-    physical_batch: int = 32,
-    device: str = "auto",
-    progress: bool = False,
-) -> tuple[list[list[np.ndarray | None]], list[dict], list[tuple[FilmMember, np.ndarray]]]:
-    """Train a FiLM learner through the tasks on images (mirrors ``run_head_learner``).
-
-    Returns predictions[t][i] on task i's test images after task t (Non-CL: only the last
-    row), one ledger record per task ({**noise, **run info, "data"}), and the released
-    models with their label ids (per task for ``peft_film``, one for the baselines).
-    ``rng_for(t)`` gives task t's generator (sampling and noise).
-    """
-    if learner not in FILM_LEARNERS:
-        raise ValueError(f"unknown FiLM learner {learner!r}; allowed: {list(FILM_LEARNERS)}")
-    sigma = float(noise["noise_multiplier"])
-    n_tasks = len(task_data)
-    kw = {"physical_batch": physical_batch, "device": device, "progress": progress}
-
-    def logits(member: FilmMember, images: np.ndarray) -> np.ndarray:
-        return film_logits(backbone, member, images, pre, device=device)
-
-    if learner == "noncl_film":
-        union = sorted(set().union(*map(set, label_spaces)))
-        xs, ys = zip(*task_data, strict=True)
-        x, y = np.concatenate(xs), np.concatenate(ys)
-        keep, rows = label_rows(union, y)
-        member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
-        rec = {**noise, **info, "data": "images of all tasks at once", "samples": int(keep.sum())}
-        union_arr = np.asarray(union, dtype=np.int64)
-        final = [aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
-                 for xt, _ in test_sets]  # fmt: skip
-        preds: list[list[np.ndarray | None]] = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
-        return preds, [rec] * n_tasks, [(member, union_arr)]
-    preds, records = [], []
-    members: list[tuple[FilmMember, np.ndarray]] = []
-    cache: dict[tuple[int, int], np.ndarray] = {}  # (member, test set) -> logits; members are final
-    if learner == "naive_film":
-        model = pretrained_member(backbone, n_universe)
-        active = np.zeros(n_universe, dtype=bool)
-    for t, (x, y) in enumerate(task_data):
-        o_t = sorted(label_spaces[t])
-        if learner == "peft_film":
-            keep, rows = label_rows(o_t, y)
-            member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, sigma, rng_for(t), pre, **kw)
-            members.append((member, np.asarray(o_t, dtype=np.int64)))
-        else:
-            active[o_t] = True
-            keep = np.isin(y, o_t)
-            model, info = train_film(backbone, x[keep], y[keep], n_universe, cfg, sigma, rng_for(t), pre,
-                                     init=model, active=active, **kw)  # fmt: skip
-        records.append({**noise, **info, "data": f"images of D_{t}", "samples": int(keep.sum())})
-        row = []
-        for i, (xt, _) in enumerate(test_sets[: t + 1]):
-            if learner == "peft_film":
-                for m, (mem, _) in enumerate(members):
-                    if (m, i) not in cache:
-                        cache[(m, i)] = logits(mem, xt)
-                row.append(
-                    aggregate(
-                        [cache[(m, i)] for m in range(len(members))], [o for _, o in members], aggregation
-                    )
-                )
-            else:
-                ids = np.flatnonzero(active)
-                row.append(
-                    aggregate([logits(model, xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1)
-                )
-        preds.append(row)
-    if learner == "naive_film":
-        members = [(model, np.arange(n_universe, dtype=np.int64))]
-    return preds, records, members

@@ -28,10 +28,10 @@ from scipy.stats import beta, binom
 
 from ..data.label_space import output_label_spaces, parse_label_method
 from ..learners.cosine import CosineClassifier
+from ..privacy.accounting import Budget
+from ..privacy.gaussian import gaussian_delta
+from ..privacy.label_release import keep_probabilities, laplace_threshold, release_labels, tsgd_threshold
 from ..seeding import rng
-from .accounting import Budget
-from .gaussian import gaussian_delta
-from .label_release import keep_probabilities, laplace_threshold, release_labels, tsgd_threshold
 
 AUDIT_MECHANISMS = ("tsgd", "laplace", "oracle")
 
@@ -357,7 +357,7 @@ def audit_table(epsilons: list[float], delta: float, trials: int, seed: int, dim
                 alpha: float = 0.05) -> pd.DataFrame:  # fmt: skip
     """Claimed ε against the empirical lower bound for every audited mechanism, plus the
     deliberately broken variants (Label Oracle; class sums with σ/4) that must fail."""
-    from .gaussian import gaussian_sigma
+    from ..privacy.gaussian import gaussian_sigma
 
     rows = []
     for eps in epsilons:

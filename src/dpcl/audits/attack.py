@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from ..data.label_space import output_label_spaces, parse_label_method
+from ..privacy.accounting import Budget, split_budget
+from ..privacy.label_release import keep_probabilities, release_labels
 from ..seeding import rng
-from .accounting import Budget, split_budget
 from .audit import clopper_pearson
-from .label_release import keep_probabilities, release_labels
 
 DEFAULT_METHODS = ("oracle", "base", "public-x10", "release-f0.1", "release-f0.5")
 TABLE_COLUMNS = ["label_method", "epsilon", "delta", "trials", "attack_accuracy", "ci_low", "ci_high",

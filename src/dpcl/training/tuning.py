@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .dpsgd import DPSGDConfig, LinearHead, train_head
-from .seeding import rng
+from ..seeding import rng
+from .heads import DPSGDConfig, LinearHead, train_head
 
 # (train indices, validation indices, label rows 0..n_classes-1, n_classes, config, noise
 #  multiplier, the trial's generator) -> validation accuracy
@@ -75,7 +75,7 @@ def tune_dpsgd(
     """
     import optuna
 
-    from .privacy.sgd_accounting import noise_multiplier
+    from ..privacy.sgd_accounting import noise_multiplier
 
     classes, yy = np.unique(np.asarray(y), return_inverse=True)
     tr, va = split_tuning_set(yy, seed, *keys)
@@ -172,9 +172,9 @@ def tune_film(
     """Tune (lr, expected batch size, clip) for a FiLM member (LayerNorm affines + head over
     the labels in ``y``) on uint8 ``images`` through the shared ``backbone`` (App. D.1).
 
-    Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.film.train_film`
+    Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.training.film.train_film`
     (``physical_batch`` images per chunk on ``device``) and scores it with
-    :func:`dpcl.film.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
+    :func:`dpcl.training.film.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
     """
     from .film import film_logits, train_film
 

@@ -1,0 +1,6 @@
+"""The label-space attack game (paper 000 Fig. 1) and empirical privacy audits (canary-based,
+Clopper-Pearson) of mechanisms and learners.
+
+May import: privacy/, learners/, data/, seeding. Audits sit above the learners they audit; privacy/
+never imports them.
+"""

@@ -1,0 +1,109 @@
+"""Stages of ``workflow/rules/agem.smk``: the enhanced DP-A-GEM baseline (App. D.4), head-only,
+and Fig. 3."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data.label_space import evaluation_labels, remap_task_data
+from ..data.scenarios import Scenario
+from ..privacy.accounting import Budget
+from .common import (
+    config_target,
+    feature_runs,
+    finish_run,
+    hyperparameters_note,
+    log,
+    parse_eps,
+    read_records,
+    release_rng,
+    task_rows,
+    write_run,
+)
+
+
+def run_agem(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    dpsgd_cfg: dict,
+    agem_cfg: dict,
+    noise_cache: dict | None = None,
+    backbone: str = "features",
+    target: Budget | None = None,
+    tuned: bool = False,
+) -> tuple[dict, dict, dict]:
+    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger, diagnostics).
+
+    The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
+    and the reference part's buffer rereads over the later tasks (disjoint parts, in
+    parallel); it raises if any individual's total exceeds the target.
+    """
+    from ..learners.agem import AGEMConfig, agem_noise, privacy_summary, run_agem_head
+    from ..training.heads import DPSGDConfig
+
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    agem.validate()
+    tb = labels["training_budget"]
+    n_tasks = len(scenario.train_indices)
+    eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
+    noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, noise_cache)
+    spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
+    eval_y = evaluation_labels(test_y, labels)
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    preds, records, stats = run_agem_head(
+        task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
+        lambda t, part: release_rng(labels, backbone, "agem_head", t, part), seed,
+    )  # fmt: skip
+    extra = {"noise_multiplier": noise["noise_multiplier"],
+             "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+             "dpsgd": dpsgd_cfg, "agem": agem_cfg}  # fmt: skip
+    return finish_run(
+        "agem_head", labels, seed, preds, records, [y for _, y in test_sets], extra,
+        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks), target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats},
+    )  # fmt: skip
+
+
+def agem_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
+    dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
+    targets: dict | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) DP-A-GEM runs of one seed; ``runs`` items: {labels, metrics, privacy,
+    diagnostics}.
+
+    ``tuned`` maps ε tags to the head learners' tuning results: like the paper (App. D.4),
+    DP-A-GEM reuses the PEFT method's DP-SGD hyperparameters.
+    """
+    for run, train, test, sc, labels, cfg, cache, backbone in feature_runs(
+        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    ):
+        t0 = time.perf_counter()
+        metrics, privacy, diag = run_agem(train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache, backbone,
+                                          config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
+        write_run(run, metrics, privacy, diag)
+        log(f"agem_head seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+                 f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+
+
+def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[str | Path]) -> None:
+    """Fig. 3 for one benchmark: Cosine Classifier, PEFT Ensemble and DP-A-GEM in the Base Dataset setting."""
+    from ..report.figures import plot_desai_comparison
+
+    records = read_records(metrics_paths)
+    other = sorted({r["label_method"] for r in records} - {"base"})
+    if other:
+        raise ValueError(f"Fig. 3 is drawn in the Base Dataset setting (label method 'base'), not {other}")
+    plot_desai_comparison(records, f"{benchmark}: comparison with Desai et al. (Base Dataset)", outputs)

@@ -1,0 +1,202 @@
+"""What every learner stage shares: the config's run targets, noise streams keyed by the data, the
+verified ledger and the non-private diagnostics (the release boundary, DESIGN §4), run files."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ..config import eps_tag
+from ..data.scenarios import Scenario
+from ..io import read_json, write_json
+from ..metrics import accuracy_matrix, average_accuracy, average_forgetting
+from ..privacy.accounting import Budget
+from ..privacy.ledger import Ledger, split_public
+from ..seeding import rng
+
+
+def log(msg: str) -> None:
+    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_eps(v) -> float:
+    return math.inf if v == "inf" else float(v)
+
+
+NON_PRIVATE = (
+    "NOT PRIVATE: research diagnostics computed from the private training data without any DP "
+    "mechanism (sample counts, clipped fractions, batch sizes, timings). They are not part of the "
+    "release and must never be published with it (DESIGN §4, the release boundary)."
+)
+
+
+def config_target(labels: dict, targets: dict | None) -> Budget:
+    """The run's (ε, δ) from the validated config (``targets``: ε tag -> {epsilon, delta}); the
+    label file must have been released for the same target. ``None`` (library use without a
+    config): the label file's target."""
+    stated = Budget(parse_eps(labels["target"]["epsilon"]), float(labels["target"]["delta"]))
+    if targets is None:
+        return stated
+    tag = labels["epsilon_tag"]
+    if tag not in targets:
+        raise ValueError(f"label file for ε = {tag} is not a run of the config (ε tags {sorted(targets)})")
+    want = Budget(parse_eps(targets[tag]["epsilon"]), float(targets[tag]["delta"]))
+    if not math.isfinite(want.epsilon):
+        want = Budget(math.inf, 0.0)
+    if stated != want:
+        raise ValueError(f"label file states target (ε={stated.epsilon}, δ={stated.delta}), but the config asks "
+                         f"(ε={want.epsilon}, δ={want.delta}); rerun its label_spaces job")  # fmt: skip
+    return want
+
+
+def release_rng(labels: dict, backbone: str, learner: str, task: int, mechanism: str) -> np.random.Generator:
+    """The noise stream of one mechanism of one run: keyed by what the data is (dataset with
+    variant, scenario, backbone) as well as seed, learner, ε, label method, task and mechanism,
+    so two benchmarks over the same data never share noise (DESIGN §4)."""
+    stream = labels.get("stream")
+    if not stream:
+        raise ValueError("the label file names no data stream (dataset, scenario); rerun its label_spaces job")
+    return rng(int(labels["seed"]), "release", stream["dataset"], stream["scenario"], backbone, learner,
+               labels["epsilon_tag"], labels["method"], "task", int(task), mechanism)  # fmt: skip
+
+
+def ledger_from_labels(labels: dict, target: Budget | None = None) -> Ledger:
+    """A run's ledger (target from the config when given), seeded with the label file's release entries."""
+    ledger = Ledger(target or config_target(labels, None), len(labels["tasks"]))
+    for e in labels["ledger"]:
+        ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+    return ledger
+
+
+def task_rows(train_index: np.ndarray, scenario: Scenario) -> list[np.ndarray]:
+    """Feature-cache rows of each task's training samples (checked to exist)."""
+    out = []
+    for idx in scenario.train_indices:
+        rows = np.searchsorted(train_index, idx)
+        if np.any(rows >= len(train_index)) or np.any(
+            train_index[np.minimum(rows, len(train_index) - 1)] != idx
+        ):
+            raise ValueError("the scenario references samples missing from the feature cache")
+        out.append(rows)
+    return out
+
+
+_NOT_RECORDED = ("labels", "non_private")  # O_t is in the label file; the marker of a raw record
+
+
+def ledger_and_diagnostics(labels: dict, records, target: Budget | None = None) -> tuple[Ledger, list[dict]]:
+    """The verified ledger of a run and its per-task diagnostics.
+
+    ``records[t]`` is task t's raw training record (or a list: DP-A-GEM's train/reference
+    parts); each is split at the release boundary (:func:`dpcl.privacy.ledger.split_public`):
+    the mechanism's public parameters go to the ledger, everything else (counts, clipped
+    fractions, batch sizes, timings) to the diagnostics.
+    """
+    ledger = ledger_from_labels(labels, target)
+    diagnostics = []
+    for t, recs in enumerate(records):
+        entries = []
+        for rec in recs if isinstance(recs, list) else [recs]:
+            public, private = split_public({k: v for k, v in rec.items() if k not in _NOT_RECORDED})
+            ledger.add(t, public)
+            entries.append({"mechanism": public["mechanism"], **({"part": public["part"]} if "part" in public
+                            else {}), **private})  # fmt: skip
+        diagnostics.append({"task": t, "entries": entries})
+    return ledger, diagnostics
+
+
+def hyperparameters_note(values: dict | None, tuned: bool) -> dict:
+    """privacy.json's account of how the hyperparameters were chosen."""
+    if values is None:
+        how = "none: no hyperparameters besides the budget (noise from the accountant)"
+    elif tuned:
+        how = ("Optuna search on the public tuning split (held out of the training data, never trained on "
+               "by any run): no private data, no privacy cost")  # fmt: skip
+    else:
+        how = "fixed in the config before seeing data: no private data, no privacy cost"
+    return {"chosen_by": how, "private_data_used": False, **({"values": values} if values is not None else {})}
+
+
+def finish_run(
+    learner: str,
+    labels: dict,
+    seed: int,
+    preds,
+    records,
+    test_y,
+    extra: dict,
+    summary: Callable | None = None,
+    target: Budget | None = None,
+    hyperparameters: dict | None = None,
+    diagnostics: dict | None = None,
+) -> tuple[dict, dict, dict]:
+    """(metrics, verified privacy ledger, non-private diagnostics) of one run from its predictions
+    and raw per-task records; ``summary(privacy, ledger.tasks)``, if given, adds a learner's block
+    to privacy.json (DP-A-GEM); ``diagnostics`` adds run-level non-private numbers."""
+    ledger, per_task = ledger_and_diagnostics(labels, records, target)
+    acc = accuracy_matrix(preds, test_y)
+    with np.errstate(invalid="ignore"):
+        aa, af = average_accuracy(acc), average_forgetting(acc)
+    privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
+    privacy["hyperparameters"] = hyperparameters or hyperparameters_note(None, False)
+    target = ledger.target
+    if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
+        privacy["agem"] = summary(privacy, ledger.tasks)
+    metrics = {
+        "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
+        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
+        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
+        "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
+    }  # fmt: skip
+    diag = {"non_private": NON_PRIVATE, "learner": learner, "label_method": labels["method"],
+            "epsilon": target.epsilon, "seed": seed, "tasks": per_task, **(diagnostics or {})}  # fmt: skip
+    return metrics, privacy, diag
+
+
+def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
+    """A run's files: privacy.json (release), diagnostics.json (non-private), metrics.json last."""
+    write_json(run["privacy"], privacy)
+    write_json(run.get("diagnostics") or Path(run["privacy"]).with_name("diagnostics.json"), diagnostics)
+    write_json(run["metrics"], metrics)
+
+
+def feature_runs(train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned):
+    """Yield (run, train, test, scenario, label file, DP-SGD config, noise cache, backbone) for the
+    runs of one seed on cached features, with BLAS capped at ``threads``; ``tuned`` maps ε tags to
+    tuning results whose DP-SGD config replaces ``dpsgd_cfg``."""
+    from threadpoolctl import threadpool_limits
+
+    from ..features import load_feature_cache
+
+    with threadpool_limits(limits=threads):
+        tx, ty, tidx, meta = load_feature_cache(train_path)
+        ex, ey, _, _ = load_feature_cache(test_path)
+        sc = Scenario.from_dict(read_json(scenario_path))
+        cache: dict = {}
+        for run in runs:
+            labels = read_json(run["labels"])
+            cfg = read_json(tuned[labels["epsilon_tag"]])["dpsgd"] if tuned else dpsgd_cfg
+            yield run, (tx, ty, tidx), (ex, ey), sc, labels, cfg, cache, meta["backbone"]
+
+
+def read_records(metrics_paths: list[str | Path]) -> list[dict]:
+    """Run metrics with ε as a tag and non-finite values (stored as strings) as floats."""
+
+    def num(v):
+        if isinstance(v, list):
+            return [num(x) for x in v]
+        return float(v) if isinstance(v, str) else v
+
+    records = []
+    for p in metrics_paths:
+        r = read_json(p)
+        r["epsilon"] = eps_tag(math.inf if r["epsilon"] == "inf" else float(r["epsilon"]))
+        for key in ("final_accuracy", "final_forgetting", "average_accuracy", "average_forgetting"):
+            r[key] = num(r[key])
+        records.append(r)
+    return records

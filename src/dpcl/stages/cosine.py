@@ -1,0 +1,101 @@
+"""Stage of ``workflow/rules/cosine.smk``: the DP cosine classifier (paper 000 Alg. 1) over every
+(ε, label method) of one seed."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data.label_space import evaluation_labels, remap_task_data
+from ..data.scenarios import Scenario
+from ..io import read_json, write_npz
+from ..learners.cosine import CosineClassifier, cosine_sigma
+from ..privacy.accounting import Budget
+from .common import (
+    config_target,
+    finish_run,
+    log,
+    parse_eps,
+    release_rng,
+    task_rows,
+    write_run,
+)
+
+
+def run_cosine(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    backbone: str = "features",
+    target: Budget | None = None,
+) -> tuple[dict, dict, dict, dict]:
+    """One DP cosine-classifier run through all tasks: (metrics, privacy ledger, model, diagnostics).
+
+    ``train`` = (features, labels, original indices sorted ascending), ``test`` =
+    (features, labels), ``labels`` = the label-release file of this (ε, method), ``backbone``
+    names the features (part of the noise stream's key), ``target`` the config's (ε, δ).
+    """
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    tb = labels["training_budget"]
+    t_eps = parse_eps(tb["epsilon"])
+    sigma = cosine_sigma(t_eps, float(tb["delta"]))
+    clf = CosineClassifier(int(labels["label_universe"]), train_x.shape[1])
+    test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
+    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
+    preds: list[list[np.ndarray]] = []
+    records = []
+    for t, rows in enumerate(task_rows(train_index, scenario)):
+        o_t = labels["tasks"][t]["labels"]
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        rec = clf.update(train_x[rows[keep]], y, o_t, sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
+        rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
+                   data=f"features of R_task(D_{t})", samples=int(keep.sum()), dropped=int((~keep).sum()))  # fmt: skip
+        records.append(rec)
+        seen = np.concatenate(test_sets[: t + 1])
+        pred = clf.predict(test_x[seen])
+        bounds = np.cumsum([len(s) for s in test_sets[: t + 1]])[:-1]
+        preds.append(np.split(pred, bounds))
+    metrics, privacy, diag = finish_run("cosine", labels, seed, preds, records, [eval_y[s] for s in test_sets],
+                                        {"sigma": sigma}, target=target)  # fmt: skip
+    privacy["sigma"] = sigma
+    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
+
+
+def cosine_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path,
+    runs: list[dict], save_model_max_labels: int = 1000, threads: int | None = None,
+    targets: dict | None = None,
+) -> None:  # fmt: skip
+    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, diagnostics}.
+
+    ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores);
+    ``targets`` (ε tag -> {epsilon, delta}) are the config's (see :func:`config_target`).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads):
+        _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets)
+
+
+def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets) -> None:
+    from ..features import load_feature_cache
+
+    tx, ty, tidx, meta = load_feature_cache(train_path)
+    ex, ey, _, _ = load_feature_cache(test_path)
+    sc = Scenario.from_dict(read_json(scenario_path))
+    for run in runs:
+        labels = read_json(run["labels"])
+        t0 = time.perf_counter()
+        metrics, privacy, model, diag = run_cosine((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed),
+                                                   meta["backbone"], config_target(labels, targets))  # fmt: skip
+        log(f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
+             f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        write_run(run, metrics, privacy, diag)
+        if model["sums"].shape[0] <= save_model_max_labels:
+            write_npz(Path(run["metrics"]).with_name("model.npz"), **model)

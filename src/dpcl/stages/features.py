@@ -1,0 +1,38 @@
+"""Stage of ``workflow/rules/features.smk``: cache one split's backbone features."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .common import (
+    log,
+)
+from .data import dataset_subset
+
+
+def cache_features(
+    dataset: str, root: str | Path, split: str, dataset_cfg: dict, backbone_name: str, backbone_cfg: dict,
+    out: str | Path, threads: int | None = None, progress: bool = True,
+) -> dict:  # fmt: skip
+    """Extract and cache features of one dataset split with one backbone."""
+    from ..backbones import backbone_from_config
+    from ..features import extract_features, save_feature_cache
+
+    ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
+    model, pre = backbone_from_config(backbone_cfg)
+    log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px")
+    t0 = time.perf_counter()
+    feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),
+                             threads=threads, progress=progress, desc=f"{dataset}/{split}")  # fmt: skip
+    seconds = time.perf_counter() - t0
+    meta = {
+        "dataset": dataset, "split": split, "backbone": backbone_name, "arch": backbone_cfg["arch"],
+        "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
+        "interpolation": pre.interpolation, "channels_last": pre.channels_last,
+        "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
+                                      "tune": "tune_per_class"}[split]),  # fmt: skip
+        "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
+    }  # fmt: skip
+    log(f"  {len(idx) / max(seconds, 1e-9):.0f} images/s")
+    return save_feature_cache(out, feats, ds.labels[idx], idx, meta)

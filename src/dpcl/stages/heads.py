@@ -1,0 +1,130 @@
+"""Stages of ``workflow/rules/heads.smk``: the DP-SGD head learners on cached features (PEFT
+ensemble head-only, Naive, Non-CL) and their tuning on the public split."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..config import eps_tag
+from ..data.label_space import evaluation_labels, remap_task_data
+from ..data.scenarios import Scenario
+from ..io import read_json, write_json
+from ..metrics import accuracy_matrix
+from ..privacy.accounting import Budget
+from .common import (
+    config_target,
+    feature_runs,
+    finish_run,
+    hyperparameters_note,
+    log,
+    parse_eps,
+    release_rng,
+    task_rows,
+    write_run,
+)
+
+
+def run_head_learners(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    learners: list[str],
+    dpsgd_cfg: dict,
+    aggregation: str = "argmax",
+    noise_cache: dict | None = None,
+    backbone: str = "features",
+    target: Budget | None = None,
+    tuned: bool = False,
+) -> dict[str, tuple[dict, dict, dict]]:
+    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)}."""
+    from ..learners.peft import dpsgd_noise, run_head_learner
+    from ..training.heads import DPSGDConfig
+
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    cfg = DPSGDConfig(**dpsgd_cfg)
+    tb = labels["training_budget"]
+    noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
+    spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, o_t in zip(task_rows(train_index, scenario), spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y))
+    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    out = {}
+    for learner in learners:
+        by_rule: dict = {}
+        preds, records = run_head_learner(
+            learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
+            lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
+            aggregation, by_rule if learner == "peft_head" else None,
+        )  # fmt: skip
+        extra = {
+            "noise_multiplier": noise["noise_multiplier"],
+            "dpsgd": dpsgd_cfg,
+            "aggregation": aggregation,
+        }
+        metrics, privacy, diag = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets],
+                                            extra, target=target,
+                                            hyperparameters=hyperparameters_note(dpsgd_cfg, tuned))  # fmt: skip
+        if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
+            accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
+            metrics["acc_by_aggregation"] = accs
+            metrics["final_accuracy_by_aggregation"] = {
+                rule: float(np.nanmean(a[-1])) for rule, a in accs.items()
+            }
+        out[learner] = (metrics, privacy, diag)
+    return out
+
+
+def head_learner_sweep(
+    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
+    learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
+    tuned: dict[str, str] | None = None, targets: dict | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics,
+    privacy[, diagnostics])}}.
+
+    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``;
+    ``targets`` are the config's (ε tag -> {epsilon, delta}).
+    """
+    for run, train, test, sc, labels, cfg, cache, backbone in feature_runs(
+        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    ):
+        t0 = time.perf_counter()
+        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, cfg, aggregation, cache,
+                                backbone, config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
+        for learner, (metrics, privacy, diag) in res.items():
+            paths = run["outputs"][learner]
+            write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2] if len(paths) > 2
+                       else None}, metrics, privacy, diag)  # fmt: skip
+        accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
+        log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+                 f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+
+
+def tune_head_learners(
+    tune_path: str | Path, scenario_path: str | Path, epsilons: list[float], delta: float,
+    outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
+) -> None:  # fmt: skip
+    """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the public
+    tuning split, restricted to the classes of the scenario's first task (task-sized)."""
+    from ..features import load_feature_cache
+    from ..training.tuning import tune_head
+
+    x, y, _, _ = load_feature_cache(tune_path)
+    sc = Scenario.from_dict(read_json(scenario_path))
+    sel = np.isin(y, sc.task_classes[0])
+    for eps in epsilons:
+        t0 = time.perf_counter()
+        res = tune_head(x[sel], y[sel], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+        res["seed"] = sc.seed
+        write_json(outputs[eps_tag(eps)], res)
+        log(f"tuned seed {sc.seed} eps {eps_tag(eps)}: validation accuracy "
+             f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
