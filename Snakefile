@@ -37,7 +37,7 @@ wildcard_constraints:
     scenario=r"[a-z]+(-n[0-9.]+-m[0-9.]+)?-t\d+",
     task=r"\d+",
     method=r"[a-z0-9.-]+",
-    learner="cosine|peft_head|naive_head|noncl_head|agem_head|peft_film|naive_film|noncl_film|agem_film",
+    learner="cosine|peft_head|naive_head|noncl_head|agem_head|desai_head|l2dpml|fm_agem|peft_film|naive_film|noncl_film|agem_film",
 
 
 include: "workflow/rules/common.smk"
@@ -48,6 +48,7 @@ include: "workflow/rules/labels.smk"
 include: "workflow/rules/cosine.smk"
 include: "workflow/rules/heads.smk"
 include: "workflow/rules/agem.smk"
+include: "workflow/rules/l2dpml.smk"
 include: "workflow/rules/film.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"

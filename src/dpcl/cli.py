@@ -125,6 +125,13 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         if failed:
             results.append(failed)
             break
+    def why(r: dict) -> str:
+        if r["leaky_baseline"]:
+            return "does NOT hold: a mechanism that is not DP by construction (leaky baseline)"
+        if r["published_claim"]:
+            return "does NOT hold: the accounted composition exceeds the target (a published claim, see the file)"
+        return "does NOT hold"
+
     if args.json:
         print(json.dumps(results if len(args.paths) > 1 else results[0], default=str))
     else:
@@ -133,7 +140,7 @@ def _ledger_verify(args: argparse.Namespace) -> None:
                 o = r["overall"]
                 print(f"{r['path']}: verified ({r['entries']} entries over {r['n_tasks']} tasks; overall "
                       f"ε = {o['epsilon']:.6g}, δ = {o['delta']:.3g}; guarantee "
-                      f"{'holds' if r['guarantee_holds'] else 'does NOT hold (leaky baseline)'})")  # fmt: skip
+                      f"{'holds' if r['guarantee_holds'] else why(r)})")  # fmt: skip
             else:
                 print(f"{r['path']}: REJECTED: {r['error']}", file=sys.stderr)
     if failed:

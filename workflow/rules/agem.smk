@@ -2,14 +2,17 @@
 # features: every (ε, label method) of one seed in one job; and Fig. 3 (Sec. 6.1).
 # Its memory buffer keeps raw samples across tasks: a baseline, not a method of the paper.
 
-AGEM = "agem_head" in config["learners"]
+# agem_head: the enhanced DP-A-GEM (App. D.4); desai_head: Desai et al.'s DP-CL as published (paper 002,
+# Alg. 1, Lemma 2's claim beside the accounted rereads). One job per seed runs both.
+AGEM_LEARNERS = [l for l in config["learners"] if l in ("agem_head", "desai_head")]
+AGEM = bool(AGEM_LEARNERS)
 FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"] or EPS
 
 
 def _agem_outputs(kind):
     return expand(
-        f"{R}/runs/agem_head/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        eps=EPS, method=AGEM_METHODS,
+        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        learner=AGEM_LEARNERS, eps=EPS, method=AGEM_METHODS,
     )
 
 
@@ -17,7 +20,7 @@ def _fig3_runs(w):
     b = bench_wildcards(w.benchmark)
     return expand(
         f"{R}/runs/{{learner}}/{b['dataset']}/{b['backbone']}/{b['scenario']}/seed{{seed}}/eps{{eps}}/base/metrics.json",
-        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film")
+        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
                  if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)],
         seed=bench_seeds(w.benchmark), eps=[e for e in FIG3_EPS if e in bench_eps(w.benchmark)],
     )
@@ -28,7 +31,8 @@ def fig3_files():
     return [
         f"{R}/figures/{name}_fig3_desai.{ext}"
         for name in config["benchmarks"]
-        if any(l in bench_learners(name) and "base" in methods_for(l, name) for l in ("agem_head", "agem_film"))
+        if any(l in bench_learners(name) and "base" in methods_for(l, name)
+               for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem"))
         and any(e in bench_eps(name) for e in FIG3_EPS)
         for ext in ("png", "pdf")
     ]
@@ -37,7 +41,7 @@ def fig3_files():
 if AGEM:
     if TUNE and not HEAD_LEARNERS:
         raise WorkflowError(
-            "config key 'learners': agem_head reuses the head learners' tuned DP-SGD hyperparameters "
+            "config key 'learners': agem_head and desai_head reuse the head learners' tuned DP-SGD hyperparameters "
             "(App. D.4); add peft_head to learners or set tuning.enabled: false"
         )
 
@@ -57,6 +61,7 @@ if AGEM:
             dpsgd=config["dpsgd"],
             agem=config["agem"],
             eps_tags=EPS,
+            learners=AGEM_LEARNERS,
         threads: 1
         resources:
             mem_mb=2000,

@@ -29,6 +29,7 @@ TARGETS = run_targets(config["epsilons"], config["delta"])
 
 
 AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS
+L2DPML_METHODS = config["l2dpml"]["label_methods"] or HEAD_METHODS
 BASELINE_METHODS = config["baseline_label_methods"] or HEAD_METHODS
 
 
@@ -36,8 +37,10 @@ def methods_for(learner, name=None):
     """Label methods a learner runs (on benchmark ``name``: restricted by its own label_methods)."""
     if learner == "cosine":
         methods = METHODS
-    elif learner.startswith("agem_"):
+    elif learner.startswith("agem_") or learner == "desai_head":
         methods = AGEM_METHODS
+    elif learner in ("l2dpml", "fm_agem"):
+        methods = L2DPML_METHODS
     elif learner.startswith(("naive_", "noncl_")):
         methods = BASELINE_METHODS
     else:

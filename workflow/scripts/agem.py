@@ -1,14 +1,18 @@
-"""DP-A-GEM baseline runs of one seed (thin wrapper: dpcl.stages.agem.agem_sweep)."""
+"""DP-A-GEM (enhanced, App. D.4) and Desai et al. as published, runs of one seed (thin wrapper:
+dpcl.stages.agem.agem_sweep)."""
 
 from dpcl.io import tee_stderr
 from dpcl.stages.agem import agem_sweep
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-# Outputs follow expand(eps, method), the same order as the label files.
-runs = [{"labels": lab, "metrics": m, "privacy": p, "diagnostics": d}
-        for lab, m, p, d in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics,
-                                strict=True)]  # fmt: skip
+learners = sm.params.learners
+n_runs = len(sm.input.labels)
+# Outputs follow expand(learner, eps, method): learner-major, then (eps, method) as the labels.
+runs = [{"labels": labels, "outputs": {learner: tuple(getattr(sm.output, k)[i * n_runs + r]
+                                                      for k in ("metrics", "privacy", "diagnostics"))
+                                       for i, learner in enumerate(learners)}}
+        for r, labels in enumerate(sm.input.labels)]  # fmt: skip
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 agem_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, dict(sm.params.dpsgd), dict(sm.params.agem),
-           threads=sm.threads, tuned=tuned, targets=sm.params.targets)  # fmt: skip
+           threads=sm.threads, tuned=tuned, targets=sm.params.targets, learners=learners)  # fmt: skip

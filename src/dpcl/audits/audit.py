@@ -388,12 +388,14 @@ def audit_table_markdown(df: pd.DataFrame) -> str:
              "|---|---|---|---|---|---|"]  # fmt: skip
     for r in df.itertuples():
         lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
-        tag = " (broken on purpose)" if r.broken else ""
+        tag = f" ({r.tag})" if isinstance(getattr(r, "tag", None), str) and r.tag else (
+            " (broken on purpose)" if r.broken else "")
         lines.append(
             f"| {r.mechanism}{tag} | {r.claimed_epsilon:g} | {lb} | {r.trials} | {r.verdict} | {r.setting} |"
         )
     a = float(df["alpha"].iloc[0]) if len(df) else 0.05
     lines += ["", f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
               f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
-              "their claimed ε; the broken variants must exceed it."]  # fmt: skip
+              "their claimed ε; the broken variants must exceed it. Learners: a canary individual in one task, "
+              "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners)."]  # fmt: skip
     return "\n".join(lines) + "\n"

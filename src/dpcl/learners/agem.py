@@ -266,12 +266,14 @@ def run_agem_head(
     noise_ref: dict | None,
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
+    out: dict | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
     """Train DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task stats).
 
     ``task_data[t]`` = (features, labels, sample ids); ``noise``/``noise_ref`` come from
     :func:`agem_noise`; ``rng_for(t, part)`` gives the generator of task t's "train" or
-    "reference" mechanism; ``split_seed`` seeds :func:`reference_mask`.
+    "reference" mechanism; ``split_seed`` seeds :func:`reference_mask`; a dict passed as ``out``
+    receives the final head (``out["head"]``, e.g. for an audit's score).
     """
     agem.validate()
     n_tasks = len(task_data)
@@ -303,4 +305,6 @@ def run_agem_head(
         ids_active = np.flatnonzero(active)
         preds.append([aggregate([head.logits(xt)[:, ids_active]], [ids_active]) if ids_active.size
                       else np.full(len(xt), -1) for xt, _ in test_sets[: t + 1]])  # fmt: skip
+    if out is not None:
+        out["head"] = head
     return preds, records, stats

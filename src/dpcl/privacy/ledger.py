@@ -44,7 +44,11 @@ LABEL_SPACE_KINDS = frozenset(
     {"ktsgd_label_release", "laplace_label_release", "label_oracle", "label_oracle_nonprivate", "data_independent"}
 )
 #: Mechanisms that train on a task's data (at least one per task).
-TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate"})
+TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate", "l2dpml_functional"})
+#: Mechanisms that are not DP by construction and are run as baselines: the entry says ε = ∞ and the
+#: run's ledger says guarantee_holds: false (the Label Oracle, Prop. 4.1; L2DP-ML's functional
+#: mechanism with noise drawn once and reused, paper 001, see dpcl.learners.l2dpml.WHY_NOT_DP).
+LEAKY_KINDS = frozenset({"label_oracle", "l2dpml_functional"})
 
 #: L2 (Gaussian) or L1 (count) sensitivity of each query a mechanism may answer, under
 #: add/remove adjacency. The query is named by the entry; its sensitivity is the ledger's.
@@ -55,6 +59,8 @@ QUERY_SENSITIVITY: dict[str, float] = {
     "label_counts": 1.0,
     # Σ clip_C(g_i) over a Poisson sample: one individual changes it by ≤ C; noise std σ·C
     "clipped_gradient_sums": 1.0,  # in units of the clipping bound C
+    # (Σ (e_y − 1/K) zᵀ, upper triangle of Σ z zᵀ) with ‖z‖ ≤ 1: √(1 + 1) (fm_agem, issue 16)
+    "taylor_coefficients_projected_features": math.sqrt(2.0),
 }
 DEFAULT_QUERY = {
     "ktsgd_label_release": "label_counts",
@@ -75,6 +81,8 @@ PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks"}),
     "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
     "label_oracle": frozenset(_COMMON),
+    "l2dpml_functional": frozenset(_COMMON | {"epsilon_1", "epsilon_2", "Delta_R", "Delta_L", "hidden", "input_dim",
+                                              "batch_size", "epochs"}),
     "label_oracle_nonprivate": frozenset(_COMMON),
     "data_independent": frozenset(_COMMON),
 }
@@ -139,7 +147,7 @@ def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: in
         raise LedgerError(f"{kind} entry has ε = {eps}, δ = {delta}: need ε ≥ 0 and 0 ≤ δ ≤ 1")
     derived: dict[str, Any] = {}
     achieved: float | None = None
-    if kind in ("nonprivate", "label_oracle", "label_oracle_nonprivate"):
+    if kind in ("nonprivate", "label_oracle", "label_oracle_nonprivate", "l2dpml_functional"):
         if not math.isinf(eps):
             raise LedgerError(f"a {kind} entry gives no privacy and must say ε = inf, not ε = {eps}")
     elif kind == "data_independent":
@@ -208,6 +216,9 @@ class Ledger:
     target: Budget
     n_tasks: int | None = None
     tasks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: a published method's own privacy claim (e.g. paper 002's Lemma 2), shown beside what the
+    #: entries compose to; with a claim the run may exceed its target and says guarantee_holds: false
+    claim: dict[str, Any] | None = None
 
     def add(self, task: int, entry: dict[str, Any]) -> None:
         """Record a mechanism applied to task ``task``'s data (verified immediately)."""
@@ -268,8 +279,8 @@ class Ledger:
 
     @property
     def leaky_baseline(self) -> bool:
-        """True if a deliberately non-DP baseline mechanism (the Label Oracle) was applied."""
-        return any(e["mechanism"] == "label_oracle" for es in self.tasks.values() for e in es)
+        """True if a deliberately non-DP baseline mechanism (:data:`LEAKY_KINDS`) was applied."""
+        return any(e["mechanism"] in LEAKY_KINDS for es in self.tasks.values() for e in es)
 
     def holds(self) -> bool:
         """Whether the composed guarantee is within the target (always true if the target is ε = ∞)."""
@@ -287,7 +298,7 @@ class Ledger:
         self.check_complete()
         total = self.total()
         t = self.target
-        if not self.holds() and not self.leaky_baseline:
+        if not self.holds() and not self.leaky_baseline and self.claim is None:
             raise PrivacyBudgetExceeded(
                 f"composed guarantee (ε={total.epsilon}, δ={total.delta}) exceeds the target "
                 f"(ε={t.epsilon}, δ={t.delta})"
@@ -329,7 +340,7 @@ class Ledger:
                 "epsilon": total.epsilon,
                 "delta": total.delta,
             },
-        }
+        } | ({"published_claim": self.claim} if self.claim is not None else {})
 
 
 DERIVED = ("delta_achieved", "epsilon_accounted")
@@ -356,7 +367,7 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
                               f"config's is (ε={target.epsilon}, δ={target.delta})")  # fmt: skip
     if n_tasks is None:
         n_tasks = int(privacy.get("n_tasks", len(privacy["tasks"])))
-    ledger = Ledger(target, n_tasks)
+    ledger = Ledger(target, n_tasks, claim=privacy.get("published_claim"))
     for task in privacy["tasks"]:
         t = int(task["task"])
         for i, entry in enumerate(task["mechanisms"]):
@@ -377,6 +388,7 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
     if bool(privacy.get("guarantee_holds")) != holds:
         raise LedgerError(f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}")
     return {"target": {"epsilon": target.epsilon, "delta": target.delta}, "n_tasks": n_tasks,
+            "published_claim": ledger.claim is not None,
             "entries": sum(len(v) for v in ledger.tasks.values()),
             "overall": {"epsilon": total.epsilon, "delta": total.delta}, "guarantee_holds": holds,
             "leaky_baseline": ledger.leaky_baseline}  # fmt: skip

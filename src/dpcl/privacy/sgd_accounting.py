@@ -21,6 +21,7 @@ over :data:`RDP_ORDERS`), and every σ returned has been verified with that same
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import warnings
@@ -389,6 +390,12 @@ def compose_noise_multiplier(
     return float(info["noise_multiplier"])
 
 
+@functools.lru_cache(maxsize=1024)
+def _single_phase_epsilon(sigma: float, q: float, n: int, delta: float, accountant: str) -> tuple[float, str]:
+    """ε of one (σ, q, steps) phase (cached: every run of a sweep writes the same ledger entries)."""
+    return _epsilon_of_history([(sigma, q, n)], delta, accountant)
+
+
 def accountant_record(
     noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "prv"
 ) -> dict[str, Any]:
@@ -399,7 +406,7 @@ def accountant_record(
         _check_steps(steps),
     )
     delta = _check_delta(delta)
-    eps, used = _epsilon_of_history([(sigma, q, n)], delta, _check_accountant(accountant))
+    eps, used = _single_phase_epsilon(sigma, q, n, delta, _check_accountant(accountant))
     return {
         "mechanism": "dpsgd",
         "accountant": used,

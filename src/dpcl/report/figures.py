@@ -183,6 +183,9 @@ FIG3_LEARNERS = {
     "peft_film": "PEFT Ensemble (FiLM)",
     "agem_head": "DP-A-GEM (Desai et al.)",
     "agem_film": "DP-A-GEM (Desai et al., FiLM)",
+    "desai_head": "Desai et al. DP-CL (as published)",
+    "l2dpml": "L2DP-ML (as published, not DP)",
+    "fm_agem": "FM-A-GEM (sound variant)",
 }
 
 

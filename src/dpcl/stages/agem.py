@@ -3,6 +3,7 @@ and Fig. 3."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -76,26 +77,85 @@ def run_agem(
     )  # fmt: skip
 
 
+def run_desai(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    dpsgd_cfg: dict,
+    agem_cfg: dict,
+    noise_cache: dict | None = None,
+    backbone: str = "features",
+    target: Budget | None = None,
+    tuned: bool = False,
+) -> tuple[dict, dict, dict]:
+    """One run of Desai et al.'s DP-CL as published (paper 002 Alg. 1): σ calibrated by Lemma 2's claim,
+    the ledger holding what the accountant gives for the actual rereads and the claim beside it
+    (``published_claim``; guarantee_holds: false where the claim understates the rereads)."""
+    from ..learners.agem import AGEMConfig
+    from ..learners.desai import desai_claim, lemma2_noise, run_desai_head
+    from ..training.heads import DPSGDConfig
+
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    agem.validate()
+    tb = labels["training_budget"]
+    n_tasks = len(scenario.train_indices)
+    eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
+    noise = lemma2_noise(eps, delta, cfg, agem.ref_rate(cfg), noise_cache)
+    spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
+    eval_y = evaluation_labels(test_y, labels)
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    preds, records, stats = run_desai_head(
+        task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise,
+        lambda t, part: release_rng(labels, backbone, "desai_head", t, part), seed,
+    )  # fmt: skip
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
+    claim = desai_claim(noise, cfg, agem, n_tasks) if math.isfinite(eps) else None
+    return finish_run(
+        "desai_head", labels, seed, preds, records, [y for _, y in test_sets], extra, target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"desai_tasks": stats}, claim=claim,
+    )  # fmt: skip
+
+
+AGEM_LEARNERS = {"agem_head": run_agem, "desai_head": run_desai}
+
+
 def agem_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
     dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
-    targets: dict | None = None,
+    targets: dict | None = None, learners: list[str] | tuple[str, ...] = ("agem_head",),
 ) -> None:  # fmt: skip
-    """All (ε, label method) DP-A-GEM runs of one seed; ``runs`` items: {labels, metrics, privacy,
+    """All (ε, label method) runs of one seed of the memory-buffer learners (``agem_head``: the enhanced
+    DP-A-GEM, App. D.4; ``desai_head``: paper 002 as published); ``runs`` items: {labels, outputs:
+    {learner: (metrics, privacy, diagnostics)}} or, for ``agem_head`` alone, {labels, metrics, privacy,
     diagnostics}.
 
     ``tuned`` maps ε tags to the head learners' tuning results: like the paper (App. D.4),
     DP-A-GEM reuses the PEFT method's DP-SGD hyperparameters.
     """
+    unknown = sorted(set(learners) - set(AGEM_LEARNERS))
+    if unknown:
+        raise ValueError(f"unknown learners {unknown}; this stage runs {sorted(AGEM_LEARNERS)}")
     for run, train, test, sc, labels, cfg, cache, backbone in feature_runs(
         train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
     ):
-        t0 = time.perf_counter()
-        metrics, privacy, diag = run_agem(train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache, backbone,
-                                          config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
-        write_run(run, metrics, privacy, diag)
-        log(f"agem_head seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-                 f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        for learner in learners:
+            t0 = time.perf_counter()
+            metrics, privacy, diag = AGEM_LEARNERS[learner](train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache,
+                                                            backbone, config_target(labels, targets),
+                                                            tuned=bool(tuned))  # fmt: skip
+            paths = run["outputs"][learner] if "outputs" in run else (run["metrics"], run["privacy"],
+                                                                       run.get("diagnostics"))  # fmt: skip
+            write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag)
+            log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+                f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
 
 
 def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[str | Path]) -> None:

@@ -89,7 +89,9 @@ def task_rows(train_index: np.ndarray, scenario: Scenario) -> list[np.ndarray]:
 _NOT_RECORDED = ("labels", "non_private")  # O_t is in the label file; the marker of a raw record
 
 
-def ledger_and_diagnostics(labels: dict, records, target: Budget | None = None) -> tuple[Ledger, list[dict]]:
+def ledger_and_diagnostics(
+    labels: dict, records, target: Budget | None = None, claim: dict | None = None
+) -> tuple[Ledger, list[dict]]:
     """The verified ledger of a run and its per-task diagnostics.
 
     ``records[t]`` is task t's raw training record (or a list: DP-A-GEM's train/reference
@@ -98,6 +100,7 @@ def ledger_and_diagnostics(labels: dict, records, target: Budget | None = None) 
     fractions, batch sizes, timings) to the diagnostics.
     """
     ledger = ledger_from_labels(labels, target)
+    ledger.claim = claim  # a published method's own claim, shown beside the accounted composition
     diagnostics = []
     for t, recs in enumerate(records):
         entries = []
@@ -134,11 +137,12 @@ def finish_run(
     target: Budget | None = None,
     hyperparameters: dict | None = None,
     diagnostics: dict | None = None,
+    claim: dict | None = None,
 ) -> tuple[dict, dict, dict]:
     """(metrics, verified privacy ledger, non-private diagnostics) of one run from its predictions
     and raw per-task records; ``summary(privacy, ledger.tasks)``, if given, adds a learner's block
     to privacy.json (DP-A-GEM); ``diagnostics`` adds run-level non-private numbers."""
-    ledger, per_task = ledger_and_diagnostics(labels, records, target)
+    ledger, per_task = ledger_and_diagnostics(labels, records, target, claim)
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
         aa, af = average_accuracy(acc), average_forgetting(acc)

@@ -30,13 +30,7 @@ from ..config import eps_tag
 from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json, write_npz
-from .common import NON_PRIVATE, config_target, finish_run, hyperparameters_note, release_rng, write_run
-
-
-def log(msg: str) -> None:
-    import sys
-
-    print(msg, file=sys.stderr, flush=True)
+from .common import NON_PRIVATE, config_target, finish_run, hyperparameters_note, log, release_rng, write_run
 
 
 def film_dpsgd_config(config: dict) -> dict:
@@ -67,7 +61,7 @@ def load_film_backbone(backbone_cfg: dict):
 
 def _task_images(dataset: str, root, dataset_cfg: dict, scenario: Scenario):
     """Per task (images, labels) of the scenario's training samples (original dataset indices)."""
-    from ..data import dataset_subset
+    from .data import dataset_subset
 
     ds, _ = dataset_subset(dataset, root, "train", dataset_cfg)
     return ds, [(ds.images[np.asarray(idx)], ds.labels[np.asarray(idx)]) for idx in scenario.train_indices]
@@ -75,7 +69,7 @@ def _task_images(dataset: str, root, dataset_cfg: dict, scenario: Scenario):
 
 def _test_sets(dataset: str, root, dataset_cfg: dict, scenario: Scenario, labels: dict):
     """Per task (test images, evaluation labels) of that task's classes (remapped as the label file says)."""
-    from ..data import dataset_subset
+    from .data import dataset_subset
 
     ds, idx = dataset_subset(dataset, root, "test", dataset_cfg)
     y = ds.labels[idx]
@@ -331,8 +325,8 @@ def tune_film_stage(
     normaliser are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result
     file per ε tag in ``outputs``.
     """
-    from ..data import dataset_subset
     from ..training.tuning import tune_film
+    from .data import dataset_subset
 
     sc = Scenario.from_dict(read_json(scenario_path))
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
@@ -353,12 +347,12 @@ def tune_film_stage(
         t0 = time.perf_counter()
         tag = eps_tag(eps)
 
-        def log(msg: str, tag: str = tag) -> None:
+        def log_tuning(msg: str, tag: str = tag) -> None:
             log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
 
         res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
-                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log)  # fmt: skip
+                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log_tuning)  # fmt: skip
         res["seed"] = sc.seed
         res["seconds"] = round(time.perf_counter() - t0, 1)
         write_json(outputs[tag], res)
-        log(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s)")
+        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s)")

@@ -1,0 +1,136 @@
+"""Stage of ``workflow/rules/l2dpml.smk``: L2DP-ML as published (paper 001; its claim does not hold) and
+the sound functional-mechanism variant ``fm_agem``, on cached features projected by a PCA fitted on the
+public tuning split, over every (ε, label method) of one seed."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..data.label_space import evaluation_labels, remap_task_data
+from ..data.scenarios import Scenario
+from ..io import read_json
+from ..privacy.accounting import Budget
+from .common import (
+    config_target,
+    finish_run,
+    hyperparameters_note,
+    log,
+    parse_eps,
+    release_rng,
+    task_rows,
+    write_run,
+)
+
+LEARNERS = ("l2dpml", "fm_agem")
+
+
+def l2dpml_claim(epsilon: float, cfg) -> dict:
+    """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, and why it fails.
+
+    The γ term needs the trained θ₁ (and, in Thm 2, |D_τ|), so only the part without it is evaluated
+    here; the full value per task is in the run's non-private diagnostics."""
+    from ..learners.l2dpml import WHY_NOT_DP, budgets, claimed_epsilon
+
+    e1, e2 = budgets(epsilon, cfg)
+    d_r, d_l = cfg.sensitivities()
+    return {"source": "paper 001 (Lai et al. 2022), Theorem 2 and Alg. 2",
+            "formula": "eps_1 + eps_1/gamma_x + eps_1/gamma + eps_2, gamma_x = Delta_R/lambda, "
+                       "gamma = 2 Delta_R/(lambda ||theta_1||_{1,1}); 'regardless of the number of tasks'",
+            "epsilon_1": e1, "epsilon_2": e2, "Delta_R": d_r, "Delta_L": d_l, "batch_size": cfg.batch_size,
+            "claimed_epsilon_without_gamma_term": claimed_epsilon(epsilon, cfg, None),
+            "gamma_term": "grows with the trained theta_1; per task in diagnostics.json (claimed_epsilon_full)",
+            "holds": False, "reasons": WHY_NOT_DP,
+            "audit": "results/tables/privacy_audit.md: empirical lower bound above the claim"}  # fmt: skip
+
+
+def run_l2dpml_learners(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], tune_x: np.ndarray,
+    scenario: Scenario, labels: dict, seed: int, learners: list[str], l2dpml_cfg: dict, fm_cfg: dict,
+    backbone: str = "features", target: Budget | None = None, projections: dict | None = None,
+) -> dict[str, tuple[dict, dict, dict]]:  # fmt: skip
+    """Every listed learner for one (ε, label method): {learner: (metrics, privacy, diagnostics)}.
+    ``projections`` caches the public PCA per dimension across runs of a sweep."""
+    from ..learners.fm_agem import FMConfig, fit_projection, run_fm_agem
+    from ..learners.l2dpml import L2DPMLConfig, run_l2dpml, to_unit_box
+
+    unknown = sorted(set(learners) - set(LEARNERS))
+    if unknown:
+        raise ValueError(f"unknown learners {unknown}; this stage runs {list(LEARNERS)}")
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    projections = {} if projections is None else projections
+
+    def projection(dim: int):
+        if dim not in projections:
+            projections[dim] = fit_projection(tune_x, dim)  # PUBLIC data only
+        return projections[dim]
+
+    tb = labels["training_budget"]
+    eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
+    spaces = [t["labels"] for t in labels["tasks"]]
+    task_data = []
+    for rows, o_t in zip(task_rows(train_index, scenario), spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y))
+    eval_y = evaluation_labels(test_y, labels)
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    test_y_sets = [y for _, y in test_sets]
+    n_universe = int(labels["label_universe"])
+    out = {}
+    for learner in learners:
+        def rng_for(t, part, _l=learner):
+            return release_rng(labels, backbone, _l, t, part)
+
+        if learner == "l2dpml":
+            cfg = L2DPMLConfig.from_config(l2dpml_cfg)
+            proj = projection(cfg.input_dim)
+            data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
+            tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
+            preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
+            res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"l2dpml": l2dpml_cfg},
+                             target=target, hyperparameters=hyperparameters_note(l2dpml_cfg, False),
+                             diagnostics={"l2dpml_tasks": stats},
+                             claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None)  # fmt: skip
+        else:
+            cfg = FMConfig.from_config(fm_cfg)
+            preds, records, stats = run_fm_agem(task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg,
+                                                eps, delta, rng_for)  # fmt: skip
+            res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"fm_agem": fm_cfg},
+                             target=target, hyperparameters=hyperparameters_note(fm_cfg, False),
+                             diagnostics={"fm_agem_tasks": stats})  # fmt: skip
+        out[learner] = res
+    return out
+
+
+def l2dpml_sweep(
+    train_path: str | Path, test_path: str | Path, tune_path: str | Path, scenario_path: str | Path,
+    runs: list[dict], learners: list[str], l2dpml_cfg: dict, fm_cfg: dict, threads: int | None = None,
+    targets: dict | None = None,
+) -> None:  # fmt: skip
+    """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
+    diagnostics)}}; ``targets`` are the config's (ε tag -> {epsilon, delta})."""
+    from threadpoolctl import threadpool_limits
+
+    from ..features import load_feature_cache
+
+    with threadpool_limits(limits=threads):
+        tx, ty, tidx, meta = load_feature_cache(train_path)
+        ex, ey, _, _ = load_feature_cache(test_path)
+        ux, _, _, _ = load_feature_cache(tune_path)
+        sc = Scenario.from_dict(read_json(scenario_path))
+        projections: dict = {}
+        for run in runs:
+            labels = read_json(run["labels"])
+            t0 = time.perf_counter()
+            res = run_l2dpml_learners((tx, ty, tidx), (ex, ey), ux, sc, labels, int(sc.seed), learners, l2dpml_cfg,
+                                      fm_cfg, meta["backbone"], config_target(labels, targets), projections)  # fmt: skip
+            for learner, (metrics, privacy, diag) in res.items():
+                paths = run["outputs"][learner]
+                write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag)
+            accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
+            log(f"l2dpml seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+                f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
