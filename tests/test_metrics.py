@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
 
-from dpcl.metrics import accuracy_matrix, average_accuracy, average_forgetting, forgetting
+from dpcl.metrics import (
+    accuracy_matrix,
+    average_accuracy,
+    average_forgetting,
+    forgetting,
+    worst_case_forgetting,
+)
 
 NAN = np.nan
 # Hand-computed example: 3 tasks.
@@ -27,6 +33,8 @@ def test_forgetting_by_hand():
     af = average_forgetting(ACC)
     assert np.isnan(af[0])
     assert af[1:] == pytest.approx([0.2, (0.3 - 0.05) / 2])
+    wf = worst_case_forgetting(ACC)  # max over the earlier tasks: .2, then max(.3, -.05)
+    assert np.isnan(wf[0]) and wf[1:] == pytest.approx([0.2, 0.3])
 
 
 def test_forgetting_uses_only_earlier_rows():

@@ -70,11 +70,11 @@ def _neighbours(tmp):
 def _run_everything(work):
     """Every learner's stage on one data set, as the workflow runs them; returns the run folder."""
     from dpcl.stages.agem import agem_sweep
-    from dpcl.stages.l2dpml import l2dpml_sweep
     from dpcl.stages.cosine import cosine_sweep
     from dpcl.stages.features import cache_features
     from dpcl.stages.film import film_baseline_stage, film_eval_stage, film_member_stage
     from dpcl.stages.heads import head_learner_sweep
+    from dpcl.stages.l2dpml import l2dpml_sweep
     from dpcl.stages.labels import release_label_spaces
     from dpcl.stages.scenarios import build_scenario
 

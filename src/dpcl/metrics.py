@@ -6,6 +6,7 @@ acc[t, i] is the test accuracy on task i's test classes after learning task t
 - forgetting f_{t,i} = max_{k < t} acc[k, i] − acc[t, i] for i < t        (A99)
   (k ranges over the rows where task i was already learned, i ≤ k < t)
 - average forgetting AF_t = mean_{i < t} f_{t,i}; undefined (NaN) for t = 0 (A100)
+- worst-case forgetting WF_t = max_{i < t} f_{t,i} (paper 002's "worst-case" view of the same f)
 
 A task without test classes of its own (possible in blurry scenarios, where a task may
 introduce no new class) has an undefined column; the means skip undefined entries.
@@ -61,3 +62,13 @@ def average_forgetting(acc: np.ndarray) -> np.ndarray:
     """AF_t for every t (A100); NaN at t = 0, where no task has been left behind yet."""
     f = forgetting(acc)
     return np.array([np.nan] + [_nanmean(f[t, :t]) for t in range(1, len(f))])
+
+
+def worst_case_forgetting(acc: np.ndarray) -> np.ndarray:
+    """WF_t = max_{i < t} f_{t,i} for every t; NaN at t = 0 and where no f_{t,i} is defined."""
+    f = forgetting(acc)
+    out = [np.nan]
+    for t in range(1, len(f)):
+        row = f[t, :t][~np.isnan(f[t, :t])]
+        out.append(float(row.max()) if row.size else np.nan)
+    return np.array(out)

@@ -46,14 +46,27 @@ def _task_axis(ax, eps: str, n_tasks: int) -> None:
     ax.grid(alpha=0.3)
 
 
-def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path]) -> None:
-    """Label, title, save and close a row of panels."""
+def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path], legend_below: bool = False) -> None:
+    """Label, title, save and close a row of panels (``legend_below``: one legend under the panels,
+    so that it covers no data when there are many series)."""
     import matplotlib.pyplot as plt
 
     axes[0][0].set_ylabel(ylabel)
-    axes[0][-1].legend(fontsize=8, loc="lower left")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if legend_below:
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        for ax in axes[0][1:]:  # series missing from the first panel
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False)
+        fig.suptitle(title, fontsize=10)
+        rows = (len(labels) + 2) // 3
+        fig.tight_layout(rect=(0, 0.06 * rows + 0.02, 1, 1))
+    else:
+        axes[0][-1].legend(fontsize=8, loc="lower left")
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
     _save(fig, outputs)
     plt.close(fig)
 
@@ -181,8 +194,8 @@ FIG3_LEARNERS = {
     "cosine": "Cosine Classifier",
     "peft_head": "PEFT Ensemble (head-only)",
     "peft_film": "PEFT Ensemble (FiLM)",
-    "agem_head": "DP-A-GEM (Desai et al.)",
-    "agem_film": "DP-A-GEM (Desai et al., FiLM)",
+    "agem_head": "DP-A-GEM (enhanced, App. D.4)",
+    "agem_film": "DP-A-GEM (enhanced, FiLM)",
     "desai_head": "Desai et al. DP-CL (as published)",
     "l2dpml": "L2DP-ML (as published, not DP)",
     "fm_agem": "FM-A-GEM (sound variant)",
@@ -201,7 +214,7 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
     if not records:
         raise ValueError("Fig. 3 needs at least one run")
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
-    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 4.4), sharey=True, squeeze=False)
     offsets = {
         name: (k - (len(FIG3_LEARNERS) - 1) / 2) * 0.08 for k, name in enumerate(FIG3_LEARNERS)
     }  # apart
@@ -217,4 +230,4 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
             ax.errorbar(t, med, yerr=[med - curves.min(axis=0), curves.max(axis=0) - med], marker="o", ms=3,
                         capsize=2, label=name)  # fmt: skip
         _task_axis(ax, eps, len(records[0]["average_accuracy"]))
-    _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs)
+    _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs, legend_below=True)

@@ -14,7 +14,7 @@ import numpy as np
 from ..config import eps_tag
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json
-from ..metrics import accuracy_matrix, average_accuracy, average_forgetting
+from ..metrics import accuracy_matrix, average_accuracy, average_forgetting, worst_case_forgetting
 from ..privacy.accounting import Budget
 from ..privacy.ledger import Ledger, split_public
 from ..seeding import rng
@@ -145,7 +145,7 @@ def finish_run(
     ledger, per_task = ledger_and_diagnostics(labels, records, target, claim)
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
-        aa, af = average_accuracy(acc), average_forgetting(acc)
+        aa, af, wf = average_accuracy(acc), average_forgetting(acc), worst_case_forgetting(acc)
     privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
     privacy["hyperparameters"] = hyperparameters or hyperparameters_note(None, False)
     target = ledger.target
@@ -155,6 +155,7 @@ def finish_run(
         "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
         "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
         "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
+        "worst_case_forgetting": wf, "final_worst_case_forgetting": float(wf[-1]),
         "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
     }  # fmt: skip
     diag = {"non_private": NON_PRIVATE, "learner": learner, "label_method": labels["method"],
