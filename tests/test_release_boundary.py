@@ -35,7 +35,8 @@ FILM_DPSGD = {**DPSGD, "epochs": 1.0}
 BACKBONE = {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32, "batch_size": 64}
 #: metrics that are evaluated on the (non-private) test set or are a released output (|O_t|)
 EVALUATED = {"acc", "average_accuracy", "average_forgetting", "final_accuracy", "final_forgetting",
-             "acc_by_aggregation", "final_accuracy_by_aggregation", "released_labels"}  # fmt: skip
+             "worst_case_forgetting", "final_worst_case_forgetting", "acc_by_aggregation",
+             "final_accuracy_by_aggregation", "released_labels"}  # fmt: skip
 
 
 def _images(labels: np.ndarray, gen: np.random.Generator) -> np.ndarray:

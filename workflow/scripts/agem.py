@@ -3,16 +3,12 @@ dpcl.stages.agem.agem_sweep)."""
 
 from dpcl.io import tee_stderr
 from dpcl.stages.agem import agem_sweep
+from dpcl.stages.common import runs_by_learner
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 learners = sm.params.learners
-n_runs = len(sm.input.labels)
-# Outputs follow expand(learner, eps, method): learner-major, then (eps, method) as the labels.
-runs = [{"labels": labels, "outputs": {learner: tuple(getattr(sm.output, k)[i * n_runs + r]
-                                                      for k in ("metrics", "privacy", "diagnostics"))
-                                       for i, learner in enumerate(learners)}}
-        for r, labels in enumerate(sm.input.labels)]  # fmt: skip
+runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 agem_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, dict(sm.params.dpsgd), dict(sm.params.agem),
            threads=sm.threads, tuned=tuned, targets=sm.params.targets, learners=learners)  # fmt: skip

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..privacy.accounting import Budget
 from .common import (
@@ -21,7 +20,7 @@ from .common import (
     parse_eps,
     read_records,
     release_rng,
-    task_rows,
+    task_inputs,
     write_run,
 )
 
@@ -48,21 +47,13 @@ def run_agem(
     from ..learners.agem import AGEMConfig, agem_noise, privacy_summary, run_agem_head
     from ..training.heads import DPSGDConfig
 
-    train_x, train_y, train_index = train
-    test_x, test_y = test
     cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
     tb = labels["training_budget"]
     n_tasks = len(scenario.train_indices)
     eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
     noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, noise_cache)
-    spaces = [t["labels"] for t in labels["tasks"]]
-    task_data = []
-    for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
-        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
-    eval_y = evaluation_labels(test_y, labels)
-    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     preds, records, stats = run_agem_head(
         task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
         lambda t, part: release_rng(labels, backbone, "agem_head", t, part), seed,
@@ -97,21 +88,13 @@ def run_desai(
     from ..learners.desai import desai_claim, lemma2_noise, run_desai_head
     from ..training.heads import DPSGDConfig
 
-    train_x, train_y, train_index = train
-    test_x, test_y = test
     cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
     tb = labels["training_budget"]
     n_tasks = len(scenario.train_indices)
     eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
     noise = lemma2_noise(eps, delta, cfg, agem.ref_rate(cfg), noise_cache)
-    spaces = [t["labels"] for t in labels["tasks"]]
-    task_data = []
-    for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
-        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]))
-    eval_y = evaluation_labels(test_y, labels)
-    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     preds, records, stats = run_desai_head(
         task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise,
         lambda t, part: release_rng(labels, backbone, "desai_head", t, part), seed,

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import eps_tag
+from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json
 from ..metrics import accuracy_matrix, average_accuracy, average_forgetting, worst_case_forgetting
@@ -205,3 +206,32 @@ def read_records(metrics_paths: list[str | Path]) -> list[dict]:
             r[key] = num(r[key])
         records.append(r)
     return records
+
+
+def task_inputs(
+    train: tuple[np.ndarray, np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], scenario: Scenario,
+    labels: dict, with_ids: bool = False,
+) -> tuple[list[list[int]], list[tuple], list[tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
+    """(label spaces O_t, per-task training data R_t^task(D_t) as (features, labels[, sample ids]), per-task
+    test sets (features, labels as the public vocabulary names them)) of one run on cached features."""
+    train_x, train_y, train_index = train
+    test_x, test_y = test
+    spaces = [t["labels"] for t in labels["tasks"]]
+    task_data: list[tuple] = []
+    for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
+        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]) if with_ids else (train_x[rows[keep]], y))
+    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
+    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    return spaces, task_data, test_sets
+
+
+def runs_by_learner(labels: list, metrics: list, privacy: list, diagnostics: list, learners: list[str]) -> list[dict]:
+    """Sweep ``runs`` from a rule's outputs, which follow expand(learner, eps, method): learner-major,
+    then (eps, method) in the order of the label files."""
+    n = len(labels)
+    if not len(metrics) == len(privacy) == len(diagnostics) == n * len(learners):
+        raise ValueError(f"{len(metrics)} outputs for {n} label files x {len(learners)} learners")
+    return [{"labels": lab, "outputs": {learner: (metrics[i * n + r], privacy[i * n + r], diagnostics[i * n + r])
+                                        for i, learner in enumerate(learners)}}
+            for r, lab in enumerate(labels)]  # fmt: skip

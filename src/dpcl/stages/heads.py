@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from ..config import eps_tag
-from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json
 from ..metrics import accuracy_matrix
@@ -22,7 +21,7 @@ from .common import (
     log,
     parse_eps,
     release_rng,
-    task_rows,
+    task_inputs,
     write_run,
 )
 
@@ -45,18 +44,10 @@ def run_head_learners(
     from ..learners.peft import dpsgd_noise, run_head_learner
     from ..training.heads import DPSGDConfig
 
-    train_x, train_y, train_index = train
-    test_x, test_y = test
     cfg = DPSGDConfig(**dpsgd_cfg)
     tb = labels["training_budget"]
     noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
-    spaces = [t["labels"] for t in labels["tasks"]]
-    task_data = []
-    for rows, o_t in zip(task_rows(train_index, scenario), spaces, strict=True):
-        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        task_data.append((train_x[rows[keep]], y))
-    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
-    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)
     out = {}
     for learner in learners:
         by_rule: dict = {}

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json
 from ..privacy.accounting import Budget
@@ -21,7 +20,7 @@ from .common import (
     log,
     parse_eps,
     release_rng,
-    task_rows,
+    task_inputs,
     write_run,
 )
 
@@ -60,8 +59,6 @@ def run_l2dpml_learners(
     unknown = sorted(set(learners) - set(LEARNERS))
     if unknown:
         raise ValueError(f"unknown learners {unknown}; this stage runs {list(LEARNERS)}")
-    train_x, train_y, train_index = train
-    test_x, test_y = test
     projections = {} if projections is None else projections
 
     def projection(dim: int):
@@ -71,13 +68,7 @@ def run_l2dpml_learners(
 
     tb = labels["training_budget"]
     eps, delta = parse_eps(tb["epsilon"]), float(tb["delta"])
-    spaces = [t["labels"] for t in labels["tasks"]]
-    task_data = []
-    for rows, o_t in zip(task_rows(train_index, scenario), spaces, strict=True):
-        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        task_data.append((train_x[rows[keep]], y))
-    eval_y = evaluation_labels(test_y, labels)
-    test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)
     test_y_sets = [y for _, y in test_sets]
     n_universe = int(labels["label_universe"])
     out = {}
