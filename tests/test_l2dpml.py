@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dpcl.audits.learners import audit_agem_head, audit_l2dpml, trials_to_refute
+from dpcl.audits.learners import audit_agem_head, audit_fm_agem, audit_l2dpml, trials_to_refute
 from dpcl.learners.l2dpml import (
     WHY_NOT_DP,
     L2DPMLConfig,
@@ -117,7 +117,17 @@ def test_audit_refutes_the_claim_by_a_clear_margin():
     assert res["epsilon_lower_bound"] > res["claimed_epsilon"] + 1.0
 
 
-def test_the_same_audit_finds_dp_a_gem_within_its_claim():
+def test_the_same_audit_finds_dp_a_gem_and_the_sound_variant_within_their_claims():
     for eps in (1.0, 4.0):
-        res = audit_agem_head(eps, 1e-5, 200, seed=0)
-        assert res["epsilon_lower_bound"] <= res["claimed_epsilon"]
+        for res in (audit_agem_head(eps, 1e-5, 200, seed=0), audit_fm_agem(eps, 1e-5, 400, seed=0)):
+            assert res["epsilon_lower_bound"] <= res["claimed_epsilon"], res["learner"]
+    # the audit has power: with far less noise than fm_agem's claim needs, it refutes that claim
+    from dpcl.learners import fm_agem
+
+    orig = fm_agem.fm_sigma
+    try:
+        fm_agem.fm_sigma = lambda e, d: orig(e, d) / 20  # a broken σ, 20x too small
+        broken = audit_fm_agem(1.0, 1e-5, 400, seed=0)
+    finally:
+        fm_agem.fm_sigma = orig
+    assert broken["epsilon_lower_bound"] > 1.0

@@ -17,6 +17,9 @@ Audited here (add/remove adjacency, D' = D ∪ {canary}):
   the canary is a far-out record of task 0 (placed by its public coin in the train part, or in the
   reference part, i.e. the memory buffer reread during task 1); the statistic is the released head's
   margin for the canary's label on the canary's features. Its claimed ε is the run's target.
+- **FM-A-GEM** (:mod:`dpcl.learners.fm_agem`, the sound variant): one task, D = a few fixed projected
+  records, the canary an axis-aligned record (it attains the mechanism's sensitivity); the statistic is
+  the released head's margin for the canary's label on the canary. Its claimed ε is the task budget.
 """
 
 from __future__ import annotations
@@ -128,6 +131,33 @@ def audit_agem_head(epsilon: float, delta: float, trials: int, seed: int, part: 
     return res
 
 
+def audit_fm_agem(epsilon: float, delta: float, trials: int, seed: int, dim: int = 8, n_base: int = 12) -> dict:
+    """Audit FM-A-GEM's per-task coefficient release and training at budget ``epsilon``."""
+    from ..learners.fm_agem import FMConfig, FMHead, fm_sigma
+
+    cfg = FMConfig(dim=dim)
+    sigma = fm_sigma(epsilon, delta)
+    base_gen = np.random.default_rng(54321)  # the fixed base data D
+    zb = base_gen.normal(0, 0.3, (n_base, dim))
+    zb /= np.maximum(1.0, np.linalg.norm(zb, axis=1, keepdims=True))
+    yb = base_gen.integers(0, 3, n_base)
+    canary = np.zeros(dim)
+    canary[0] = 1.0  # ‖z‖ = 1 on an axis: the release's worst case
+
+    def score(with_canary: bool, gen: np.random.Generator) -> float:
+        z, y = (np.vstack([zb, canary]), np.append(yb, 0)) if with_canary else (zb, yb)
+        head = FMHead(3, dim)
+        head.learn_task(z, y, [0, 1, 2], sigma, gen, cfg)
+        s = head.w @ canary
+        return float(s[0] - s[1:].max())
+
+    res = canary_audit(score, trials, seed, ("fm_agem", float(epsilon)), delta)
+    res.update(learner="fm_agem", epsilon=float(epsilon), claimed_epsilon=float(epsilon),
+               attack="axis-aligned canary (the release's worst case); statistic: the released head's margin "
+                      "for its label")  # fmt: skip
+    return res
+
+
 def learner_audit_table(epsilons: list[float], delta: float, trials: int, seed: int) -> list[dict]:
     """One row per (learner, ε): claimed ε against the empirical lower bound."""
     rows = []
@@ -136,4 +166,5 @@ def learner_audit_table(epsilons: list[float], delta: float, trials: int, seed: 
             continue
         rows.append(audit_l2dpml(eps, delta, trials, seed))
         rows.append(audit_agem_head(eps, delta, trials, seed))
+        rows.append(audit_fm_agem(eps, delta, trials, seed))
     return rows

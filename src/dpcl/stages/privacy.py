@@ -37,7 +37,8 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     if cfg.get("learner_trials", 0):
         rows = learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
         learners = pd.DataFrame([{
-            "mechanism": {"l2dpml": "L2DP-ML learner", "agem_head": "DP-A-GEM learner (head)"}[r["learner"]],
+            "mechanism": {"l2dpml": "L2DP-ML learner", "agem_head": "DP-A-GEM learner (head)",
+                          "fm_agem": "FM-A-GEM learner (sound variant)"}[r["learner"]],
             "broken": r["learner"] == "l2dpml", "tag": "as published, paper 001" if r["learner"] == "l2dpml" else "",
             "claimed_epsilon": r["claimed_epsilon"], "epsilon_lower_bound": r["epsilon_lower_bound"],
             "trials": r["trials"], "setting": r["attack"], "delta": delta, "alpha": r["alpha"]} for r in rows])  # fmt: skip
