@@ -22,6 +22,9 @@ class Scenario:
     class_order: list[int]
     task_classes: list[list[int]]
     train_indices: list[np.ndarray]
+    #: domain-incremental "permuted features" (:func:`permuted_scenario`): task t sees every feature
+    #: vector through the public permutation :func:`feature_permutation` (seed, t)
+    feature_permutation: bool = False
 
     @property
     def n_tasks(self) -> int:
@@ -35,7 +38,7 @@ class Scenario:
             "class_order": [int(c) for c in self.class_order],
             "task_classes": [[int(c) for c in cs] for cs in self.task_classes],
             "train_indices": [idx.astype(int).tolist() for idx in self.train_indices],
-        }
+        } | ({"feature_permutation": True} if self.feature_permutation else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> Scenario:
@@ -45,6 +48,7 @@ class Scenario:
             class_order=list(d["class_order"]),
             task_classes=[list(c) for c in d["task_classes"]],
             train_indices=[np.asarray(i, dtype=np.int64) for i in d["train_indices"]],
+            feature_permutation=bool(d.get("feature_permutation", False)),
         )
 
 
@@ -249,7 +253,40 @@ def make_scenario(kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoi
         return siblurry_scenario(labels, n_tasks, disjoint_pct, blurry_pct, seed)
     if kind == "datasets":
         return datasets_scenario(labels, n_tasks, seed)
-    raise ValueError(f"unknown scenario {kind!r}; known: ['disjoint', 'iblurry', 'siblurry', 'datasets']")
+    if kind == "permuted":
+        return permuted_scenario(labels, n_tasks, seed)
+    raise ValueError(
+        f"unknown scenario {kind!r}; known: ['disjoint', 'iblurry', 'siblurry', 'datasets', 'permuted']"
+    )
+
+
+def permuted_scenario(labels: np.ndarray, n_tasks: int, seed: int) -> Scenario:
+    """Domain-incremental "permuted features" (the cached-feature analogue of Permuted MNIST, paper 001
+    Sec. 6): every task has every class; each class's training samples are dealt by a seeded permutation
+    into ``n_tasks`` near-equal parts (each individual in exactly one task); task t sees features through
+    the public permutation :func:`feature_permutation` (seed, t) of their dimensions (task 0: identity).
+    Task i's test set is all test data seen through task i's permutation, so acc[t, i] and the metrics
+    keep their definitions (App. D)."""
+    labels = np.asarray(labels)
+    classes = [int(c) for c in np.unique(labels)]
+    if n_tasks < 1:
+        raise ValueError(f"n_tasks must be >= 1, got {n_tasks}")
+    gen = rng(seed, "scenario", "permuted", "split")
+    parts: list[list[np.ndarray]] = [[] for _ in range(n_tasks)]
+    for c in classes:
+        idx = gen.permutation(np.flatnonzero(labels == c))
+        for t, part in enumerate(np.array_split(idx, n_tasks)):
+            parts[t].append(part)
+    train_indices = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    return Scenario(f"permuted-t{n_tasks}", seed, classes, [list(classes)] * n_tasks, train_indices,
+                    feature_permutation=True)  # fmt: skip
+
+
+def feature_permutation(seed: int, task: int, dim: int) -> np.ndarray:
+    """The public permutation of feature dimensions seen by ``task`` of a permuted scenario (task 0: identity)."""
+    if task == 0:
+        return np.arange(dim)
+    return rng(seed, "scenario", "permuted", "features", int(task)).permutation(dim)
 
 
 def datasets_scenario(labels: np.ndarray, n_tasks: int, seed: int, classes_per_dataset: int = 10) -> Scenario:

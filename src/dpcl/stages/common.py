@@ -223,6 +223,12 @@ def task_inputs(
         task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]) if with_ids else (train_x[rows[keep]], y))
     eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
     test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
+    if scenario.feature_permutation:  # domain-incremental: task t's data through its public permutation
+        from ..data.scenarios import feature_permutation
+
+        perms = [feature_permutation(int(scenario.seed), t, train_x.shape[1]) for t in range(len(task_data))]
+        task_data = [(d[0][:, p], *d[1:]) for d, p in zip(task_data, perms, strict=True)]
+        test_sets = [(x[:, p], y) for (x, y), p in zip(test_sets, perms, strict=True)]
     return spaces, task_data, test_sets
 
 

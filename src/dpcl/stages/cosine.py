@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json, write_npz
 from ..learners.cosine import CosineClassifier, cosine_sigma
@@ -20,7 +19,7 @@ from .common import (
     log,
     parse_eps,
     release_rng,
-    task_rows,
+    task_inputs,
     write_run,
 )
 
@@ -40,28 +39,26 @@ def run_cosine(
     (features, labels), ``labels`` = the label-release file of this (ε, method), ``backbone``
     names the features (part of the noise stream's key), ``target`` the config's (ε, δ).
     """
-    train_x, train_y, train_index = train
-    test_x, test_y = test
     tb = labels["training_budget"]
     t_eps = parse_eps(tb["epsilon"])
     sigma = cosine_sigma(t_eps, float(tb["delta"]))
-    clf = CosineClassifier(int(labels["label_universe"]), train_x.shape[1])
-    test_sets = [np.flatnonzero(np.isin(test_y, cs)) for cs in scenario.task_classes]
-    eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
+    clf = CosineClassifier(int(labels["label_universe"]), train[0].shape[1])
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)  # R_t^task(D_t), Eq. 8
     preds: list[list[np.ndarray]] = []
     records = []
-    for t, rows in enumerate(task_rows(train_index, scenario)):
-        o_t = labels["tasks"][t]["labels"]
-        keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        rec = clf.update(train_x[rows[keep]], y, o_t, sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
+    for t, (x, y) in enumerate(task_data):
+        rec = clf.update(x, y, spaces[t], sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
         rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
-                   data=f"features of R_task(D_{t})", samples=int(keep.sum()), dropped=int((~keep).sum()))  # fmt: skip
+                   data=f"features of R_task(D_{t})", samples=int(len(y)),
+                   dropped=int(len(scenario.train_indices[t]) - len(y)))  # fmt: skip
         records.append(rec)
-        seen = np.concatenate(test_sets[: t + 1])
-        pred = clf.predict(test_x[seen])
-        bounds = np.cumsum([len(s) for s in test_sets[: t + 1]])[:-1]
+        if scenario.feature_permutation:  # every test set through its own task's permutation
+            preds.append([clf.predict(xt) for xt, _ in test_sets[: t + 1]])
+            continue
+        pred = clf.predict(np.concatenate([xt for xt, _ in test_sets[: t + 1]]))  # one pass over all seen
+        bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
-    metrics, privacy, diag = finish_run("cosine", labels, seed, preds, records, [eval_y[s] for s in test_sets],
+    metrics, privacy, diag = finish_run("cosine", labels, seed, preds, records, [yt for _, yt in test_sets],
                                         {"sigma": sigma}, target=target)  # fmt: skip
     privacy["sigma"] = sigma
     return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag

@@ -89,6 +89,14 @@ def _noise(labels: dict, cfg):
     return dpsgd_noise(eps, float(tb["delta"]), cfg)
 
 
+def _refuse_permuted(sc: Scenario) -> None:
+    """FiLM trains on images; the 'permuted' scenario permutes cached feature dimensions."""
+    if sc.feature_permutation:
+        raise ValueError(f"scenario {sc.name!r} permutes cached feature dimensions (domain-incremental); the FiLM "
+                         "learners train on images: run it with cached-feature learners only "
+                         "(benchmarks.<name>.learners)")  # fmt: skip
+
+
 def _backbone_key(backbone_name: str | None, backbone_cfg: dict) -> str:
     """The backbone's part of the noise stream's key: its config name, else its canonical config."""
     import json
@@ -116,6 +124,7 @@ def film_member_stage(
     from ..training.heads import DPSGDConfig
 
     sc = Scenario.from_dict(read_json(scenario_path))
+    _refuse_permuted(sc)
     labels = read_json(labels_path)
     if not 0 <= task < len(sc.train_indices):
         raise ValueError(f"task {task} outside the scenario's {len(sc.train_indices)} tasks")
@@ -155,6 +164,7 @@ def film_eval_stage(
     from ..training.heads import DPSGDConfig
 
     sc = Scenario.from_dict(read_json(scenario_path))
+    _refuse_permuted(sc)
     labels = read_json(labels_path)
     n_tasks = len(sc.train_indices)
     if len(member_paths) != n_tasks or len(record_paths) != n_tasks:
@@ -228,6 +238,7 @@ def film_baseline_stage(
     if learner not in allowed:
         raise ValueError(f"film_baseline_stage runs one of {list(allowed)}, not {learner!r}")
     sc = Scenario.from_dict(read_json(scenario_path))
+    _refuse_permuted(sc)
     labels = read_json(labels_path)
     dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
     cfg = DPSGDConfig(**dpsgd_cfg)
@@ -329,6 +340,7 @@ def tune_film_stage(
     from .data import dataset_subset
 
     sc = Scenario.from_dict(read_json(scenario_path))
+    _refuse_permuted(sc)
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
     missing = sorted({eps_tag(e) for e in eps_values} - set(outputs))
     if missing:
