@@ -70,7 +70,7 @@ def ledger_from_labels(labels: dict, target: Budget | None = None) -> Ledger:
     """A run's ledger (target from the config when given), seeded with the label file's release entries."""
     ledger = Ledger(target or config_target(labels, None), len(labels["tasks"]))
     for e in labels["ledger"]:
-        ledger.add(e["task"], {k: (math.inf if v == "inf" else v) for k, v in e.items() if k != "task"})
+        ledger.add(e["task"], {k: v for k, v in e.items() if k != "task"})  # Ledger.add reads "inf"
     return ledger
 
 
