@@ -30,7 +30,7 @@ SEEDS = config["seeds"]
 wildcard_constraints:
     seed=r"\d+",
     eps=r"[0-9.e+-]+|inf",
-    split="train|test|tune",
+    split="train|test|tune|pool",
     dataset=r"[A-Za-z0-9_]+",
     backbone=r"[A-Za-z0-9_.-]+",
     benchmark="|".join(re.escape(b) for b in config["benchmarks"]),
@@ -53,6 +53,7 @@ include: "workflow/rules/film.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"
 include: "workflow/rules/paper_tables.smk"
+include: "workflow/rules/active.smk"
 include: "workflow/rules/paper_figures.smk"  # keep last: report.html collects every other target
 
 # Under a cluster executor (snakemake --profile slurm) these cheap steps run on the
@@ -69,6 +70,7 @@ localrules:
     paper_figures,
     paper_tables,
     html_report,
+    active_report,
 
 
 rule all:
@@ -78,4 +80,5 @@ rule all:
         fig3_files(),
         html_report_files(),
         paper_table_files(),
+        active_report_files(),
     default_target: True

@@ -29,7 +29,7 @@ def tiny_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("wf")
     raw = work / "raw"
     raw.mkdir()
-    make_fake_fashion_mnist(raw, n_train_per_class=45, n_test_per_class=12)
+    make_fake_fashion_mnist(raw, n_train_per_class=70, n_test_per_class=12)
     cfg = {
         "seeds": [0, 1, 2],
         "epsilons": [1, "inf"],
@@ -40,10 +40,15 @@ def tiny_run(tmp_path_factory):
         "dpsgd": {"sample_rate": 0.5, "epochs": 4},
         "tuning": {"trials": 3},
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
-                                       "train_per_class": 25, "test_per_class": 10}},
+                                       "train_per_class": 25, "test_per_class": 10, "tune_per_class": 20,
+                                       "pool_per_class": 25}},
         "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32,
                                "batch_size": 64}},
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
+        # DP active learning (paper 004) on a 250-record pool: every rule of active.smk
+        "active": {"backbone": "tiny", "seeds": [0, 1], "initial_size": 40, "query_sizes": [40, 20], "batch_size": 16,
+                   "epochs": 2, "epochs_random": 3, "imbalance": 0.5, "mc_passes": 3,
+                   "methods": ["random-nal", "random-sa", "entropy-dp-sa", "entropy-nondp-sa", "margin-dp-naive"]},
     }  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = _snakemake(work)
@@ -145,6 +150,9 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
         "runs/cosine/fashion_mnist/tiny/disjoint-t5/seed1/eps1/public-x10/metrics.json",
         "labels/fashion_mnist/disjoint-t5/seed2/eps1/release-f0.1.json",
         "tables/tiny_bench_cosine.csv",
+        "runs/active/imbalanced/sound/entropy-dp-sa/eps8-sel2/seed1/privacy.json",
+        "runs/active/balanced/paper/margin-dp-naive/eps8-sel2/seed0/head.npz",
+        "active/summary.csv",
     ):
         assert (work / "results" / f).read_bytes() == (other / "results" / f).read_bytes(), f
 
@@ -172,3 +180,45 @@ def test_paper_config_plans_offline(tmp_path):
     for rule in ("obtain_dataset", "features", "film_member", "film_eval", "tune_film", "agem", "paper_tables",
                  "paper_figures", "html_report"):  # fmt: skip
         assert f"rule {rule}" in log, rule
+
+
+def test_active_learning_workflow(tiny_run):
+    """Paper 004 beside the CL DAG: schedules, runs per (pool, seed), summary, tables and figures."""
+    from dpcl.privacy.ledger import verify_privacy
+
+    work, res = tiny_run
+    out = work / "results"
+    log = res.stderr + res.stdout
+    for rule in ("active_schedule", "active_runs", "active_report"):
+        assert f"rule {rule}" in log, rule
+    assert (out / "features/fashion_mnist/tiny/pool.npz").is_file()
+    runs = sorted((out / "runs" / "active").rglob("privacy.json"))
+    # 2 pools x 2 seeds x (4 methods in both modes + entropy-nondp-sa in paper mode only)
+    assert len(runs) == 2 * 2 * 9
+    for path in runs:
+        p = json.loads(path.read_text())
+        summary = verify_privacy(p)
+        assert summary["guarantee_holds"] == ("/sound/" in str(path)), path
+        assert (path.parent / "diagnostics.json").read_text().startswith('{\n  "non_private"')
+    sa = json.loads((out / "runs/active/balanced/sound/entropy-dp-sa/eps8-sel2/seed0/privacy.json").read_text())
+    assert [g["group"] for g in sa["groups"]] == [0, 1, 2, "unselected"]
+    assert [g["selection_epsilon"] for g in sa["groups"]] == pytest.approx([0, 1, 2, 2])
+    assert all(g["epsilon"] <= 8 for g in sa["groups"])
+    summary = (out / "active" / "summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + len(runs)
+    table = (out / "tables" / "active_table1.md").read_text()
+    for row in ("| Random |", "| Random AL |", "| Entropy |", "paper 004: CIFAR-10 ResNet-9"):
+        assert row in table, row
+    for ext in ("png", "pdf"):
+        assert (out / "figures" / f"active_group_privacy.{ext}").stat().st_size > 1000
+    assert "active_table1" in (out / "report.html").read_text()
+
+
+def test_dpal_config_plans_offline(tmp_path):
+    """config/dpal.yaml (paper 004's full grid) validates and its active DAG resolves (a dry run)."""
+    shutil.copy(REPO / "config" / "dpal.yaml", tmp_path / "config.yaml")
+    res = _snakemake(tmp_path, "-n", "active_all")
+    log = res.stdout + res.stderr
+    for rule in ("features", "active_schedule", "active_runs", "active_report"):
+        assert f"rule {rule}" in log, rule
+    assert "rule cosine" not in log  # the active target runs no continual-learning job

@@ -34,6 +34,7 @@ def film_run(tmp_path_factory):
         "dpsgd": {"sample_rate": 0.5, "epochs": 2, "lr": 0.01},
         "film": {"dpsgd": {"epochs": 1}, "physical_batch": 16, "device": "cpu"},
         "tuning": {"trials": 2},  # enabled by default
+        "active": {"enabled": False},
         "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
                                        "train_per_class": 8, "test_per_class": 4}},
         "backbones": {"vit": {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32}},

@@ -126,6 +126,8 @@ def _ledger_verify(args: argparse.Namespace) -> None:
             results.append(failed)
             break
     def why(r: dict) -> str:
+        if r.get("why_not"):
+            return "does NOT hold: " + "; ".join(r["why_not"])
         if r["leaky_baseline"]:
             return "does NOT hold: a mechanism that is not DP by construction (leaky baseline)"
         if r["published_claim"]:

@@ -135,8 +135,26 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"config key 'benchmarks.{name}.{key}': values {extra} are not in the global {key}; "
                     f"allowed: a subset of {config[key]}"
                 )
+    _check_active(config)
     _normalise(config)
     return config
+
+
+def _check_active(config: dict) -> None:
+    """The active-learning block's references and budgets (paper 004)."""
+    act = config.get("active") or {}
+    if not act.get("enabled"):
+        return
+    for ref, pool in (("dataset", "datasets"), ("backbone", "backbones")):
+        if act[ref] not in config[pool]:
+            raise ConfigError(f"config key 'active.{ref}': value {act[ref]!r} is not defined; "
+                              f"allowed: {sorted(config[pool])}")  # fmt: skip
+    pairs = [(act["epsilon"], act["selection_epsilon"])] + [tuple(p) for p in act.get("table2_settings") or []]
+    pairs += [(act["epsilon"], s) for s in act.get("fig5_selection_epsilons") or []]
+    for eps, sel in pairs:
+        if not sel < eps:
+            raise ConfigError(f"config key 'active': selection_epsilon {sel} must be below the total epsilon {eps} "
+                              "(a never-selected record pays all of it)")  # fmt: skip
 
 
 def _eps(v) -> float:

@@ -51,6 +51,7 @@ def tiny_config(raw: Path, weights: str = "random") -> dict:
         "privacy_figures": {"epsilons": [1], "deltas": [1e-5], "max_class_size": 10},
         "attack": {"epsilons": [1], "methods": ["oracle", "release-f0.1"], "trials": 1000},
         "audit": {"epsilons": [1], "trials": 1000},
+        "active": {"enabled": False},  # DP active learning has its own workflow test (test_workflow.py)
     }  # fmt: skip
 
 

@@ -38,6 +38,7 @@ def report_inputs():
     """Every table and figure that rule all asks for, except the report itself."""
     files = all_reports() + aggregation_figure_files() + fig3_files() + paper_figure_files()
     files += globals().get("paper_table_files", lambda: [])()
+    files += globals().get("active_report_files", lambda: [])()
     return list(dict.fromkeys(files))
 
 

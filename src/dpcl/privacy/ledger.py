@@ -355,6 +355,13 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
     Returns a summary; raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming
     the first entry (task, position, mechanism) whose claim does not hold.
     """
+    if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
+        from .group_ledger import verify_group_ledger
+
+        if target is not None and (float(privacy["target"]["epsilon"]), float(privacy["target"]["delta"])) != (
+            target.epsilon, target.delta):  # fmt: skip
+            raise LedgerError(f"the file states target {privacy['target']}, but the config's is {target}")
+        return verify_group_ledger(privacy)
     for key in ("target", "tasks", "overall"):
         if key not in privacy:
             raise LedgerError(f"not a privacy ledger: no {key!r} key")

@@ -104,6 +104,8 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
             key = "bench " + next(b for b in benches if stem == b or stem.startswith(b + "_"))
         elif re.match(r"^(fig1_|fig2_|figA1_|privacy_audit)", stem):
             key = "privacy"
+        elif stem.startswith("active_"):
+            key = "active"
         else:
             key = "other"
         groups.setdefault(key, []).append(f)
@@ -121,12 +123,15 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)
             )
     titles = {"paper figures": "Paper Figures 4-7, A3-A9 (all benchmarks)", "paper tables": "Paper tables (all benchmarks)",
-              "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)", "other": "Other"}  # fmt: skip
-    for key in ("paper figures", "paper tables", "privacy"):
+              "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)", "other": "Other",
+              "active": "DP active learning (paper 004): Tables I, II, V, Fig. 5, per-group privacy"}  # fmt: skip
+    for key in ("paper figures", "paper tables", "privacy", "active"):
         if key in groups:
             cfg = {"benchmarks": config.get("benchmarks", {}), **shared} if key.startswith("paper") else {}
             if key == "privacy":
                 cfg = {k: config[k] for k in ("privacy_figures", "audit", "attack", "delta") if k in config}
+            if key == "active":
+                cfg = {"active": config.get("active", {})}
             sections.append(Section(titles[key], sorted(groups.pop(key), key=_natural), cfg))
     rest = sorted((f for fs in groups.values() for f in fs), key=_natural)
     if rest:

@@ -60,13 +60,14 @@ def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
     """The split restricted to its fixed per-class subset, and the original indices.
 
     ``tune`` is a held-out part of the training split, disjoint from the ``train`` subset
-    that runs use, so hyperparameter tuning touches no private task data.
+    that runs use, so hyperparameter tuning touches no private task data. ``pool`` (DP active
+    learning, paper 004) is a further part of the training split disjoint from both.
     """
     from ..data.sources import check_obtained_options
 
     check_obtained_options(name, root, cfg)  # e.g. ImageNet-R's split_seed and image_size
     seed = int(cfg.get("subset_seed", 0))
-    ds = load_dataset(name, root, "train" if split == "tune" else split)
+    ds = load_dataset(name, root, "train" if split in ("tune", "pool") else split)
     if split == "test":
         return ds, select_per_class(ds.labels, cfg.get("test_per_class"), seed)
     pool = np.arange(len(ds.labels))
@@ -79,6 +80,12 @@ def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
     train_idx = pool[select_per_class(ds.labels[pool], cfg.get("train_per_class"), seed)]
     if split == "train":
         return ds, train_idx
+    if split == "pool":  # DP active learning's unlabelled pool: training images no other split uses
+        used = np.union1d(train_idx, dataset_subset(name, root, "tune", cfg)[1])
+        rest = np.setdiff1d(np.arange(len(ds.labels)), used)
+        if rest.size == 0:
+            raise ValueError(f"dataset {name}: no training images left for an active-learning pool")
+        return ds, rest[select_per_class(ds.labels[rest], cfg.get("pool_per_class", 1000), seed + 2)]
     rest = np.setdiff1d(np.arange(len(ds.labels)), train_idx)
     if rest.size == 0:
         raise ValueError(f"dataset {name}: no training images left for a tuning split; lower train_per_class")

@@ -31,7 +31,7 @@ def cache_features(
         "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
         "interpolation": pre.interpolation, "channels_last": pre.channels_last,
         "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
-                                      "tune": "tune_per_class"}[split]),  # fmt: skip
+                                      "tune": "tune_per_class", "pool": "pool_per_class"}[split]),  # fmt: skip
         "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
     }  # fmt: skip
     log(f"  {len(idx) / max(seconds, 1e-9):.0f} images/s")

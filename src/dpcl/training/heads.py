@@ -94,6 +94,8 @@ def train_head(
     noise_multiplier: float,
     rng: np.random.Generator,
     active: np.ndarray | None = None,
+    record_rates: np.ndarray | None = None,
+    steps: int | None = None,
 ) -> dict:
     """Train ``head`` in place with DP-SGD (``noise_multiplier = 0``: the non-private twin).
 
@@ -101,6 +103,11 @@ def train_head(
     the softmax to a subset of outputs (used by the Naive baseline). With no data at all
     the run still takes every step (noise only): the released head is a proper,
     randomly perturbed classifier (App. B, Prop. B.6), never "no model".
+
+    ``record_rates`` gives every record its own Poisson rate (paper 004's step amplification:
+    record i joins each batch independently with probability record_rates[i]; the noisy sum
+    is still divided by the public ``cfg.normaliser``, the planned expected batch size), and
+    ``steps`` overrides the configured step count (a schedule's segment).
     """
     cfg.validate()
     if noise_multiplier < 0:
@@ -112,12 +119,23 @@ def train_head(
     n = len(y)
     if n and (y.min() < 0 or y.max() >= len(head.b)):
         raise ValueError("labels must index the head's outputs")
+    if record_rates is not None:
+        record_rates = np.asarray(record_rates, dtype=np.float64)
+        if record_rates.shape != (n,) or np.any((record_rates < 0) | (record_rates > 1)):
+            raise ValueError("record_rates must give every record a rate in [0, 1]")
+    n_steps = cfg.steps if steps is None else int(steps)
+    if n_steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    rate = cfg.sample_rate if record_rates is None else record_rates
     m_w, v_w = np.zeros_like(head.w), np.zeros_like(head.w)
     m_b, v_b = np.zeros_like(head.b), np.zeros_like(head.b)
     b1, b2 = cfg.betas
     clipped_fraction = 0.0
-    for step in range(1, cfg.steps + 1):
-        batch = np.flatnonzero(rng.random(n) < cfg.sample_rate) if n else np.zeros(0, dtype=np.int64)
+    inclusions = np.zeros(n, dtype=np.int64) if record_rates is not None else None
+    for step in range(1, n_steps + 1):
+        batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+        if inclusions is not None:
+            inclusions[batch] += 1
         g_w = np.zeros_like(head.w)
         g_b = np.zeros_like(head.b)
         if batch.size:
@@ -143,5 +161,9 @@ def train_head(
             v *= b2
             v += (1 - b2) * g * g
             p -= cfg.lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + cfg.adam_eps)
-    return {"steps": cfg.steps, "sample_rate": cfg.sample_rate, "clip": cfg.clip,
-            "noise_multiplier": float(noise_multiplier), "mean_clipped_fraction": clipped_fraction / cfg.steps}  # fmt: skip
+    out = {"steps": n_steps, "sample_rate": cfg.sample_rate if record_rates is None else "per record",
+           "clip": cfg.clip, "noise_multiplier": float(noise_multiplier),
+           "mean_clipped_fraction": clipped_fraction / n_steps}  # fmt: skip
+    if inclusions is not None:  # per-record batch counts (NOT private: diagnostics and tests only)
+        out["inclusions"] = inclusions.tolist()
+    return out

@@ -1,0 +1,1 @@
+"""Differentially private active learning (paper 004): schedules, acquisition, DP selection."""

@@ -1,0 +1,542 @@
+"""Tables and figures of DP active learning (paper 004, Schwethelm et al.) from our runs.
+
+Reads ``results/active/summary.csv`` (one row per run: pool, mode, method, acquisition,
+selection, schedule, epsilon, selection_epsilon, seed, final_accuracy, guarantee_holds) and
+schedule JSONs (:meth:`dpcl.active.schedules.Schedule.to_dict`); never trains.
+
+- :func:`active_tables`: analogues of Table I (AL methods at the main setting), Table II
+  (Random vs. Entropy per ε(ε_Sel)) and Table V (alternatives to step amplification), with the
+  published numbers beside ours as context only (the paper's data are CIFAR-10 and RetinalOCT,
+  ours cached Fashion-MNIST features).
+- :func:`selection_epsilon_figure`: Fig. 5 (accuracy against ε_Sel at a fixed total ε).
+- :func:`group_privacy_figure`: Figs. 2/4 (each group's cumulative ε after each training phase).
+
+Method tags are ``{acquisition}-{selection}-{schedule}`` (``nal``: no active learning, the
+paper's "Random"; ``naive``, ``sa``: step amplification, ``cl``: continual learning, ``nr``:
+noise reduction); random methods have no selection part.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..io import write_text
+from .figures import _save
+
+MISSING = "–"
+DECIMALS = 2
+PAPER_RUNS = 5  # the paper's tables: mean ± sd over 5 runs (CheXpert 3, not transcribed)
+CIFAR = "CIFAR-10 ResNet-9"
+OCT = "RetinalOCT ResNet-9"
+
+#: Published numbers of paper 004 (accuracy in %, (mean, sd) over 5 runs), keyed by our method
+#: tag. Different data from ours (CIFAR-10 / RetinalOCT): context only, never a target.
+PUBLISHED: dict[str, Any] = {
+    # Table I, ε = 8 (ε_Sel = 2 for DP selection, as Table II's 8 (2) Entropy cell shows)
+    "table1": {
+        "random-nal": {CIFAR: (66.58, 0.94), OCT: (74.54, 3.37)},
+        "random-naive": {CIFAR: (63.40, 0.67), OCT: (69.84, 2.47)},
+        "random-sa": {CIFAR: (66.55, 1.22), OCT: (73.50, 4.28)},
+        "confidence-nondp-sa": {CIFAR: (68.32, 0.66), OCT: (76.58, 3.65)},
+        "margin-nondp-sa": {CIFAR: (68.19, 0.48), OCT: (80.73, 3.57)},
+        "entropy-nondp-sa": {CIFAR: (68.43, 0.59), OCT: (81.48, 2.79)},
+        "bald-nondp-sa": {CIFAR: (67.09, 0.94), OCT: (76.95, 2.98)},
+        "confidence-dp-sa": {CIFAR: (66.91, 0.63), OCT: (75.92, 3.11)},
+        "margin-dp-sa": {CIFAR: (66.40, 0.50), OCT: (77.60, 3.34)},
+        "entropy-dp-sa": {CIFAR: (67.30, 0.82), OCT: (78.00, 3.34)},
+        "bald-dp-sa": {CIFAR: (66.12, 0.94), OCT: (76.37, 3.14)},
+    },
+    # Table II, CIFAR-10 ResNet-9, columns ε (ε_Sel)
+    "table2": {
+        "random-nal": {
+            (3.0, 1.0): (57.73, 0.85),
+            (5.0, 1.0): (62.66, 0.96),
+            (8.0, 2.0): (66.58, 0.94),
+            (16.0, 4.0): (70.39, 0.50),
+        },
+        "entropy-dp-sa": {
+            (3.0, 1.0): (57.42, 0.91),
+            (5.0, 1.0): (63.15, 0.75),
+            (8.0, 2.0): (67.30, 0.82),
+            (16.0, 4.0): (71.93, 0.48),
+        },
+    },  # fmt: skip
+    # Table V (App. E-B), CIFAR-10 ResNet-9, entropy sampling, ε = 8
+    "table5": {
+        "entropy-dp-cl": (63.94, 0.98),
+        "entropy-dp-nr": (66.83, 0.72),
+        "entropy-dp-sa": (67.30, 0.82),
+    },
+}
+
+#: Table I rows in the paper's order: (method tag, name, step amplification, DP selection)
+TABLE1_ROWS = (
+    ("random-nal", "Random", "–", "✓"),
+    ("random-naive", "Random Naive AL", "×", "✓"),
+    ("random-sa", "Random AL", "✓", "✓"),
+    ("confidence-nondp-sa", "Least Confidence", "✓", "×"),
+    ("margin-nondp-sa", "Minimum Margin", "✓", "×"),
+    ("entropy-nondp-sa", "Entropy", "✓", "×"),
+    ("bald-nondp-sa", "MC BALD", "✓", "×"),
+    ("confidence-dp-sa", "Least Confidence", "✓", "✓"),
+    ("margin-dp-sa", "Minimum Margin", "✓", "✓"),
+    ("entropy-dp-sa", "Entropy", "✓", "✓"),
+    ("bald-dp-sa", "MC BALD", "✓", "✓"),
+)
+TABLE2_ROWS = (("random-nal", "Random"), ("entropy-dp-sa", "Entropy"))
+TABLE5_ROWS = (("entropy-dp-cl", "Continual learning"), ("entropy-dp-nr", "Noise reduction"),
+               ("entropy-dp-sa", "Step amplification"))  # fmt: skip
+POOL_ORDER = ("balanced", "imbalanced")
+MODE_ORDER = ("paper", "sound")
+GUARANTEE_NOTE = ("paper mode has no end-to-end guarantee (the fixed-size initial set and top-k selection couple "
+                  "records); non-DP selection has no guarantee (the selection is not private)")  # fmt: skip
+TIDY_COLUMNS = ["table", "row", "method", "column", "source", "pool", "mode", "epsilon", "selection_epsilon", "n",
+                "mean", "sd", "guarantee_holds", "cell"]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _as_bool(v: Any) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("true", "1", "yes")
+    return bool(v)
+
+
+def load_summary(summary_csv: str | Path) -> pd.DataFrame:
+    """The summary CSV with ε, ε_Sel rounded (so that 2.0 and 2.0000000001 are one setting) and
+    ``guarantee_holds`` as bool."""
+    df = pd.read_csv(summary_csv)
+    for c in ("epsilon", "selection_epsilon"):
+        df[c] = df[c].astype(float).round(6)
+    df["guarantee_holds"] = df["guarantee_holds"].map(_as_bool)
+    df["pool"] = df["pool"].astype(str)
+    df["mode"] = df["mode"].astype(str)
+    return df
+
+
+def main_setting(df: pd.DataFrame) -> tuple[float, float | None]:
+    """(ε, ε_Sel) with the most ``entropy-dp-sa`` runs (ties: the one with the most runs of all
+    methods, then the smaller pair); without such runs the ε with the most runs and no ε_Sel."""
+    sa = df[df["method"] == "entropy-dp-sa"]
+    if len(sa):
+        counts = sa.groupby(["epsilon", "selection_epsilon"]).size()
+
+        def key(kv: tuple[tuple[float, float], int]) -> tuple:
+            (eps, sel), n = kv
+            at = np.isclose(df["epsilon"], eps) & (
+                ~df["method"].str.contains("-dp-") | np.isclose(df["selection_epsilon"], sel)
+            )
+            return n, int(at.sum()), -eps, -sel
+
+        best = max(counts.items(), key=key)[0]
+        return float(best[0]), float(best[1])
+    if not len(df):
+        raise ValueError("the summary has no runs")
+    counts = df.groupby("epsilon").size()
+    return float(max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]), None
+
+
+def _ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
+    vals = set(values)
+    return [v for v in order if v in vals] + sorted(vals - set(order))
+
+
+def _pool_modes(df: pd.DataFrame) -> list[tuple[str, str]]:
+    present = set(zip(df["pool"], df["mode"], strict=True))
+    return [(p, m) for p in _ordered([p for p, _ in present], POOL_ORDER)
+            for m in _ordered([m for _, m in present], MODE_ORDER) if (p, m) in present]  # fmt: skip
+
+
+def _pm_name(pool: str, mode: str) -> str:
+    return f"{pool} pool, {mode} mode"
+
+
+def _paper_col(dataset: str) -> str:
+    return f"paper 004: {dataset} (other data)"
+
+
+def _setting_name(eps: float, sel: float | None) -> str:
+    return f"{eps:g} ({MISSING if sel is None else f'{sel:g}'})"
+
+
+def _at(df: pd.DataFrame, method: str, eps: float, sel: float | None) -> pd.DataFrame:
+    """Runs of ``method`` at ε; ε_Sel is matched only for DP selection (the others spend none)."""
+    sub = df[(df["method"] == method) & np.isclose(df["epsilon"], eps)]
+    if sel is not None and "-dp-" in method:
+        sub = sub[np.isclose(sub["selection_epsilon"], sel)]
+    return sub
+
+
+# ----------------------------------------------------------------------------- cells and tables
+
+
+@dataclass
+class Cell:
+    """Mean ± sample sd (ddof = 1) of final accuracy in %, over ``n`` runs (n = 0: no runs)."""
+
+    mean: float = math.nan
+    sd: float = math.nan
+    n: int = 0
+    holds: float = math.nan  # fraction of runs whose privacy guarantee holds
+    meta: dict[str, Any] = field(default_factory=dict)
+    published: bool = False
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame, **meta: Any) -> Cell:
+        if not len(runs):
+            return cls(meta=meta)
+        acc = 100 * runs["final_accuracy"].astype(float).to_numpy()
+        sd = float(np.std(acc, ddof=1)) if acc.size > 1 else math.nan
+        return cls(float(acc.mean()), sd, int(acc.size), float(runs["guarantee_holds"].mean()), meta)
+
+    @classmethod
+    def paper(cls, value: tuple[float, float] | None, **meta: Any) -> Cell:
+        if value is None:
+            return cls(meta=meta, published=True)
+        return cls(value[0], value[1], PAPER_RUNS, math.nan, meta, True)
+
+    def text(self) -> str:
+        if self.n == 0:
+            return MISSING
+        if self.published:
+            return f"{self.mean:.{DECIMALS}f} ± {self.sd:.{DECIMALS}f}"
+        sd = f" ± {self.sd:.{DECIMALS}f}" if math.isfinite(self.sd) else ""
+        return f"{self.mean:.{DECIMALS}f}{sd} ({self.n})"
+
+
+@dataclass
+class Table:
+    name: str  # file stem: table1, table2, table5
+    title: str
+    row_header: list[str]
+    columns: list[str]
+    rows: list[tuple[list[str], str]] = field(default_factory=list)  # (labels, method tag)
+    cells: list[list[Cell]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "", "| " + " | ".join(self.row_header + self.columns) + " |",
+                 "|" + "|".join(["---"] * len(self.row_header) + ["--:"] * len(self.columns)) + "|"]  # fmt: skip
+        prev: list[str] | None = None
+        for (labels, _), cells in zip(self.rows, self.cells, strict=True):
+            shown = list(labels)
+            if prev is not None and len(labels) > 1 and labels[0] == prev[0]:
+                shown[0] = ""  # a row group's label only on its first row
+            prev = labels
+            lines.append("| " + " | ".join(shown + [c.text() for c in cells]) + " |")
+        for n in self.notes:
+            lines += ["", f"- {n}"]
+        return "\n".join(lines) + "\n"
+
+    def tidy(self) -> pd.DataFrame:
+        out = []
+        for (labels, method), cells in zip(self.rows, self.cells, strict=True):
+            for col, c in zip(self.columns, cells, strict=True):
+                out.append({"table": self.name, "row": " / ".join(x for x in labels if x), "method": method,
+                            "column": col, "source": "paper 004" if c.published else "ours",
+                            "pool": c.meta.get("pool", ""), "mode": c.meta.get("mode", ""),
+                            "epsilon": c.meta.get("epsilon", math.nan),
+                            "selection_epsilon": c.meta.get("selection_epsilon", math.nan), "n": c.n,
+                            "mean": c.mean, "sd": c.sd, "guarantee_holds": c.holds, "cell": c.text()})  # fmt: skip
+        return pd.DataFrame(out, columns=TIDY_COLUMNS)
+
+    def write(self, out_dir: Path, prefix: str = "") -> list[Path]:
+        csv, md = out_dir / f"{prefix}{self.name}.csv", out_dir / f"{prefix}{self.name}.md"
+        write_text(csv, self.tidy().to_csv(index=False, float_format="%.4f"))
+        write_text(md, self.markdown())
+        return [csv, md]
+
+
+def _stats_note(extra: str = "") -> str:
+    return (
+        f"Ours: final test accuracy in %, mean ± sample sd (ddof = 1) over seeds, (n) = runs{extra}; "
+        f"{MISSING}: no runs. Paper 004: mean ± sd over {PAPER_RUNS} runs on other data (context only)."
+    )
+
+
+def _guarantee_note(runs: pd.DataFrame) -> str:
+    """Which (mode, selection) run groups of ``runs`` have ``guarantee_holds`` true."""
+    holds, fails, mixed = [], [], []
+    for (mode, sel), g in runs.groupby(["mode", "selection"], sort=True):
+        name = f"{mode} mode with {sel} selection"
+        frac = g["guarantee_holds"].mean()
+        (holds if frac == 1 else fails if frac == 0 else mixed).append(name if frac in (0, 1)
+                                                                       else f"{name} ({frac:.0%} of runs)")  # fmt: skip
+    parts = [f"holds for {', '.join(holds)}" if holds else "holds for no runs"]
+    if fails:
+        parts.append(f"does not hold for {', '.join(fails)}")
+    if mixed:
+        parts.append(f"holds for some runs of {', '.join(mixed)}")
+    return f"Privacy guarantee (summary's guarantee_holds): {'; '.join(parts)}. Why: {GUARANTEE_NOTE}."
+
+
+def table1(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | None:
+    """Table I analogue: every AL method at the main setting, per pool × mode, beside Table I's
+    CIFAR-10 and RetinalOCT ResNet-9 columns."""
+    eps, sel = setting
+    runs = {m: _at(df, m, eps, sel) for m, *_ in TABLE1_ROWS}
+    used = pd.concat(list(runs.values()))
+    if not len(used):
+        return None
+    pms = _pool_modes(used)
+    sel_txt = f", ε_Sel = {sel:g} for DP selection" if sel is not None else ""
+    t = Table("table1", f"Table I analogue (paper 004): AL methods under DP, ε = {eps:g}{sel_txt}",
+              ["Method", "SA", "DP"],
+              [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR), _paper_col(OCT)])  # fmt: skip
+    for method, name, sa, dp in TABLE1_ROWS:
+        r = runs[method]
+        cells = [Cell.of(r[(r["pool"] == p) & (r["mode"] == m)], pool=p, mode=m, epsilon=eps,
+                         selection_epsilon=sel if "-dp-" in method else 0.0) for p, m in pms]  # fmt: skip
+        pub = PUBLISHED["table1"][method]
+        cells += [Cell.paper(pub[CIFAR], epsilon=8.0), Cell.paper(pub[OCT], epsilon=8.0)]
+        t.rows.append(([name, sa, dp], method))
+        t.cells.append(cells)
+    t.notes = [
+        _stats_note(),
+        "SA: step amplification; DP: the selection is privatised (×: non-DP selection, an upper bound on "
+        "utility). Random: one training phase on a random labelled set of the whole budget.",
+        _guarantee_note(used),
+        "Paper 004 columns: Table I at ε = 8 (ε_Sel = 2), CIFAR-10 and RetinalOCT with ResNet-9.",
+    ]
+    return t
+
+
+def table2(df: pd.DataFrame) -> Table | None:
+    """Table II analogue: Random and Entropy (DP selection, SA) per ε (ε_Sel), per pool × mode,
+    then the published CIFAR-10 rows."""
+    rnd, ent = df[df["method"] == "random-nal"], df[df["method"] == "entropy-dp-sa"]
+    if not len(rnd) and not len(ent):
+        return None
+    settings: set[tuple[float, float | None]] = set(
+        zip(ent["epsilon"], ent["selection_epsilon"], strict=True)
+    )
+    settings |= set(PUBLISHED["table2"]["random-nal"])
+    settings |= {(e, None) for e in rnd["epsilon"] if not any(math.isclose(e, s[0]) for s in settings)}
+    cols = sorted(settings, key=lambda s: (s[0], -1.0 if s[1] is None else s[1]))
+    t = Table("table2", "Table II analogue (paper 004): Random vs. Entropy (DP selection, SA) per overall ε",
+              ["Data", "Method"], [f"ε (ε_Sel) = {_setting_name(*s)}" for s in cols])  # fmt: skip
+    for p, m in _pool_modes(pd.concat([rnd, ent])):
+        for method, name in TABLE2_ROWS:
+            sub = df[(df["pool"] == p) & (df["mode"] == m)]
+            t.rows.append(([_pm_name(p, m), name], method))
+            t.cells.append([Cell.of(_at(sub, method, e, s), pool=p, mode=m, epsilon=e,
+                                    selection_epsilon=s if method != "random-nal" else 0.0)
+                            for e, s in cols])  # fmt: skip
+    for method, name in TABLE2_ROWS:
+        pub = PUBLISHED["table2"][method]
+        t.rows.append(([_paper_col(CIFAR), name], method))
+        t.cells.append([Cell.paper(pub.get(s), epsilon=s[0], selection_epsilon=s[1]) for s in cols])
+    t.notes = [
+        _stats_note(),
+        "Random uses no selection budget: its cell under ε (ε_Sel) holds its runs at that ε, whatever ε_Sel.",
+        _guarantee_note(pd.concat([rnd, ent])),
+    ]
+    return t
+
+
+def table5(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | None:
+    """Table V analogue: continual learning, noise reduction and step amplification (entropy, DP
+    selection) at the main setting; written only if continual learning or noise reduction ran."""
+    eps, sel = setting
+    runs = {m: _at(df, m, eps, sel) for m, _ in TABLE5_ROWS}
+    if not len(runs["entropy-dp-cl"]) and not len(runs["entropy-dp-nr"]):
+        return None
+    used = pd.concat(list(runs.values()))
+    pms = _pool_modes(used)
+    sel_txt = f", ε_Sel = {sel:g}" if sel is not None else ""
+    t = Table("table5", f"Table V analogue (paper 004): handling disparate privacy leakage, ε = {eps:g}{sel_txt}",
+              ["Method"], [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR)])  # fmt: skip
+    for method, name in TABLE5_ROWS:
+        r = runs[method]
+        cells = [Cell.of(r[(r["pool"] == p) & (r["mode"] == m)], pool=p, mode=m, epsilon=eps,
+                         selection_epsilon=sel) for p, m in pms]  # fmt: skip
+        cells.append(Cell.paper(PUBLISHED["table5"][method], epsilon=8.0, selection_epsilon=2.0))
+        t.rows.append(([name], method))
+        t.cells.append(cells)
+    t.notes = [_stats_note(), "Entropy acquisition with DP selection in every row.", _guarantee_note(used),
+               "Paper 004 column: Table V (App. E-B), CIFAR-10 ResNet-9, ε = 8."]  # fmt: skip
+    return t
+
+
+def active_tables(summary_csv: str | Path, out_dir: str | Path,
+                  setting: tuple[float, float] | None = None, prefix: str = "") -> list[Path]:  # fmt: skip
+    """Write ``table1``, ``table2``, ``table5`` (.csv tidy, .md) — analogues of paper 004's Tables
+    I, II and V — skipping a table without runs; ``setting``: the main (ε, ε_Sel), else :func:`main_setting`."""
+    df = load_summary(summary_csv)
+    if not len(df):
+        return []
+    main = (float(setting[0]), float(setting[1])) if setting is not None else main_setting(df)
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    for t in (table1(df, main), table2(df), table5(df, main)):
+        if t is not None:
+            written += t.write(out_dir, prefix)
+    return written
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _outputs(out_png: str | Path) -> list[Path]:
+    png = Path(out_png)
+    return [png, png.with_suffix(".pdf")]
+
+
+def selection_epsilon_figure(
+    summary_csv: str | Path, out_png: str | Path, epsilon: float | None = None
+) -> list[Path]:
+    """Fig. 5 analogue (paper 004): ``entropy-dp-sa`` accuracy against ε_Sel at total ε, bands for
+    Random and non-DP-selection Entropy; one panel per pool × mode. Writes the PNG and a PDF beside it."""
+    df = load_summary(summary_csv)
+    eps = float(epsilon) if epsilon is not None else main_setting(df)[0]
+    ent = _at(df, "entropy-dp-sa", eps, None)
+    if not len(ent):
+        raise ValueError(f"no entropy-dp-sa runs at ε = {eps:g} in {summary_csv}")
+    plt = _pyplot()
+    pms = _pool_modes(ent)
+    fig, axes = plt.subplots(1, len(pms), figsize=(4.2 * len(pms), 3.9), sharey=True, squeeze=False)
+    for ax, (p, m) in zip(axes[0], pms, strict=True):
+        here = df[(df["pool"] == p) & (df["mode"] == m)]
+        e = ent[(ent["pool"] == p) & (ent["mode"] == m)]
+        xs = sorted(e["selection_epsilon"].unique())
+        for k, (method, name, color) in enumerate((("random-nal", "Random (no AL)", "C7"),
+                                                   ("entropy-nondp-sa", "Entropy, non-DP selection", "C2"))):  # fmt: skip
+            c = Cell.of(_at(here, method, eps, None))
+            if c.n:
+                sd = c.sd if math.isfinite(c.sd) else 0.0
+                ax.axhline(
+                    c.mean, color=color, ls="--" if k == 0 else ":", lw=1.2, label=f"{name} (n = {c.n})"
+                )
+                ax.axhspan(c.mean - sd, c.mean + sd, color=color, alpha=0.15, lw=0)
+        cells = [Cell.of(e[np.isclose(e["selection_epsilon"], x)]) for x in xs]
+        ax.errorbar(xs, [c.mean for c in cells], yerr=[c.sd if math.isfinite(c.sd) else 0.0 for c in cells],
+                    color="C0", marker="o", ms=4, capsize=3, label="Entropy, DP selection (SA)")  # fmt: skip
+        ax.set_title(_pm_name(p, m), fontsize=9)
+        ax.set_xlabel("selection budget ε_Sel")
+        ax.set_xticks(xs)
+        ax.set_xticklabels([f"{x:g}" for x in xs])
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("final test accuracy (%)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            key = lab.split(" (n =")[0]
+            if key not in [x.split(" (n =")[0] for x in labels]:
+                handles.append(h)
+                labels.append(key)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.suptitle(f"Accuracy against the selection budget at total ε = {eps:g} (paper 004 Fig. 5 analogue; "
+                 "mean ± sd over seeds)", fontsize=10)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    outs = _outputs(out_png)
+    _save(fig, outs)
+    plt.close(fig)
+    return outs
+
+
+def _load_schedule(src: Any):
+    from ..active.schedules import Schedule
+
+    if isinstance(src, Schedule):
+        return src
+    if isinstance(src, Mapping):
+        return Schedule.from_dict(dict(src))
+    return Schedule.from_dict(json.loads(Path(src).read_text()))
+
+
+def group_epsilon_curves(schedule: Any) -> list[list[float]]:
+    """Per group g, its cumulative ε after each training phase p ≥ g (0-based): selection ε paid
+    plus the ε of its own segments up to phase p (paper 004 Sec. III-E, basic composition)."""
+    from ..privacy.group_accounting import training_epsilon
+
+    s = _load_schedule(schedule)
+    curves = []
+    for g in range(s.groups):
+        curves.append([s.plan.paid(g) + training_epsilon(
+            [(x.noise_multiplier, x.rates[g], x.steps) for x in s.segments if x.phase <= p and x.rates[g] > 0],
+            s.plan.delta) for p in range(g, s.plan.phases)])  # fmt: skip
+    return curves
+
+
+def _group_name(g: int) -> str:
+    sub = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+    return "D₁" if g == 0 else f"K{str(g + 1).translate(sub)}"
+
+
+def group_privacy_figure(
+    schedules: Mapping[str, str | Path], out_png: str | Path, rel_tol: float = 1e-6
+) -> list[Path]:
+    """Figs. 2/4 analogue (paper 004): per schedule, each group's cumulative ε (selection paid +
+    training) after each training phase, the target ε dashed; groups ending above it in red."""
+    if not schedules:
+        raise ValueError("no schedules to plot")
+    plt = _pyplot()
+    loaded = {name: _load_schedule(src) for name, src in schedules.items()}
+    n = len(loaded)
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 4.6), sharey=True, squeeze=False)
+    top = 0.0
+    for ax, (name, s) in zip(axes[0], loaded.items(), strict=True):
+        target = s.plan.epsilon
+        curves = group_epsilon_curves(s)
+        phases = s.plan.phases
+        worst = -1
+        for g, ys in enumerate(curves):
+            # groups apart by a small x offset: under step amplification their curves coincide
+            xs = np.arange(g + 1, phases + 1) + (g - (len(curves) - 1) / 2) * 0.07
+            over = ys[-1] > target * (1 + rel_tol)
+            paid = s.plan.paid(g)
+            label = f"{_group_name(g)}: final ε = {ys[-1]:.2f}" + (f" (sel. {paid:.2f})" if paid > 0 else "")
+            ax.plot(
+                xs,
+                ys,
+                marker="o",
+                ms=4,
+                lw=1.4,
+                color=f"C{g % 10}",
+                label=label + (" > target" if over else ""),
+            )
+            if over:
+                ax.plot(xs[-1:], ys[-1:], "o", ms=9, mfc="none", mec="red", mew=1.3)
+                worst = g if worst < 0 or ys[-1] > curves[worst][-1] else worst
+            top = max(top, max(ys))
+        if worst >= 0:
+            ax.annotate(f"max {curves[worst][-1]:.2f} > {target:g}", (phases, curves[worst][-1]), ha="right",
+                        va="bottom", textcoords="offset points", xytext=(-12, 6), fontsize=8, color="red")  # fmt: skip
+        ax.axhline(target, color="k", ls="--", lw=1, label=f"target ε = {target:g}")
+        ax.set_title(
+            f"{name}\n(ε = {target:g}, ε_Sel = {s.plan.selection_epsilon:g}, T = {phases - 1})", fontsize=9
+        )
+        ax.set_xlabel("training phase")
+        ax.set_xticks(np.arange(1, phases + 1))
+        ax.set_xlim(0.7, phases + 0.3)
+        ax.grid(alpha=0.3)
+        leg = ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
+        for text in leg.get_texts():
+            if text.get_text().endswith("> target"):
+                text.set_color("red")
+    axes[0][0].set_ylabel("cumulative ε of the group")
+    axes[0][0].set_ylim(0, 1.2 * top)  # headroom for the red "max" note above the target line
+    fig.suptitle("Privacy loss per group across training phases (paper 004 Figs. 2/4 analogue)", fontsize=10)
+    fig.tight_layout()
+    outs = _outputs(out_png)
+    _save(fig, outs)
+    plt.close(fig)
+    return outs

@@ -1,0 +1,145 @@
+"""Stages of ``workflow/rules/active.smk``: DP active learning (paper 004) on cached features.
+
+Schedules are solved once per (kind, ε, ε_Sel) from public quantities and shared by every run;
+one job per (pool variant, seed) runs every configured method; a summary CSV, the Table I/II/V
+analogues, the ε_Sel figure (Fig. 5) and the per-group privacy figure (Fig. 2/4) follow.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from ..active.grid import parse_method, parse_schedule_key, plan_for, run_cells, tag
+from ..io import read_json, write_json, write_npz
+from ..seeding import rng
+from .common import NON_PRIVATE, log
+
+
+def imbalanced_subset(labels: np.ndarray, imbalance: float, seed: int) -> np.ndarray:
+    """Sorted indices keeping round(n_c · imbalance^(c/(K−1))) records of class c (seeded)."""
+    classes = np.unique(labels)
+    gen = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0xA11B])))
+    keep = []
+    for i, c in enumerate(classes):
+        idx = np.flatnonzero(labels == c)
+        share = imbalance ** (i / max(len(classes) - 1, 1))
+        keep.append(gen.permutation(idx)[: max(1, int(round(share * len(idx))))])
+    return np.sort(np.concatenate(keep))
+
+
+def planned_pool_size(n_classes: int, per_class: int, variant: str, imbalance: float) -> int:
+    """The pool's size from the config alone (public): what the sound mode's rates are computed from."""
+    if variant == "balanced":
+        return n_classes * per_class
+    return sum(max(1, int(round(imbalance ** (i / max(n_classes - 1, 1)) * per_class))) for i in range(n_classes))
+
+
+def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
+    """Solve and verify one schedule (``{kind}-eps{ε}-sel{ε_Sel}``) and write it as JSON."""
+    import time
+
+    from ..active.schedules import build_schedule
+
+    kind, eps, sel = parse_schedule_key(key)
+    t0 = time.perf_counter()
+    if kind == "paper_step_amplification":
+        from ..active.paper_schedule import authors_step_amplification
+
+        sched = authors_step_amplification(plan_for(active, "step_amplification", eps, sel))
+        groups = sched.group_epsilons()
+    else:
+        sched = build_schedule(kind, plan_for(active, kind, eps, sel))
+        groups = sched.check()
+    log(f"schedule {key}: {len(sched.segments)} segments, per-group ε {[round(g, 4) for g in groups]} "
+        f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    d = sched.to_dict() | {"group_epsilons": groups}
+    write_json(out, d)
+    return d
+
+
+def _load(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    from ..features import load_feature_cache
+
+    feats, labels, _, _ = load_feature_cache(path, verify=True)
+    return feats.astype(np.float64), labels.astype(np.int64)
+
+
+def run_active_seed(
+    pool_path: str | Path, public_path: str | Path, test_path: str | Path, schedule_paths: dict[str, str],
+    active: dict, pool_variant: str, seed: int, per_class: int, out_root: str | Path, dataset: str,
+    threads: int | None = None,
+) -> list[dict]:  # fmt: skip
+    """Every configured run of one (pool variant, seed); files under ``out_root/{key}/seed{seed}/``."""
+    from threadpoolctl import threadpool_limits
+
+    from ..active.run import ActiveMethod, run_active
+    from ..active.schedules import Schedule
+
+    px, py = _load(pool_path)
+    ux, uy = _load(public_path)
+    tx, ty = _load(test_path)
+    n_classes = int(max(py.max(), ty.max()) + 1)
+    imb = float(active["imbalance"])
+    if pool_variant == "imbalanced":
+        sub = imbalanced_subset(py, imb, 0)
+        px, py = px[sub], py[sub]
+        ux = ux[imbalanced_subset(uy, imb, 1)]
+    size = planned_pool_size(n_classes, per_class, pool_variant, imb)
+    schedules = {k: Schedule.from_dict(read_json(p)) for k, p in schedule_paths.items()}
+    done = []
+    with threadpool_limits(threads):
+        for cell in run_cells(active):
+            spec = parse_method(cell["method"])
+            skey = f"{spec.schedule}-eps{tag(cell['epsilon'])}-sel{tag(cell['selection_epsilon'])}"
+            method = ActiveMethod(spec.acquisition, spec.selection, cell["mode"])
+
+            def stream(*keys, _c=cell):
+                return rng(seed, "active", dataset, pool_variant, _c["key"], *keys)
+
+            metrics, privacy, diag, head = run_active(
+                (px, py), (tx, ty), ux, n_classes, size, method, schedules[skey], float(active["lr"]),
+                float(active["clip"]), stream, int(active["mc_passes"]), float(active["mc_dropout"]),
+            )  # fmt: skip
+            metrics |= {"method": cell["method"], "pool": pool_variant, "seed": seed}
+            run_dir = Path(out_root) / cell["key"] / f"seed{seed}"
+            write_json(run_dir / "metrics.json", metrics)
+            write_json(run_dir / "privacy.json", privacy)
+            write_json(run_dir / "diagnostics.json", {"non_private": NON_PRIVATE} | diag)
+            write_npz(run_dir / "head.npz", w=head.w, b=head.b)
+            log(f"active {pool_variant} seed {seed} {cell['key']}: accuracy {metrics['final_accuracy']:.4f}, "
+                f"guarantee {'holds' if privacy['guarantee_holds'] else 'does NOT hold'}")  # fmt: skip
+            done.append(metrics)
+    return done
+
+
+SUMMARY_COLUMNS = ("pool", "mode", "method", "acquisition", "selection", "schedule", "epsilon", "selection_epsilon",
+                   "seed", "final_accuracy", "guarantee_holds")  # fmt: skip
+
+
+def summarise(metrics_paths: list[str], out_csv: str | Path) -> None:
+    """One row per run (the input of the tables and figures)."""
+    from ..io import atomic_path
+
+    rows = [read_json(p) for p in metrics_paths]
+    with atomic_path(out_csv) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(SUMMARY_COLUMNS)
+        for r in rows:
+            w.writerow([r[c] for c in SUMMARY_COLUMNS])
+
+
+def report(summary_csv: str | Path, schedules: dict[str, str], out_tables: str | Path, out_figures: str | Path,
+           epsilon: float, selection_epsilon: float, fig5: bool = False) -> list[Path]:  # fmt: skip
+    """Table I, II, V analogues, the Fig. 5 analogue (when the config sweeps ε_Sel) and the
+    per-group privacy figure (Fig. 2/4 analogue: naive, ours and the authors' step amplification)."""
+    from ..report import active as rep
+
+    out = rep.active_tables(summary_csv, out_tables, setting=(epsilon, selection_epsilon), prefix="active_")
+    if fig5:
+        out += rep.selection_epsilon_figure(summary_csv, Path(out_figures) / "active_fig5_selection_budget.png",
+                                            epsilon=epsilon)  # fmt: skip
+    out += rep.group_privacy_figure(schedules, Path(out_figures) / "active_group_privacy.png")
+    return out

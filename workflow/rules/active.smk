@@ -1,0 +1,112 @@
+# DP active learning (paper 004) on cached features, beside the continual-learning DAG: schedules
+# solved once from public quantities, one job per (pool variant, seed) running every configured
+# method, then a summary, the Table I/II/V analogues and the Fig. 5 and per-group privacy figures.
+
+from dpcl.active.grid import run_cells, schedule_keys
+
+ACTIVE = config["active"]
+ACTIVE_ON = bool(ACTIVE["enabled"])
+ACTIVE_CELLS = run_cells(ACTIVE) if ACTIVE_ON else []
+ACTIVE_SCHEDULES = schedule_keys(ACTIVE) if ACTIVE_ON else []
+# the authors' step amplification at the main setting, for the per-group privacy figure only
+ACTIVE_MAIN = f"eps{ACTIVE['epsilon']:g}-sel{ACTIVE['selection_epsilon']:g}"
+ACTIVE_FIGURE_SCHEDULES = {
+    "naive": f"naive-{ACTIVE_MAIN}",
+    "step amplification (ours)": f"step_amplification-{ACTIVE_MAIN}",
+    "step amplification (authors')": f"paper_step_amplification-{ACTIVE_MAIN}",
+}
+
+
+def _active_feature(split):
+    return f"{R}/features/{ACTIVE['dataset']}/{ACTIVE['backbone']}/{split}.npz"
+
+
+def _active_runs(kind, pool="{pool}", seed="{seed}"):
+    return [f"{R}/runs/active/{pool}/{c['key']}/seed{seed}/{kind}" for c in ACTIVE_CELLS]
+
+
+def active_report_files():
+    """Targets of this file for rule all (none when active.enabled is false)."""
+    if not ACTIVE_ON:
+        return []
+    files = [f"{R}/tables/active_table1.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["table2_settings"]:
+        files += [f"{R}/tables/active_table2.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["table5"]:
+        files += [f"{R}/tables/active_table5.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["fig5_selection_epsilons"]:
+        files += [f"{R}/figures/active_fig5_selection_budget.{ext}" for ext in ("png", "pdf")]
+    return files + [f"{R}/figures/active_group_privacy.{ext}" for ext in ("png", "pdf")]
+
+
+rule active_schedule:
+    output:
+        f"{R}/active/schedules/{{key}}.json",
+    params:
+        active=ACTIVE,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=30,
+    log:
+        f"{R}/logs/active/schedule_{{key}}.log",
+    script:
+        "../scripts/active_schedule.py"
+
+
+rule active_runs:
+    input:
+        pool=_active_feature("pool"),
+        public=_active_feature("tune"),  # public shadow pool: calibrates the sound selection's threshold
+        test=_active_feature("test"),
+        schedules=[f"{R}/active/schedules/{k}.json" for k in ACTIVE_SCHEDULES],
+    output:
+        metrics=_active_runs("metrics.json"),
+        privacy=_active_runs("privacy.json"),
+        diagnostics=_active_runs("diagnostics.json"),  # NOT private: realised set sizes, never published
+        heads=_active_runs("head.npz"),
+    params:
+        active=ACTIVE,
+        schedule_keys=ACTIVE_SCHEDULES,
+        per_class=config["datasets"][ACTIVE["dataset"]]["pool_per_class"] if ACTIVE_ON else 0,
+        root=lambda w: f"{R}/runs/active/{w.pool}",
+    wildcard_constraints:
+        pool="balanced|imbalanced",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    log:
+        f"{R}/logs/active/runs_{{pool}}_seed{{seed}}.log",
+    script:
+        "../scripts/active_runs.py"
+
+
+rule active_report:
+    input:
+        metrics=[f for pool in ACTIVE["pools"] for seed in ACTIVE["seeds"] for f in _active_runs("metrics.json", pool, seed)],
+        schedules=[f"{R}/active/schedules/{k}.json" for k in ACTIVE_FIGURE_SCHEDULES.values()],
+    output:
+        summary=f"{R}/active/summary.csv",
+        files=active_report_files(),
+    params:
+        names=list(ACTIVE_FIGURE_SCHEDULES),
+        epsilon=ACTIVE["epsilon"],
+        selection_epsilon=ACTIVE["selection_epsilon"],
+        fig5=bool(ACTIVE["fig5_selection_epsilons"]),
+        tables=f"{R}/tables",
+        figures=f"{R}/figures",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        f"{R}/logs/active/report.log",
+    script:
+        "../scripts/active_report.py"
+
+
+rule active_all:
+    """Only the active-learning outputs (e.g. snakemake --cores all active_all --configfile config/dpal.yaml)."""
+    input:
+        active_report_files(),

@@ -1,0 +1,11 @@
+"""DP-AL summary, tables and figures (thin wrapper: dpcl.stages.active.summarise and report)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages.active import report, summarise
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+summarise(list(sm.input.metrics), sm.output.summary)
+report(sm.output.summary, dict(zip(sm.params.names, sm.input.schedules, strict=True)), sm.params.tables,
+       sm.params.figures, float(sm.params.epsilon), float(sm.params.selection_epsilon),
+       fig5=bool(sm.params.fig5))  # fmt: skip

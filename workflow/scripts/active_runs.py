@@ -1,0 +1,11 @@
+"""Every DP-AL run of one (pool variant, seed) (thin wrapper: dpcl.stages.active.run_active_seed)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages.active import run_active_seed
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+schedules = dict(zip(sm.params.schedule_keys, sm.input.schedules, strict=True))
+run_active_seed(sm.input.pool, sm.input.public, sm.input.test, schedules, dict(sm.params.active), sm.wildcards.pool,
+                int(sm.wildcards.seed), int(sm.params.per_class), sm.params.root, dict(sm.params.active)["dataset"],
+                threads=sm.threads)  # fmt: skip

@@ -1,0 +1,8 @@
+"""Solve one DP-AL schedule (thin wrapper: dpcl.stages.active.solve_schedule)."""
+
+from dpcl.io import tee_stderr
+from dpcl.stages.active import solve_schedule
+
+sm = snakemake  # noqa: F821
+tee_stderr(sm.log[0])
+solve_schedule(sm.wildcards.key, dict(sm.params.active), sm.output[0])
