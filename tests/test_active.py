@@ -234,3 +234,26 @@ def test_grid_parses_methods_and_dedupes_cells():
     assert "sound/entropy-nondp-sa/eps8-sel0" not in keys  # non-DP selection: paper mode only
     assert "paper/entropy-dp-sa/eps16-sel4" in keys and "sound/entropy-dp-cl/eps8-sel2" in keys
     assert "step_amplification-eps8-sel0" in schedule_keys(active)  # non-DP selection charges nothing
+
+
+def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path, capsys):
+    from dpcl.cli import main
+
+    x, y = _pool()
+    paths = []
+    for mode in ("sound", "paper"):
+        _, p, _, _ = run_active((x, y), _pool(300, seed=1), _pool(400, seed=2)[0], 5, 1200,
+                                ActiveMethod("entropy", "dp", mode), small_schedules[2.0], 0.05, 1.0,
+                                lambda *k: rng(0, "t", *k))  # fmt: skip
+        paths.append(tmp_path / f"{mode}.json")
+        paths[-1].write_text(json.dumps(p))
+    main(["ledger", "verify", str(paths[0]), str(paths[1])])
+    out = capsys.readouterr().out
+    assert "sound.json: verified" in out and "guarantee holds" in out
+    assert "paper.json: verified" in out and "does NOT hold: fixed-size selection couples records" in out
+    tampered = json.loads(paths[0].read_text())
+    tampered["groups"][0]["phases"][0]["noise_multiplier"] /= 3
+    paths[0].write_text(json.dumps(tampered))
+    with pytest.raises(SystemExit):
+        main(["ledger", "verify", str(paths[0])])
+    assert "REJECTED" in capsys.readouterr().err

@@ -88,6 +88,9 @@ def run_active_seed(
         px, py = px[sub], py[sub]
         ux = ux[imbalanced_subset(uy, imb, 1)]
     size = planned_pool_size(n_classes, per_class, pool_variant, imb)
+    if float(active["delta"]) * size >= 1:
+        raise ValueError(f"active.delta = {active['delta']} is not below 1/pool size (1/{size}): δ is set for the "
+                         "whole pool, every record of which is an individual at risk")  # fmt: skip
     schedules = {k: Schedule.from_dict(read_json(p)) for k, p in schedule_paths.items()}
     done = []
     with threadpool_limits(threads):
