@@ -257,3 +257,15 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
     with pytest.raises(SystemExit):
         main(["ledger", "verify", str(paths[0])])
     assert "REJECTED" in capsys.readouterr().err
+
+
+def test_a_run_on_a_schedule_that_overshoots_fails_unless_it_states_the_published_claim():
+    from dpcl.active.paper_schedule import authors_step_amplification
+    from dpcl.privacy.group_ledger import group_ledger
+
+    authors = authors_step_amplification(ALPlan(selection_epsilon=2.0, **PLAN))
+    record = {"mechanism": "random_poisson", "phases": 4}
+    with pytest.raises(PrivacyBudgetExceeded, match="own histories"):
+        group_ledger(authors, record, "poisson")
+    p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "paper 004, Alg. 3"})
+    assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.1

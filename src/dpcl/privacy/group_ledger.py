@@ -83,6 +83,9 @@ def group_ledger(schedule, selection: dict[str, Any], initial: str, claim: dict 
         reasons.append(NONPRIVATE)
     worst = max(groups, key=lambda e: e["epsilon"])
     over = [e["group"] for e in groups if e["epsilon"] > plan.epsilon * (1 + REL_TOL)]
+    if over and claim is None:  # our schedules are verified when solved: an overshoot here is a defect
+        raise PrivacyBudgetExceeded(f"groups {over} of a {schedule.kind} schedule spend more than the target "
+                                    f"ε = {plan.epsilon} over their own histories")  # fmt: skip
     if over:
         reasons.append(f"groups {over} spend more than the target ε = {plan.epsilon} over their own histories")
     overall_eps = math.inf if mech == "nonprivate_topk" else worst["epsilon"]
