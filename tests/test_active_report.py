@@ -119,7 +119,8 @@ def _expected(method, pool, mode, eps, sel):
 
 
 def test_tables_full(tmp_path):
-    paths = active_tables(_summary(tmp_path, FULL), tmp_path / "out")
+    summary = _summary(tmp_path, FULL)
+    paths = active_tables(summary, tmp_path / "out")
     names = sorted(p.name for p in paths)
     assert names == sorted(f"table{i}.{e}" for i in (1, 2, 5) for e in ("csv", "md"))
     assert all(p.stat().st_size > 0 for p in paths)
@@ -173,6 +174,12 @@ def test_tables_full(tmp_path):
     assert rows[1][6] == _expected("entropy-dp-sa", "balanced", "paper", 8.0, 4.0)
     assert rows[-2][1] == "Random" and "paper 004" in rows[-2][0]
     assert rows[-2][2] == "57.73 ± 0.85" and rows[-2][4] == MISSING and rows[-1][7] == "71.93 ± 0.48"
+
+    # Table II restricted to the configured settings (the config's table2_settings; a Fig. 5 sweep adds no column)
+    active_tables(summary, tmp_path / "only", table2_settings=[[3, 1], [16, 4]], prefix="active_")
+    only = _md_table(tmp_path / "only" / "active_table2.md")
+    assert only[0][2:] == ["ε (ε_Sel) = 3 (1)", "ε (ε_Sel) = 16 (4)"]
+    assert only[-1][-1] == "71.93 ± 0.48"
 
     # Table V
     t5 = _md_table(tmp_path / "out" / "table5.md")

@@ -94,6 +94,7 @@ rule active_report:
         epsilon=ACTIVE["epsilon"],
         selection_epsilon=ACTIVE["selection_epsilon"],
         fig5=bool(ACTIVE["fig5_selection_epsilons"]),
+        table2_settings=ACTIVE["table2_settings"],
         tables=f"{R}/tables",
         figures=f"{R}/figures",
     threads: 1

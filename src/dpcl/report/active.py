@@ -310,9 +310,10 @@ def table1(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
     return t
 
 
-def table2(df: pd.DataFrame) -> Table | None:
+def table2(df: pd.DataFrame, only: Sequence[Sequence[float]] | None = None) -> Table | None:
     """Table II analogue: Random and Entropy (DP selection, SA) per ε (ε_Sel), per pool × mode,
-    then the published CIFAR-10 rows."""
+    then the published CIFAR-10 rows; ``only``: the (ε, ε_Sel) columns to show (the config's
+    table2_settings; default every setting of the summary and the paper)."""
     rnd, ent = df[df["method"] == "random-nal"], df[df["method"] == "entropy-dp-sa"]
     if not len(rnd) and not len(ent):
         return None
@@ -321,6 +322,8 @@ def table2(df: pd.DataFrame) -> Table | None:
     )
     settings |= set(PUBLISHED["table2"]["random-nal"])
     settings |= {(e, None) for e in rnd["epsilon"] if not any(math.isclose(e, s[0]) for s in settings)}
+    if only:
+        settings = {(float(e), float(s)) for e, s in only}
     cols = sorted(settings, key=lambda s: (s[0], -1.0 if s[1] is None else s[1]))
     t = Table("table2", "Table II analogue (paper 004): Random vs. Entropy (DP selection, SA) per overall ε",
               ["Data", "Method"], [f"ε (ε_Sel) = {_setting_name(*s)}" for s in cols])  # fmt: skip
@@ -368,7 +371,8 @@ def table5(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
 
 
 def active_tables(summary_csv: str | Path, out_dir: str | Path,
-                  setting: tuple[float, float] | None = None, prefix: str = "") -> list[Path]:  # fmt: skip
+                  setting: tuple[float, float] | None = None, prefix: str = "",
+                  table2_settings: Sequence[Sequence[float]] | None = None) -> list[Path]:  # fmt: skip
     """Write ``table1``, ``table2``, ``table5`` (.csv tidy, .md) — analogues of paper 004's Tables
     I, II and V — skipping a table without runs; ``setting``: the main (ε, ε_Sel), else :func:`main_setting`."""
     df = load_summary(summary_csv)
@@ -377,7 +381,7 @@ def active_tables(summary_csv: str | Path, out_dir: str | Path,
     main = (float(setting[0]), float(setting[1])) if setting is not None else main_setting(df)
     out_dir = Path(out_dir)
     written: list[Path] = []
-    for t in (table1(df, main), table2(df), table5(df, main)):
+    for t in (table1(df, main), table2(df, table2_settings), table5(df, main)):
         if t is not None:
             written += t.write(out_dir, prefix)
     return written

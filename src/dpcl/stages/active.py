@@ -135,12 +135,14 @@ def summarise(metrics_paths: list[str], out_csv: str | Path) -> None:
 
 
 def report(summary_csv: str | Path, schedules: dict[str, str], out_tables: str | Path, out_figures: str | Path,
-           epsilon: float, selection_epsilon: float, fig5: bool = False) -> list[Path]:  # fmt: skip
+           epsilon: float, selection_epsilon: float, fig5: bool = False,
+           table2_settings: list | None = None) -> list[Path]:  # fmt: skip
     """Table I, II, V analogues, the Fig. 5 analogue (when the config sweeps ε_Sel) and the
     per-group privacy figure (Fig. 2/4 analogue: naive, ours and the authors' step amplification)."""
     from ..report import active as rep
 
-    out = rep.active_tables(summary_csv, out_tables, setting=(epsilon, selection_epsilon), prefix="active_")
+    out = rep.active_tables(summary_csv, out_tables, setting=(epsilon, selection_epsilon), prefix="active_",
+                            table2_settings=table2_settings)  # fmt: skip
     if fig5:
         out += rep.selection_epsilon_figure(summary_csv, Path(out_figures) / "active_fig5_selection_budget.png",
                                             epsilon=epsilon)  # fmt: skip
