@@ -24,7 +24,7 @@ from dpcl.stages.paper_tables import build_paper_tables as stage_build
 
 SEEDS = range(5)
 ACC = [0.70, 0.72, 0.74, 0.76, 0.78]  # per seed: (2nd worst, median, 2nd best) = (72, 74, 76) %, mean 74
-STD = math.sqrt(np.mean((np.array(ACC) * 100 - 74) ** 2))  # ddof = 0: √8
+STD = math.sqrt(np.sum((np.array(ACC) * 100 - 74) ** 2) / (len(ACC) - 1))  # sample std (ddof = 1): √10, as published
 
 BENCHMARKS = {
     "split_cifar100": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "disjoint", "n_tasks": 10},
@@ -194,13 +194,13 @@ def test_a8_mean_std_with_published_and_diff(tables):
     assert c.loc["mean", "ours"] == pytest.approx(74.0) and c.loc["std", "ours"] == pytest.approx(STD)
     assert c.loc["mean", "published"] == 72.78 and c.loc["mean", "diff"] == pytest.approx(74 - 72.78)
     i = t.rows.index(("CIFAR-100 (split_cifar100)", "Cosine Classifier"))
-    assert cell_texts(t, t.cells[i][0]) == ("74.00 ± 2.83", "72.78 ± 0.51", "+1.22")
+    assert cell_texts(t, t.cells[i][0]) == ("74.00 ± 3.16", "72.78 ± 0.51", "+1.22")  # √10: ddof = 1
     assert cell_texts(t, t.cells[i][1]) == ("5.00 ± 0.00", "9.92 ± 0.51", "-4.92")
     # Naive (head-only) is compared with the paper's Naive; Non-CL has a bare published mean, no AF
     naive = _tidy(t, benchmark="split_cifar100", epsilon="1", learner="naive_head", metric="aa")
     assert naive.loc["mean", "published"] == 9.35
     j = t.rows.index(("CIFAR-100 (split_cifar100)", "Non-CL (head-only)"))
-    assert cell_texts(t, t.cells[j][0]) == ("74.00 ± 2.83", "85.10", "-11.10")
+    assert cell_texts(t, t.cells[j][0]) == ("74.00 ± 3.16", "85.10", "-11.10")
     assert cell_texts(t, t.cells[j][1]) == ("–", "–", "–")  # no forgetting without tasks
     # non-DP was not run: ours "–", the paper's number stays
     assert cell_texts(t, t.cells[i][4]) == ("–", "79.02 ± 0.00", "–")
@@ -331,3 +331,15 @@ def test_canonical_method_matches_the_reference_spelling():
     assert canonical_method("public-x1000") == "public-x1000"
     assert canonical_method("public-x1000-grow") == "public-x1000-grow"  # variants are their own columns
     assert canonical_method("release-laplace-f0.1") == "release-laplace-f0.1"
+
+
+def test_a8_to_a10_report_the_sample_std_and_a9_notes_the_papers_three_seeds(tables):
+    for tid in ("A8", "A9", "A10"):
+        t = tables[tid]
+        assert any("ddof = 1" in n for n in t.notes), tid
+    assert any("three seeds" in n for n in tables["A9"].notes)
+    from dpcl.report.paper_tables import _our_stats
+
+    stats, n = _our_stats([70.0, 74.0, 78.0], "mean")
+    assert n == 3 and stats["std"] == pytest.approx(4.0)  # ddof = 1: √((16 + 0 + 16) / 2)
+    assert "std" not in _our_stats([70.0], "mean")[0]  # one seed: no spread to report

@@ -190,7 +190,12 @@ def _our_stats(values: Sequence[float], kind: str) -> tuple[dict[str, float], in
     if kind == "order":
         lo, med, hi = order_stats(v)
         return {"fourth_best": lo, "median": med, "second_best": hi}, int(v.size)
-    return {"mean": float(v.mean()), "std": float(v.std(ddof=0))}, int(v.size)
+    # sample standard deviation (ddof = 1), as the paper reports: 27 of the 32 cells of paper 003's
+    # Table F.1 that repeat paper 000's Table A6 fit ddof = 1 only, none ddof = 0 only (issue 14)
+    stats = {"mean": float(v.mean())}
+    if v.size > 1:
+        stats["std"] = float(v.std(ddof=1))
+    return stats, int(v.size)
 
 
 class _Runs:
@@ -263,7 +268,7 @@ def _tuned_cell(bench: Bench, runs: _Runs, ref: _Reference, eps: str, learner: s
 
 _ORDER_NOTE = ("Cells: (2nd worst), median, (2nd best) seed over the runs' seeds (min and max below three "
                "seeds); paper: the published cell; Δ = our median − published median.")  # fmt: skip
-_MEAN_NOTE = ("Cells: mean ± std over seeds (std with ddof = 0); paper: the published cell; "
+_MEAN_NOTE = ("Cells: mean ± sample std over seeds (ddof = 1, as published; one seed: no std); paper: the published cell; "
               "Δ = our mean − published mean.")  # fmt: skip
 _REF_NOTE = ("Published: paper 000 (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
              "config/paper_reference; '–' where the paper has no number for that data set, setting or learner.")  # fmt: skip
@@ -541,6 +546,8 @@ def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mappin
             t.notes.insert(0, f"Seeds per cell: {seeds[0]}" + (f"-{seeds[-1]}." if len(seeds) > 1 else "."))
         if not t.rows:
             t.notes.insert(0, "No rows: the runs this table needs are not part of this configuration.")
+        if t.table == "A9":
+            t.notes.append("The paper reports Table A9 over three seeds (App. F.3); ours over the seeds above.")
     return tables
 
 
