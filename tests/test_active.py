@@ -269,3 +269,14 @@ def test_a_run_on_a_schedule_that_overshoots_fails_unless_it_states_the_publishe
         group_ledger(authors, record, "poisson")
     p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "paper 004, Alg. 3"})
     assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.1
+
+
+def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
+    """opacus configures the root logger on import: in the Snakefile that doubles every log line."""
+    import subprocess
+    import sys
+
+    code = ("import sys, logging, dpcl.config, dpcl.active.grid; "
+            "print('opacus' in sys.modules, len(logging.getLogger().handlers))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "0"]

@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass
 
 from .acquisition import ACQUISITIONS
-from .schedules import ALPlan
+
+# The Snakefile imports this module: keep it free of torch/opacus (opacus configures the root logger
+# on import, which would print every Snakemake message twice), so the schedules are imported lazily.
 
 SCHEDULE_OF = {"nal": "single", "naive": "naive", "sa": "step_amplification", "cl": "continual",
                "nr": "noise_reduction"}  # fmt: skip
@@ -79,8 +81,10 @@ def schedule_keys(active: dict) -> list[str]:
     return keys
 
 
-def plan_for(active: dict, kind: str, epsilon: float, selection_epsilon: float) -> ALPlan:
-    """The public plan of a schedule (the single-phase baseline labels the whole budget at once)."""
+def plan_for(active: dict, kind: str, epsilon: float, selection_epsilon: float):
+    """The public plan (an ``ALPlan``) of a schedule (the single-phase baseline labels the whole budget at once)."""
+    from .schedules import ALPlan
+
     queries = tuple(int(k) for k in active["query_sizes"])
     if kind == "single":
         return ALPlan(epsilon, float(active["delta"]), 0.0, int(active["initial_size"]) + sum(queries), (),
