@@ -241,31 +241,35 @@ def single(plan: ALPlan) -> Schedule:
     return Schedule("single", plan, naive(plan).segments)
 
 
-def _sa_phase_zero(plan: ALPlan, sigma: float) -> SegmentPlan:
-    return SegmentPlan(0, sigma, plan.naive_steps(0), tuple([plan.naive_rate(0)] + [0.0] * (plan.phases - 1)))
+def _phase_by_phase(plan: ALPlan, kind: str, phase) -> Schedule:
+    """The shared frame of the schedules that catch later groups up (SA, noise reduction, continual):
+    σ and the target trajectory R_p of the naive schedule, phase 0 as in the naive schedule, then
+    ``phase(p, σ, curves, targets)`` → the segments of phase p, where curves[g] is group g's RDP so
+    far and targets[g] = R_p − paid_g the most it may have spent after phase p."""
+    sigma = naive_sigma(plan)
+    traj = naive_trajectory(plan, sigma)
+    seg0 = SegmentPlan(0, sigma, plan.naive_steps(0), tuple([plan.naive_rate(0)] + [0.0] * (plan.phases - 1)))
+    segments, curves = [seg0], _advance([np.zeros(len(ORDERS))] * plan.phases, seg0)
+    for p in range(1, plan.phases):
+        targets = [traj[p] - plan.paid(g) for g in range(plan.phases)]
+        for seg in phase(p, sigma, curves, targets):
+            segments.append(seg)
+            curves = _advance(curves, seg)
+    return Schedule(kind, plan, segments)
 
 
 def step_amplification(plan: ALPlan, max_factor: int = 4) -> Schedule:
     """Alg. 2/3 with every group solved against its own history (see the module docstring)."""
-    sigma = naive_sigma(plan)
-    traj = naive_trajectory(plan, sigma)
-    seg0 = _sa_phase_zero(plan, sigma)
-    segments, curves = [seg0], _advance([np.zeros(len(ORDERS))] * plan.phases, seg0)
-    for p in range(1, plan.phases):
-        targets = [traj[p] - plan.paid(g) for g in range(plan.phases)]
-        n0 = plan.naive_steps(p)
 
-        def seg(n: int, _p: int = p, _t: list = targets, _c: list = curves) -> SegmentPlan:
-            return SegmentPlan(_p, sigma, n, _rates(plan, _c, _p, sigma, n, _t))
+    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
+        def seg(n: int) -> SegmentPlan:
+            return SegmentPlan(p, sigma, n, _rates(plan, curves, p, sigma, n, targets))
 
-        lo, hi = n0, n0 * max_factor
-        best = seg(n0)
+        lo, hi = plan.naive_steps(p), plan.naive_steps(p) * max_factor
+        best = seg(lo)
         if _batch(plan, best) > plan.batch_size:
-            top = seg(hi)
-            if _batch(plan, top) > plan.batch_size:
-                best = top  # more steps than max_factor × naive: keep the cap (batch stays above b)
-            else:
-                best = top
+            best = seg(hi)  # if even max_factor × the naive steps keep the batch above b, keep the cap
+            if _batch(plan, best) <= plan.batch_size:
                 while hi - lo > 1:  # fewest steps whose expected batch is ≤ b
                     mid = (lo + hi) // 2
                     cand = seg(mid)
@@ -273,31 +277,23 @@ def step_amplification(plan: ALPlan, max_factor: int = 4) -> Schedule:
                         lo = mid
                     else:
                         hi, best = mid, cand
-        segments.append(best)
-        curves = _advance(curves, best)
-    sched = Schedule("step_amplification", plan, segments)
-    return sched
+        return [best]
+
+    return _phase_by_phase(plan, "step_amplification", phase)
 
 
 def noise_reduction(plan: ALPlan) -> Schedule:
     """App. E-B "noise reduction": naive steps; each phase's σ is lowered to bring the batch to b."""
-    sigma = naive_sigma(plan)
-    traj = naive_trajectory(plan, sigma)
-    seg0 = _sa_phase_zero(plan, sigma)
-    segments, curves = [seg0], _advance([np.zeros(len(ORDERS))] * plan.phases, seg0)
-    for p in range(1, plan.phases):
-        targets = [traj[p] - plan.paid(g) for g in range(plan.phases)]
-        n = plan.naive_steps(p)
 
-        def seg(s: float, _p: int = p, _t: list = targets, _n: int = n, _c: list = curves) -> SegmentPlan:
-            return SegmentPlan(_p, s, _n, _rates(plan, _c, _p, s, _n, _t))
+    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
+        def seg(s: float) -> SegmentPlan:
+            return SegmentPlan(p, s, plan.naive_steps(p), _rates(plan, curves, p, s, plan.naive_steps(p), targets))
 
         best = seg(sigma)
         if _batch(plan, best) > plan.batch_size:
             lo, hi = 0.2 * sigma, sigma  # batch grows with σ: find the largest σ with batch ≤ b
-            low = seg(lo)
-            best = low
-            if _batch(plan, low) <= plan.batch_size:
+            best = seg(lo)
+            if _batch(plan, best) <= plan.batch_size:
                 while hi / lo > 1.001:
                     mid = math.sqrt(lo * hi)
                     cand = seg(mid)
@@ -305,26 +301,21 @@ def noise_reduction(plan: ALPlan) -> Schedule:
                         hi = mid
                     else:
                         lo, best = mid, cand
-        segments.append(best)
-        curves = _advance(curves, best)
-    return Schedule("noise_reduction", plan, segments)
+        return [best]
+
+    return _phase_by_phase(plan, "noise_reduction", phase)
 
 
 def continual(plan: ALPlan) -> Schedule:
     """App. E-B "continual learning": the newest group alone first, then the naive phase on all."""
-    sigma = naive_sigma(plan)
-    traj = naive_trajectory(plan, sigma)
-    seg0 = _sa_phase_zero(plan, sigma)
-    segments, curves = [seg0], _advance([np.zeros(len(ORDERS))] * plan.phases, seg0)
-    for p in range(1, plan.phases):
-        targets = [traj[p] - plan.paid(g) for g in range(plan.phases)]
+
+    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
         q_new = min(1.0, plan.batch_size / plan.group_sizes[p])
         q_p, n_p = plan.naive_rate(p), plan.naive_steps(p)
         main_cost = n_p * step_rdp(sigma, q_p)
 
-        def fits(m: int, _p: int = p, _t: list = targets, _c: list = curves, _q: float = q_new,
-                 _cost: np.ndarray = main_cost) -> bool:  # fmt: skip
-            return rdp_to_epsilon(_c[_p] + m * step_rdp(sigma, _q) + _cost, plan.delta) <= _t[_p]
+        def fits(m: int) -> bool:  # the newest group after m catch-up steps still fits the full naive phase
+            return rdp_to_epsilon(curves[p] + m * step_rdp(sigma, q_new) + main_cost, plan.delta) <= targets[p]
 
         m_lo, m_hi = 0, 1
         while fits(m_hi) and m_hi < 10**6:
@@ -332,14 +323,14 @@ def continual(plan: ALPlan) -> Schedule:
         while m_hi - m_lo > 1:
             mid = (m_lo + m_hi) // 2
             m_lo, m_hi = (mid, m_hi) if fits(mid) else (m_lo, mid)
+        out = []
         if m_lo > 0:
-            catch = SegmentPlan(p, sigma, m_lo, tuple(q_new if g == p else 0.0 for g in range(plan.phases)))
-            segments.append(catch)
-            curves = _advance(curves, catch)
-        main = SegmentPlan(p, sigma, n_p, _rates(plan, curves, p, sigma, n_p, targets, cap=q_p))
-        segments.append(main)
-        curves = _advance(curves, main)
-    return Schedule("continual", plan, segments)
+            out.append(SegmentPlan(p, sigma, m_lo, tuple(q_new if g == p else 0.0 for g in range(plan.phases))))
+            curves = _advance(curves, out[0])
+        out.append(SegmentPlan(p, sigma, n_p, _rates(plan, curves, p, sigma, n_p, targets, cap=q_p)))
+        return out
+
+    return _phase_by_phase(plan, "continual", phase)
 
 
 BUILDERS = {"naive": naive, "step_amplification": step_amplification, "noise_reduction": noise_reduction,
