@@ -405,10 +405,10 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
         assert LR_RANGE[0] <= p["lr"] <= LR_RANGE[1] and CLIP_RANGE[0] <= p["clip"] <= CLIP_RANGE[1]
         assert MIN_BATCH <= p["batch_size"] <= n_tr
         assert float(t["accuracy"] * len(va)).is_integer()  # an accuracy on the validation part
-    best, cfg = res["best_params"], res["dpsgd"]
+    best, cfg = res["best_params"], res["best"]
     assert res["best_validation_accuracy"] == max(t["accuracy"] for t in res["trials"])
     assert cfg["sample_rate"] == best["batch_size"] / n_tr  # constant sampling rate
-    assert cfg["lr"] == pytest.approx(best["lr"] * math.sqrt(1 / TRAIN_FRACTION), rel=1e-12)
+    assert cfg["lr"] == best["lr"]  # as tuned; dpcl.training.tuning_protocol scales it to a run
     assert (cfg["clip"], cfg["epochs"], cfg["normaliser"]) == (best["clip"], 1.0, 16.0)
     # the objective is exactly: train a member on the 70 % at the trial's config, score on the 30 %
     p0 = res["trials"][0]["params"]
@@ -436,19 +436,25 @@ def test_tune_film_rejects_a_too_small_tuning_set(vit):
 
 def test_tuned_config_replaces_the_configured_one_for_its_epsilon_only(tmp_path):
     from dpcl.io import write_json
-    from dpcl.stages.film import resolve_film_dpsgd
+    from dpcl.stages.common import resolve_dpsgd
 
     configured = {"sample_rate": 0.25, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 128.0}
-    assert resolve_film_dpsgd(configured, None, "1") == (configured, False)
+    assert resolve_dpsgd(configured, None, "1", "peft_film") == (configured, None)
     tuned = {"sample_rate": 0.5, "epochs": 2.0, "lr": 3e-4, "clip": 2.5, "normaliser": 128.0}
+    all_tasks = {**tuned, "lr": 9e-4}
     for eps, tag in ((1.0, "1"), (math.inf, "inf")):
-        write_json(tmp_path / f"eps{tag}.json", {"dpsgd": tuned, "epsilon": eps})
-        assert resolve_film_dpsgd(configured, tmp_path / f"eps{tag}.json", tag) == (tuned, True)
+        write_json(tmp_path / f"eps{tag}.json", {"best": tuned, "dpsgd": tuned, "dpsgd_all_tasks": all_tasks,
+                                                 "protocol": "public", "epsilon": eps})  # fmt: skip
+        assert resolve_dpsgd(configured, tmp_path / f"eps{tag}.json", tag, "peft_film") == (tuned, "public")
+        assert resolve_dpsgd(configured, tmp_path / f"eps{tag}.json", tag, "noncl_film") == (all_tasks, "public")
     with pytest.raises(ValueError, match="tuned for ε = inf, but the run's budget is ε = 1"):
-        resolve_film_dpsgd(configured, tmp_path / "epsinf.json", "1")
+        resolve_dpsgd(configured, tmp_path / "epsinf.json", "1", "peft_film")
     write_json(tmp_path / "other.json", {"epsilon": 1.0})
     with pytest.raises(ValueError, match="not a tuning result"):
-        resolve_film_dpsgd(configured, tmp_path / "other.json", "1")
+        resolve_dpsgd(configured, tmp_path / "other.json", "1", "peft_film")
+    write_json(tmp_path / "old.json", {"best": tuned, "dpsgd": tuned, "epsilon": 1.0})  # an older dpcl's
+    with pytest.raises(ValueError, match="rerun its tuning job"):
+        resolve_dpsgd(configured, tmp_path / "old.json", "1", "peft_film")
 
 
 def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path):

@@ -136,8 +136,22 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"allowed: a subset of {config[key]}"
                 )
     _check_active(config)
+    _check_tuning_sizes(config)
     _normalise(config)
     return config
+
+
+def _check_tuning_sizes(config: dict) -> None:
+    """Tuned learning rates are scaled by nominal sizes (App. D.1): every benchmark's data set needs one."""
+    if not (config.get("tuning") or {}).get("enabled"):
+        return
+    from .training.tuning_protocol import nominal_train_size
+
+    for name in sorted({b["dataset"] for b in config["benchmarks"].values()}):
+        try:
+            nominal_train_size(name, config["datasets"][name])
+        except ValueError as e:
+            raise ConfigError(f"config key 'datasets.{name}.nominal_train_size': {e}") from None
 
 
 def _check_active(config: dict) -> None:

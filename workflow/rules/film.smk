@@ -5,8 +5,9 @@
 # are always defined (the SLURM profile names them); they run only when `learners` lists a
 # *_film learner.
 # With tuning.enabled, tune_film (one job per seed, every ε) tunes the DP-SGD
-# hyperparameters on the public tuning split (App. D.1) and every FiLM job of that
-# (ε, seed) takes its config from the cached result instead of film.dpsgd / dpsgd.
+# hyperparameters on the tuning set of tuning.protocol (App. D.1) and every FiLM job of that
+# (ε, seed) takes its config, scaled to its learner, from the cached result instead of
+# film.dpsgd / dpsgd.
 
 import re
 
@@ -56,6 +57,7 @@ rule tune_film:
         eps_tags=EPS,
         delta=config["delta"],
         trials=config["tuning"]["trials"],
+        protocol=config["tuning"]["protocol"],
         dpsgd=FILM_DPSGD,  # epochs and normaliser of the FiLM learners
         physical_batch=config["film"]["physical_batch"],
         device=config["film"]["device"],

@@ -10,6 +10,9 @@ def _head_outputs(kind):
 
 
 TUNE = config["tuning"]["enabled"]
+# tuning.protocol (App. D.1): "public" tunes on the public tune split, "paper" on the private
+# training data (unaccounted, as the paper; privacy.json says so)
+TUNE_SPLIT = "train" if config["tuning"]["protocol"] == "paper" else "tune"
 
 
 def _tuning_files(w):
@@ -24,7 +27,7 @@ if HEAD_LEARNERS:
 
     rule tune_heads:
         input:
-            tune=f"{R}/features/{{dataset}}/{{backbone}}/tune.npz",
+            features=f"{R}/features/{{dataset}}/{{backbone}}/{TUNE_SPLIT}.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
         output:
             expand(f"{R}/tuning/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
@@ -33,6 +36,8 @@ if HEAD_LEARNERS:
             eps_tags=EPS,
             delta=config["delta"],
             trials=config["tuning"]["trials"],
+            protocol=config["tuning"]["protocol"],
+            dataset_cfg=lambda w: config["datasets"][w.dataset],
             dpsgd=config["dpsgd"],
         threads: 1
         resources:

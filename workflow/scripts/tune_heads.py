@@ -6,6 +6,7 @@ from dpcl.stages.heads import tune_head_learners
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 d = sm.params.dpsgd
-tune_head_learners(sm.input.tune, sm.input.scenario, sm.params.epsilons, sm.params.delta,
+tune_head_learners(sm.input.features, sm.input.scenario, sm.wildcards.dataset, dict(sm.params.dataset_cfg),
+                   sm.params.protocol, sm.params.epsilons, sm.params.delta,
                    dict(zip(sm.params.eps_tags, sm.output, strict=True)), sm.params.trials, d["epochs"],
                    d["normaliser"])  # fmt: skip

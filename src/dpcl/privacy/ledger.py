@@ -219,6 +219,9 @@ class Ledger:
     #: a published method's own privacy claim (e.g. paper 002's Lemma 2), shown beside what the
     #: entries compose to; with a claim the run may exceed its target and says guarantee_holds: false
     claim: dict[str, Any] | None = None
+    #: uses of the private data that no entry accounts for (the paper protocol's hyperparameter
+    #: tuning, App. D.1): listed in privacy.json, and the guarantee does not hold end to end
+    unaccounted: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, task: int, entry: dict[str, Any]) -> None:
         """Record a mechanism applied to task ``task``'s data (verified immediately)."""
@@ -319,8 +322,9 @@ class Ledger:
             "adjacency": ADJACENCY,
             "target": {"epsilon": self.target.epsilon, "delta": self.target.delta},
             "private": self.target.private,
-            "guarantee_holds": self.holds() and not self.leaky_baseline,
+            "guarantee_holds": self.holds() and not self.leaky_baseline and not self.unaccounted,
             "leaky_baseline": self.leaky_baseline,
+            **({"unaccounted_uses": self.unaccounted} if self.unaccounted else {}),
             "n_tasks": self.n_tasks if self.n_tasks is not None else len(self.tasks),
             "tasks": [
                 {
@@ -374,7 +378,8 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
                               f"config's is (ε={target.epsilon}, δ={target.delta})")  # fmt: skip
     if n_tasks is None:
         n_tasks = int(privacy.get("n_tasks", len(privacy["tasks"])))
-    ledger = Ledger(target, n_tasks, claim=privacy.get("published_claim"))
+    ledger = Ledger(target, n_tasks, claim=privacy.get("published_claim"),
+                    unaccounted=list(privacy.get("unaccounted_uses") or []))  # fmt: skip
     for task in privacy["tasks"]:
         t = int(task["task"])
         for i, entry in enumerate(task["mechanisms"]):
@@ -391,11 +396,14 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
             f"overall: the file states (ε={stated['epsilon']}, δ={stated['delta']}), but its entries compose to "
             f"(ε={total.epsilon}, δ={total.delta})"
         )
-    holds = ledger.holds() and not ledger.leaky_baseline
+    hp = privacy.get("hyperparameters") or {}
+    if hp.get("private_data_used") and not hp.get("accounted", True) and not ledger.unaccounted:
+        raise LedgerError("hyperparameters: chosen on private data without accounting, but no unaccounted_uses listed")
+    holds = ledger.holds() and not ledger.leaky_baseline and not ledger.unaccounted
     if bool(privacy.get("guarantee_holds")) != holds:
         raise LedgerError(f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}")
     return {"target": {"epsilon": target.epsilon, "delta": target.delta}, "n_tasks": n_tasks,
             "published_claim": ledger.claim is not None,
             "entries": sum(len(v) for v in ledger.tasks.values()),
             "overall": {"epsilon": total.epsilon, "delta": total.delta}, "guarantee_holds": holds,
-            "leaky_baseline": ledger.leaky_baseline}  # fmt: skip
+            "leaky_baseline": ledger.leaky_baseline, "unaccounted_uses": len(ledger.unaccounted)}  # fmt: skip

@@ -20,6 +20,7 @@ from .common import (
     parse_eps,
     read_records,
     release_rng,
+    resolve_dpsgd,
     task_inputs,
     write_run,
 )
@@ -36,7 +37,7 @@ def run_agem(
     noise_cache: dict | None = None,
     backbone: str = "features",
     target: Budget | None = None,
-    tuned: bool = False,
+    protocol: str | None = None,
 ) -> tuple[dict, dict, dict]:
     """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger, diagnostics).
 
@@ -64,7 +65,7 @@ def run_agem(
     return finish_run(
         "agem_head", labels, seed, preds, records, [y for _, y in test_sets], extra,
         lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks), target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats},
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"agem_tasks": stats},
     )  # fmt: skip
 
 
@@ -79,7 +80,7 @@ def run_desai(
     noise_cache: dict | None = None,
     backbone: str = "features",
     target: Budget | None = None,
-    tuned: bool = False,
+    protocol: str | None = None,
 ) -> tuple[dict, dict, dict]:
     """One run of Desai et al.'s DP-CL as published (paper 002 Alg. 1): σ calibrated by Lemma 2's claim,
     the ledger holding what the accountant gives for the actual rereads and the claim beside it
@@ -103,7 +104,7 @@ def run_desai(
     claim = desai_claim(noise, cfg, agem, n_tasks) if math.isfinite(eps) else None
     return finish_run(
         "desai_head", labels, seed, preds, records, [y for _, y in test_sets], extra, target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"desai_tasks": stats}, claim=claim,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"desai_tasks": stats}, claim=claim,
     )  # fmt: skip
 
 
@@ -126,14 +127,14 @@ def agem_sweep(
     unknown = sorted(set(learners) - set(AGEM_LEARNERS))
     if unknown:
         raise ValueError(f"unknown learners {unknown}; this stage runs {sorted(AGEM_LEARNERS)}")
-    for run, train, test, sc, labels, cfg, cache, backbone in feature_runs(
-        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    for run, train, test, sc, labels, tuned_path, cache, backbone in feature_runs(
+        train_path, test_path, scenario_path, runs, threads, tuned
     ):
         for learner in learners:
             t0 = time.perf_counter()
+            cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
             metrics, privacy, diag = AGEM_LEARNERS[learner](train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache,
-                                                            backbone, config_target(labels, targets),
-                                                            tuned=bool(tuned))  # fmt: skip
+                                                            backbone, config_target(labels, targets), protocol)  # fmt: skip
             paths = run["outputs"][learner] if "outputs" in run else (run["metrics"], run["privacy"],
                                                                        run.get("diagnostics"))  # fmt: skip
             write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag)

@@ -114,16 +114,33 @@ def ledger_and_diagnostics(
     return ledger, diagnostics
 
 
-def hyperparameters_note(values: dict | None, tuned: bool) -> dict:
-    """privacy.json's account of how the hyperparameters were chosen."""
+def hyperparameters_note(values: dict | None, protocol: str | None) -> dict:
+    """privacy.json's account of how the hyperparameters were chosen: ``protocol`` is the tuning
+    protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`), None when
+    the values were fixed in the config (or there are none)."""
+    from ..training.tuning_protocol import hyperparameters_use
+
     if values is None:
-        how = "none: no hyperparameters besides the budget (noise from the accountant)"
-    elif tuned:
-        how = ("Optuna search on the public tuning split (held out of the training data, never trained on "
-               "by any run): no private data, no privacy cost")  # fmt: skip
-    else:
-        how = "fixed in the config before seeing data: no private data, no privacy cost"
-    return {"chosen_by": how, "private_data_used": False, **({"values": values} if values is not None else {})}
+        return {"chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
+                "private_data_used": False}  # fmt: skip
+    return hyperparameters_use(protocol) | {"values": values}
+
+
+def resolve_dpsgd(dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_tag: str, learner: str) -> tuple[dict, str | None]:
+    """(DP-SGD config, tuning protocol or None) of ``learner``'s run at ``epsilon_tag``: the tuning
+    result's config for that learner, scaled to its training set (App. D.1), over ``dpsgd_cfg`` when
+    ``tuned_path`` is given, else ``dpsgd_cfg`` as is."""
+    from ..training.tuning_protocol import run_dpsgd
+
+    if tuned_path is None:
+        return dict(dpsgd_cfg), None
+    res = read_json(tuned_path)
+    if "best" not in res or "epsilon" not in res:
+        raise ValueError(f"{tuned_path} is not a tuning result (no 'best'/'epsilon' keys)")
+    tag = eps_tag(math.inf if res["epsilon"] == "inf" else float(res["epsilon"]))
+    if tag != epsilon_tag:
+        raise ValueError(f"{tuned_path} was tuned for ε = {tag}, but the run's budget is ε = {epsilon_tag}")
+    return {**dpsgd_cfg, **run_dpsgd(res, learner, str(tuned_path))}, res["protocol"]
 
 
 def finish_run(
@@ -143,12 +160,16 @@ def finish_run(
     """(metrics, verified privacy ledger, non-private diagnostics) of one run from its predictions
     and raw per-task records; ``summary(privacy, ledger.tasks)``, if given, adds a learner's block
     to privacy.json (DP-A-GEM); ``diagnostics`` adds run-level non-private numbers."""
+    from ..training.tuning_protocol import unaccounted_uses
+
+    hyperparameters = hyperparameters or hyperparameters_note(None, None)
     ledger, per_task = ledger_and_diagnostics(labels, records, target, claim)
+    ledger.unaccounted = unaccounted_uses(hyperparameters)  # the paper's tuning on private data
     acc = accuracy_matrix(preds, test_y)
     with np.errstate(invalid="ignore"):
         aa, af, wf = average_accuracy(acc), average_forgetting(acc), worst_case_forgetting(acc)
     privacy = ledger.to_dict()  # raises PrivacyBudgetExceeded if the target is exceeded
-    privacy["hyperparameters"] = hyperparameters or hyperparameters_note(None, False)
+    privacy["hyperparameters"] = hyperparameters
     target = ledger.target
     if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
         privacy["agem"] = summary(privacy, ledger.tasks)
@@ -171,10 +192,10 @@ def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> Non
     write_json(run["metrics"], metrics)
 
 
-def feature_runs(train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned):
-    """Yield (run, train, test, scenario, label file, DP-SGD config, noise cache, backbone) for the
-    runs of one seed on cached features, with BLAS capped at ``threads``; ``tuned`` maps ε tags to
-    tuning results whose DP-SGD config replaces ``dpsgd_cfg``."""
+def feature_runs(train_path, test_path, scenario_path, runs, threads, tuned):
+    """Yield (run, train, test, scenario, label file, tuning result path or None, noise cache,
+    backbone) for the runs of one seed on cached features, with BLAS capped at ``threads``;
+    ``tuned`` maps ε tags to tuning results (:func:`resolve_dpsgd` reads one per learner)."""
     from threadpoolctl import threadpool_limits
 
     from ..features import load_feature_cache
@@ -186,8 +207,8 @@ def feature_runs(train_path, test_path, scenario_path, runs, dpsgd_cfg, threads,
         cache: dict = {}
         for run in runs:
             labels = read_json(run["labels"])
-            cfg = read_json(tuned[labels["epsilon_tag"]])["dpsgd"] if tuned else dpsgd_cfg
-            yield run, (tx, ty, tidx), (ex, ey), sc, labels, cfg, cache, meta["backbone"]
+            tuned_path = tuned[labels["epsilon_tag"]] if tuned else None
+            yield run, (tx, ty, tidx), (ex, ey), sc, labels, tuned_path, cache, meta["backbone"]
 
 
 def read_records(metrics_paths: list[str | Path]) -> list[dict]:

@@ -12,10 +12,12 @@ release entries, gets one DP-SGD record per task (noise multiplier from the trai
 that label release left, via the PRV accountant), and is verified when written.
 
 Hyperparameters (App. D.1): with ``tuning.enabled`` one job per seed
-(:func:`tune_film_stage`) tunes (lr, sampling rate, clip) per ε on the PUBLIC tuning split
-(never trained on by any run, so tuning spends no private budget) and every FiLM job of
-that (ε, seed) reads the result (:func:`resolve_film_dpsgd`); otherwise the ``dpsgd`` block
-overridden by ``film.dpsgd`` is used as is. metrics.json says which (``dpsgd``, ``tuned``).
+(:func:`tune_film_stage`) tunes (lr, sampling rate, clip) per ε on the tuning set of
+``tuning.protocol`` (the PUBLIC tuning split, or as the paper private training data,
+:mod:`dpcl.training.tuning_protocol`) and every FiLM job of that (ε, seed) reads the result
+scaled to its learner's training set (:func:`dpcl.stages.common.resolve_dpsgd`); otherwise the
+``dpsgd`` block overridden by ``film.dpsgd`` is used as is. metrics.json says which (``dpsgd``,
+``tuned``); privacy.json's ``hyperparameters`` says on what data.
 """
 
 from __future__ import annotations
@@ -30,26 +32,21 @@ from ..config import eps_tag
 from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json, write_npz
-from .common import NON_PRIVATE, config_target, finish_run, hyperparameters_note, log, release_rng, write_run
+from .common import (
+    NON_PRIVATE,
+    config_target,
+    finish_run,
+    hyperparameters_note,
+    log,
+    release_rng,
+    resolve_dpsgd,
+    write_run,
+)
 
 
 def film_dpsgd_config(config: dict) -> dict:
     """The FiLM learners' DP-SGD hyperparameters: the ``dpsgd`` block overridden by ``film.dpsgd``."""
     return {**config["dpsgd"], **(config.get("film", {}).get("dpsgd") or {})}
-
-
-def resolve_film_dpsgd(dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_tag: str) -> tuple[dict, bool]:
-    """(DP-SGD config, tuned?) of a FiLM run at ``epsilon_tag``: the tuning result's config over
-    ``dpsgd_cfg`` when ``tuned_path`` is given (App. D.1), else ``dpsgd_cfg`` as is."""
-    if tuned_path is None:
-        return dict(dpsgd_cfg), False
-    res = read_json(tuned_path)
-    if "dpsgd" not in res or "epsilon" not in res:
-        raise ValueError(f"{tuned_path} is not a tuning result (no 'dpsgd'/'epsilon' keys)")
-    tag = eps_tag(math.inf if res["epsilon"] == "inf" else float(res["epsilon"]))
-    if tag != epsilon_tag:
-        raise ValueError(f"{tuned_path} was tuned for ε = {tag}, but the run's budget is ε = {epsilon_tag}")
-    return {**dpsgd_cfg, **res["dpsgd"]}, True
 
 
 def load_film_backbone(backbone_cfg: dict):
@@ -115,7 +112,7 @@ def film_member_stage(
     backbone_name: str | None = None,
 ) -> None:  # fmt: skip
     """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD
-    (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`).
+    (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`).
 
     The member record is an intermediate file marked non-private: it holds the raw training
     record (sample count, clipped fraction, batch size, time); the evaluation job splits it
@@ -128,7 +125,7 @@ def film_member_stage(
     labels = read_json(labels_path)
     if not 0 <= task < len(sc.train_indices):
         raise ValueError(f"task {task} outside the scenario's {len(sc.train_indices)} tasks")
-    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
+    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], "peft_film")
     cfg = DPSGDConfig(**dpsgd_cfg)
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
@@ -143,7 +140,7 @@ def film_member_stage(
                               physical_batch=physical_batch, device=device, progress=True)  # fmt: skip
     record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
               "samples": int(keep.sum()), "labels": o_t, "seconds": round(time.perf_counter() - t0, 1),
-              "lr": cfg.lr, "tuned": tuned}  # fmt: skip
+              "lr": cfg.lr, "tuned": protocol is not None}  # fmt: skip
     log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
          f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g}")  # fmt: skip
     write_npz(out_member, **member.to_arrays())
@@ -172,7 +169,7 @@ def film_eval_stage(
             f"expected {n_tasks} members and records, got {len(member_paths)} and {len(record_paths)}"
         )
     records = [read_json(p) for p in record_paths]
-    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
+    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], "peft_film")
     cfg = DPSGDConfig(**dpsgd_cfg)
     for t, rec in enumerate(records):
         if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
@@ -182,7 +179,7 @@ def film_eval_stage(
         used = {k: float(rec[k]) if k in rec else None for k in want}  # JSON writes inf as "inf"
         if used != want:
             raise ValueError(
-                f"member {t} was trained with {used}, but the run's DP-SGD config ({'tuned' if tuned else 'configured'}) "
+                f"member {t} was trained with {used}, but the run's DP-SGD config ({'configured' if protocol is None else 'tuned'}) "
                 f"is {want}; rerun its film_member job"
             )
     backbone, pre = load_film_backbone(backbone_cfg)
@@ -206,14 +203,14 @@ def film_eval_stage(
                 by_rule[rule][t].append(aggregate(zs, spaces[: t + 1], rule))
     test_y = [y for _, y in tests]
     accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
-    extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned,
+    extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None,
              "aggregation": aggregation,
              "acc_by_aggregation": accs,
              "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
              "trainable_parameters": [r["trainable_parameters"] for r in records]}  # fmt: skip
     metrics, privacy, diag = finish_run(
         "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra,
-        target=config_target(labels, targets), hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
+        target=config_target(labels, targets), hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
     )
     log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})")  # fmt: skip
@@ -229,7 +226,7 @@ def film_baseline_stage(
     backbone_name: str | None = None,
 ) -> None:  # fmt: skip
     """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
-    over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`resolve_film_dpsgd`;
+    over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`;
     ``agem_cfg`` is the config's ``agem`` block, used by ``agem_film`` only)."""
     from ..learners.peft import run_film_learner
     from ..training.heads import DPSGDConfig
@@ -240,13 +237,13 @@ def film_baseline_stage(
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
-    dpsgd_cfg, tuned = resolve_film_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"])
+    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
     cfg = DPSGDConfig(**dpsgd_cfg)
     target = config_target(labels, targets)
     bkey = _backbone_key(backbone_name, backbone_cfg)
     out = {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}
     if learner == "agem_film":
-        return _agem_film_run(dataset, root, dataset_cfg, backbone_cfg, sc, labels, cfg, dpsgd_cfg, tuned,
+        return _agem_film_run(dataset, root, dataset_cfg, backbone_cfg, sc, labels, cfg, dpsgd_cfg, protocol,
                               agem_cfg or {}, physical_batch, device, out, out_model, target, bkey)  # fmt: skip
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
@@ -263,9 +260,9 @@ def film_baseline_stage(
         _rng_for(learner, labels, bkey), physical_batch=physical_batch, device=device, progress=True,
     )  # fmt: skip
     seconds = round(time.perf_counter() - t0, 1)
-    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": tuned}
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None}
     metrics, privacy, diag = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests],
-                                        extra, target=target, hyperparameters=hyperparameters_note(dpsgd_cfg, tuned),
+                                        extra, target=target, hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
                                         diagnostics={"seconds": seconds})  # fmt: skip
     log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
@@ -276,7 +273,7 @@ def film_baseline_stage(
 
 def _agem_film_run(
     dataset: str, root, dataset_cfg: dict, backbone_cfg: dict, sc: Scenario, labels: dict, cfg, dpsgd_cfg: dict,
-    tuned: bool, agem_cfg: dict, physical_batch: int, device: str, out: dict, out_model, target, bkey: str,
+    protocol: str | None, agem_cfg: dict, physical_batch: int, device: str, out: dict, out_model, target, bkey: str,
 ) -> None:  # fmt: skip
     """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
     "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
@@ -308,12 +305,12 @@ def _agem_film_run(
     )  # fmt: skip
     extra = {"noise_multiplier": noise["noise_multiplier"],
              "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-             "dpsgd": dpsgd_cfg, "tuned": tuned, "agem": agem_cfg}  # fmt: skip
+             "dpsgd": dpsgd_cfg, "tuned": protocol is not None, "agem": agem_cfg}  # fmt: skip
     seconds = round(time.perf_counter() - t0, 1)
     metrics, privacy, diag = finish_run(
         "agem_film", labels, seed, preds, records, [y for _, y in tests], extra,
         lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks), target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, tuned), diagnostics={"agem_tasks": stats, "seconds": seconds},
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"agem_tasks": stats, "seconds": seconds},
     )  # fmt: skip
     log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
          f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
@@ -326,17 +323,18 @@ def _agem_film_run(
 def tune_film_stage(
     dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
     epsilons: list, delta: float, outputs: dict[str, str | Path], n_trials: int, dpsgd_cfg: dict,
-    physical_batch: int, device: str,
+    physical_batch: int, device: str, protocol: str = "public",
 ) -> None:  # fmt: skip
     """Tune the FiLM learners' DP-SGD hyperparameters once per (ε, seed) (App. D.1).
 
-    Tuning set: images of the PUBLIC ``tune`` split (held out of the training split, never
-    trained on by any run) restricted to the classes of the scenario's first task, so it is
-    task-sized, as :func:`dpcl.stages.heads.tune_head_learners` does on features. Epochs and the
-    normaliser are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result
-    file per ε tag in ``outputs``.
+    Tuning set: images of the plan of ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`:
+    the PUBLIC ``tune`` split's first-task classes, or as the paper the private training data's),
+    as :func:`dpcl.stages.heads.tune_head_learners` does on features. Epochs and the normaliser
+    are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result file per ε tag
+    in ``outputs``, with the configs scaled to the runs.
     """
     from ..training.tuning import tune_film
+    from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
     from .data import dataset_subset
 
     sc = Scenario.from_dict(read_json(scenario_path))
@@ -345,14 +343,9 @@ def tune_film_stage(
     missing = sorted({eps_tag(e) for e in eps_values} - set(outputs))
     if missing:
         raise ValueError(f"no output file for ε tags {missing}; outputs are named for {sorted(outputs)}")
-    ds, idx = dataset_subset(dataset, root, "tune", dataset_cfg)
-    y = ds.labels[idx]
-    sel = idx[np.isin(y, sc.task_classes[0])]
-    if sel.size == 0:
-        raise ValueError(
-            f"dataset {dataset}: the tuning split has no images of the first task's classes "
-            f"{list(sc.task_classes[0])}; raise tune_per_class"
-        )
+    plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol)
+    ds, idx = dataset_subset(dataset, root, plan.split, dataset_cfg)
+    sel = idx[tuning_rows(ds.labels[idx], plan, int(sc.seed))]
     x, y = ds.images[sel], ds.labels[sel]
     backbone, pre = load_film_backbone(backbone_cfg)
     for eps in eps_values:
@@ -364,7 +357,7 @@ def tune_film_stage(
 
         res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
                         float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log_tuning)  # fmt: skip
-        res["seed"] = sc.seed
-        res["seconds"] = round(time.perf_counter() - t0, 1)
+        res = with_run_configs(res, plan) | {"seed": sc.seed, "seconds": round(time.perf_counter() - t0, 1)}
         write_json(outputs[tag], res)
-        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s)")
+        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s, "
+                   f"{protocol} protocol, factor {res['plan']['factor_per_task']:.3g})")

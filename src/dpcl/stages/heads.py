@@ -1,5 +1,5 @@
 """Stages of ``workflow/rules/heads.smk``: the DP-SGD head learners on cached features (PEFT
-ensemble head-only, Naive, Non-CL) and their tuning on the public split."""
+ensemble head-only, Naive, Non-CL) and their tuning (App. D.1, :mod:`dpcl.training.tuning_protocol`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from .common import (
     log,
     parse_eps,
     release_rng,
+    resolve_dpsgd,
     task_inputs,
     write_run,
 )
@@ -38,18 +39,20 @@ def run_head_learners(
     noise_cache: dict | None = None,
     backbone: str = "features",
     target: Budget | None = None,
-    tuned: bool = False,
+    tuned_path: str | Path | None = None,
 ) -> dict[str, tuple[dict, dict, dict]]:
-    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)}."""
+    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)};
+    with ``tuned_path`` each learner runs the tuning result scaled to its training set (App. D.1)."""
     from ..learners.peft import dpsgd_noise, run_head_learner
     from ..training.heads import DPSGDConfig
 
-    cfg = DPSGDConfig(**dpsgd_cfg)
     tb = labels["training_budget"]
-    noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
     spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)
     out = {}
     for learner in learners:
+        learner_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
+        cfg = DPSGDConfig(**learner_cfg)
+        noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
         by_rule: dict = {}
         preds, records = run_head_learner(
             learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
@@ -58,12 +61,12 @@ def run_head_learners(
         )  # fmt: skip
         extra = {
             "noise_multiplier": noise["noise_multiplier"],
-            "dpsgd": dpsgd_cfg,
+            "dpsgd": learner_cfg,
             "aggregation": aggregation,
         }
         metrics, privacy, diag = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets],
                                             extra, target=target,
-                                            hyperparameters=hyperparameters_note(dpsgd_cfg, tuned))  # fmt: skip
+                                            hyperparameters=hyperparameters_note(learner_cfg, protocol))  # fmt: skip
         if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
             accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
             metrics["acc_by_aggregation"] = accs
@@ -82,15 +85,15 @@ def head_learner_sweep(
     """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics,
     privacy[, diagnostics])}}.
 
-    ``tuned`` maps ε tags to tuning results; their DP-SGD config replaces ``dpsgd_cfg``;
-    ``targets`` are the config's (ε tag -> {epsilon, delta}).
+    ``tuned`` maps ε tags to tuning results; their DP-SGD config (scaled per learner) replaces
+    ``dpsgd_cfg``; ``targets`` are the config's (ε tag -> {epsilon, delta}).
     """
-    for run, train, test, sc, labels, cfg, cache, backbone in feature_runs(
-        train_path, test_path, scenario_path, runs, dpsgd_cfg, threads, tuned
+    for run, train, test, sc, labels, tuned_path, cache, backbone in feature_runs(
+        train_path, test_path, scenario_path, runs, threads, tuned
     ):
         t0 = time.perf_counter()
-        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, cfg, aggregation, cache,
-                                backbone, config_target(labels, targets), tuned=bool(tuned))  # fmt: skip
+        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, dpsgd_cfg, aggregation, cache,
+                                backbone, config_target(labels, targets), tuned_path)  # fmt: skip
         for learner, (metrics, privacy, diag) in res.items():
             paths = run["outputs"][learner]
             write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2] if len(paths) > 2
@@ -101,21 +104,29 @@ def head_learner_sweep(
 
 
 def tune_head_learners(
-    tune_path: str | Path, scenario_path: str | Path, epsilons: list[float], delta: float,
-    outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
+    features_path: str | Path, scenario_path: str | Path, dataset: str, dataset_cfg: dict, protocol: str,
+    epsilons: list[float], delta: float, outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
 ) -> None:  # fmt: skip
-    """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the public
-    tuning split, restricted to the classes of the scenario's first task (task-sized)."""
+    """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the tuning set of
+    ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`: the public tuning split's, or
+    as the paper the private training data's, first-task classes) read from ``features_path`` (the
+    plan's split), and write each result with the configs scaled to the runs."""
     from ..features import load_feature_cache
     from ..training.tuning import tune_head
+    from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
 
-    x, y, _, _ = load_feature_cache(tune_path)
     sc = Scenario.from_dict(read_json(scenario_path))
-    sel = np.isin(y, sc.task_classes[0])
+    plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol)
+    x, y, _, meta = load_feature_cache(features_path)
+    if meta.get("split", plan.split) != plan.split:
+        raise ValueError(f"{features_path} caches split {meta.get('split')!r}, the {protocol} protocol tunes on "
+                         f"{plan.split!r}")  # fmt: skip
+    rows = tuning_rows(y, plan, int(sc.seed))
     for eps in epsilons:
         t0 = time.perf_counter()
-        res = tune_head(x[sel], y[sel], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
-        res["seed"] = sc.seed
+        res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+        res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
-        log(f"tuned seed {sc.seed} eps {eps_tag(eps)}: validation accuracy "
-             f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        log(f"tuned seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
+            f"{res['plan']['factor_per_task']:.3g}): validation accuracy "
+            f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip

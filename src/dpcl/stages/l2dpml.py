@@ -83,7 +83,7 @@ def run_l2dpml_learners(
             tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
             preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
             res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"l2dpml": l2dpml_cfg},
-                             target=target, hyperparameters=hyperparameters_note(l2dpml_cfg, False),
+                             target=target, hyperparameters=hyperparameters_note(l2dpml_cfg, None),
                              diagnostics={"l2dpml_tasks": stats},
                              claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None)  # fmt: skip
         else:
@@ -91,7 +91,7 @@ def run_l2dpml_learners(
             preds, records, stats = run_fm_agem(task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg,
                                                 eps, delta, rng_for)  # fmt: skip
             res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"fm_agem": fm_cfg},
-                             target=target, hyperparameters=hyperparameters_note(fm_cfg, False),
+                             target=target, hyperparameters=hyperparameters_note(fm_cfg, None),
                              diagnostics={"fm_agem_tasks": stats})  # fmt: skip
         out[learner] = res
     return out

@@ -3,14 +3,10 @@
 Optuna with its Gaussian-process sampler, 20 trials per (ε, δ, seed) by default, over
 the ranges of Table A2: learning rate 1e-7…1e-2 (log), expected batch size 10…tuning-set
 size, clipping bound 0.2…10 (log), 40 epochs. Each trial trains on 70 % of a task-sized
-tuning set with DP-SGD at the target budget and is scored on the other 30 %. The tuned
-sampling rate is kept for the real runs (constant sampling ratio; batch size scales
-linearly with data size) and Adam's learning rate is scaled by √(scale factor), the
-scale factor being the (public) ratio of the task size to the tuning split, 1/0.7.
-
-Privacy: the tuning set must be **public** or disjoint from every private task; the
-workflow tunes on a held-out part of the training split that no run uses (the paper
-instead tunes on private data without accounting for it, App. D.1 last paragraph).
+tuning set with DP-SGD at the target budget and is scored on the other 30 %. The result is
+the best configuration as tuned; :mod:`dpcl.training.tuning_protocol` chooses the tuning set
+(public holdout or, as the paper, private training data) and scales the result to each run
+(sampling rate kept, Adam's lr × √(final size / tuning-train size), nominal sizes).
 Tuning uses the RDP accountant for speed; the real runs use PRV.
 
 One search loop (:func:`tune_dpsgd`) serves every learner: it owns the split, the search
@@ -28,6 +24,7 @@ import numpy as np
 
 from ..seeding import rng
 from .heads import DPSGDConfig, LinearHead, train_head
+from .tuning_protocol import TRAIN_FRACTION
 
 # (train indices, validation indices, label rows 0..n_classes-1, n_classes, config, noise
 #  multiplier, the trial's generator) -> validation accuracy
@@ -35,7 +32,6 @@ TrainAndScore = Callable[
     [np.ndarray, np.ndarray, np.ndarray, int, DPSGDConfig, float, np.random.Generator], float
 ]
 
-TRAIN_FRACTION = 0.7
 LR_RANGE = (1e-7, 1e-2)
 CLIP_RANGE = (0.2, 10.0)
 MIN_BATCH = 10
@@ -69,8 +65,8 @@ def tune_dpsgd(
 
     The tuning set (labels ``y``) is split 70:30; each trial trains on the 70 % with
     ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
-    (q, steps), and is scored on the 30 %. Returns the config for real runs (sampling rate
-    kept, lr × √(1/0.7)) plus every trial. ``keys`` name the learner's random streams
+    (q, steps), and is scored on the 30 %. Returns the best config as tuned (``best``, not yet
+    scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial. ``keys`` name the learner's random streams
     (empty for the head learners); ``log`` gets one line per finished trial.
     """
     import optuna
@@ -109,12 +105,11 @@ def tune_dpsgd(
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.optimize(objective, n_trials=n_trials)
     best = study.best_params
-    scale = 1.0 / TRAIN_FRACTION  # public: task size / tuning-train size by construction
     return {
-        "dpsgd": {
+        "best": {
             "sample_rate": best["batch_size"] / n_tr,
             "epochs": epochs,
-            "lr": best["lr"] * math.sqrt(scale),
+            "lr": best["lr"],
             "clip": best["clip"],
             "normaliser": normaliser,
         },

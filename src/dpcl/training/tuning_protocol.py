@@ -1,0 +1,197 @@
+"""Which data the DP-SGD hyperparameters are tuned on, and how the tuned values scale to a run
+(paper 000 App. D.1), from the public configuration alone.
+
+Two protocols (config ``tuning.protocol``):
+
+* ``public`` (sound, the default): the tuning set is the PUBLIC ``tune`` split (held out of the
+  training data, never trained on by any run) restricted to the first task's classes. Nothing
+  private is touched; ``privacy.json`` says so.
+* ``paper`` (the published protocol): the tuning set is drawn from the PRIVATE training data and
+  its use is not accounted ("we do not account for additional privacy budget spending during
+  the tuning"). Split-CIFAR-100 / ImageNet-R: "a dataset that is representative of one task"
+  — here the training images of the first task's classes; 5-datasets: "a subset of CIFAR-10
+  that is 10 % the size of the final training dataset" with a validation set of 4.28 % of it
+  (10 : 4.28 is the same 70 : 30 split). ``privacy.json`` then lists the tuning as an
+  unaccounted use of private data and says ``guarantee_holds: false``.
+
+Either way the tuning set is split 70:30 (:func:`dpcl.training.tuning.split_tuning_set`) and
+the tuned configuration is scaled to a run (App. D.1): the sampling rate is kept (the expected
+batch size grows linearly with the data) and Adam's learning rate is multiplied by
+√(scaling factor), the factor being *final training-set size / tuning training-set size*.
+Both sizes are **nominal** — the configured per-class counts (or the data set's published size)
+× classes — never a count of private data. The final size is a task's (the mean task: nominal
+training set / T) for the learners that train per task (PEFT ensemble, Naive, DP-A-GEM) and
+the whole nominal training set for Non-CL, which trains on all tasks at once.
+
+"The final training dataset" of the 5-datasets sentence is read as one (mean) task's, like the
+"representative of one task" of the other benchmarks; with it the 5-datasets factor is 10.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..data.datasets import base_name
+from ..seeding import rng
+
+PROTOCOLS = ("public", "paper")
+#: the learners that train once on every task's data (the rest train per task)
+ALL_TASK_LEARNERS = ("noncl_head", "noncl_film")
+TRAIN_FRACTION = 0.7  # the 70:30 tuning/validation split of App. D.1
+
+#: published training-set sizes (the official train splits; ImageNet-R: 80 % of its 30,000
+#: images, App. E). A data set without one (notMNIST, hence 5-datasets) needs ``nominal_train_size``.
+OFFICIAL_TRAIN_SIZE = {"fashion_mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
+                       "svhn": 73_257, "imagenet_r": 24_000}  # fmt: skip
+N_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10, "notmnist": 10,
+             "imagenet_r": 200, "five_datasets": 50}  # fmt: skip
+#: 5-datasets (App. D.1): tuning on CIFAR-10 (labels 40-49: source 4 of FIVE_DATASETS), 10 % of
+#: the final training size for training and 4.28 % for validation
+FIVE_DATASETS_TUNING_CLASSES = tuple(range(40, 50))
+FIVE_DATASETS_TUNING_FRACTION = 0.10 + 0.0428
+
+
+def nominal_train_size(name: str, cfg: dict) -> float:
+    """The data set's nominal training-set size after the public holdout: the configured
+    ``train_per_class`` × classes, else ``nominal_train_size`` (or the published size) × (1 −
+    ``holdout_fraction``). Public by construction: no count of the obtained data."""
+    kind = base_name(name)
+    if cfg.get("train_per_class"):
+        return float(cfg["train_per_class"]) * N_CLASSES[kind]
+    total = cfg.get("nominal_train_size") or OFFICIAL_TRAIN_SIZE.get(kind)
+    if total is None:
+        raise ValueError(
+            f"dataset {name}: no published training-set size for {kind}; set datasets.{name}.nominal_train_size "
+            "(the size the tuned learning rate is scaled to, App. D.1)"
+        )
+    return float(total) * (1.0 - float(cfg.get("holdout_fraction") or 0.0))
+
+
+def _public_tune_per_class(name: str, cfg: dict) -> float:
+    """Nominal images per class of the public ``tune`` split (:func:`dpcl.stages.data.dataset_subset`)."""
+    kind = base_name(name)
+    want = float(cfg.get("tune_per_class", 300))
+    official = cfg.get("nominal_train_size") or OFFICIAL_TRAIN_SIZE.get(kind)
+    if official is None:
+        return want
+    per_class = float(official) / N_CLASSES[kind]
+    holdout = float(cfg.get("holdout_fraction") or 0.0)
+    if holdout > 0:
+        return min(want, round(holdout * per_class))
+    if cfg.get("train_per_class"):
+        return min(want, per_class - float(cfg["train_per_class"]))
+    return want
+
+
+@dataclass(frozen=True)
+class TuningPlan:
+    """The tuning set of one (benchmark, seed) and the sizes its scaling factor comes from."""
+
+    protocol: str
+    split: str  # "tune" (public) or "train" (private, the paper's)
+    classes: tuple[int, ...]
+    per_class: int | None  # images kept per class (seeded subset); None keeps all of the split's
+    nominal_tuning_train: float  # 70 % of the nominal tuning set
+    nominal_task: float  # the mean task's nominal training set
+    nominal_all: float  # the whole nominal training set (Non-CL)
+
+    @property
+    def private(self) -> bool:
+        return self.split == "train"
+
+    def factor(self, learner: str) -> float:
+        """final training-set size / tuning training-set size (both nominal) for ``learner``."""
+        final = self.nominal_all if learner in ALL_TASK_LEARNERS else self.nominal_task
+        return final / self.nominal_tuning_train
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"factor_per_task": self.factor(""), "factor_all_tasks": self.factor("noncl_head")}
+
+
+def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: str) -> TuningPlan:
+    """The tuning set of a benchmark on data set ``name`` (config ``cfg``) whose scenario has
+    ``task_classes``, under ``protocol`` (see the module docstring)."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"tuning.protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    n_classes = len({c for cs in task_classes for c in cs})
+    total = nominal_train_size(name, cfg) * n_classes / N_CLASSES[base_name(name)]
+    task = total / len(task_classes)
+    first = tuple(int(c) for c in task_classes[0])
+    if protocol == "public":
+        per_class = _public_tune_per_class(name, cfg)
+        return TuningPlan(protocol, "tune", first, None, TRAIN_FRACTION * per_class * len(first), task, total)
+    if base_name(name) == "five_datasets":
+        classes = FIVE_DATASETS_TUNING_CLASSES
+        per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(classes)))
+        return TuningPlan(protocol, "train", classes, per_class, TRAIN_FRACTION * per_class * len(classes), task, total)
+    per_class_nominal = total / n_classes
+    return TuningPlan(protocol, "train", first, None, TRAIN_FRACTION * per_class_nominal * len(first), task, total)
+
+
+def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
+    """Sorted rows of ``y`` (the plan's split) that form the tuning set: the plan's classes, at most
+    ``per_class`` of each (a seeded subset)."""
+    y = np.asarray(y)
+    rows = np.flatnonzero(np.isin(y, plan.classes))
+    if plan.per_class is not None:
+        gen = rng(seed, "tuning", "subset")
+        rows = np.concatenate([gen.permutation(rows[y[rows] == c])[: plan.per_class] for c in np.unique(y[rows])])
+    if rows.size == 0:
+        raise ValueError(
+            f"the {plan.split!r} split has no images of the tuning classes {list(plan.classes)}"
+            + ("; raise tune_per_class or holdout_fraction" if plan.split == "tune" else "")
+        )
+    return np.sort(rows)
+
+
+def scaled_dpsgd(best: dict, plan: TuningPlan, learner: str) -> dict:
+    """A run's DP-SGD config from the tuned one: sampling rate kept, lr × √factor (App. D.1)."""
+    return {**best, "lr": float(best["lr"]) * math.sqrt(plan.factor(learner))}
+
+
+def with_run_configs(result: dict, plan: TuningPlan) -> dict:
+    """A tuning result completed for the runs: its plan, and the scaled configs of the per-task
+    learners (``dpsgd``) and of Non-CL (``dpsgd_all_tasks``)."""
+    return result | {"protocol": plan.protocol, "plan": plan.to_dict(),
+                     "dpsgd": scaled_dpsgd(result["best"], plan, ""),
+                     "dpsgd_all_tasks": scaled_dpsgd(result["best"], plan, ALL_TASK_LEARNERS[0])}  # fmt: skip
+
+
+def run_dpsgd(result: dict, learner: str, source: str = "tuning result") -> dict:
+    """The DP-SGD config ``learner`` runs with, from a tuning result (:func:`with_run_configs`)."""
+    key = "dpsgd_all_tasks" if learner in ALL_TASK_LEARNERS else "dpsgd"
+    if key not in result or "protocol" not in result:
+        raise ValueError(f"{source} has no {key!r}/'protocol' (written by an older dpcl); rerun its tuning job")
+    return result[key]
+
+
+def hyperparameters_use(protocol: str | None) -> dict:
+    """privacy.json's account of the tuning data (``protocol`` None: not tuned)."""
+    if protocol == "paper":
+        return {
+            "chosen_by": "Optuna search on PRIVATE training data (paper 000 App. D.1: a task-sized subset "
+            "of the training data; 5-datasets: a CIFAR-10 subset), as the paper does",
+            "private_data_used": True,
+            "accounted": False,
+        }
+    if protocol == "public":
+        return {
+            "chosen_by": "Optuna search on the public tuning split (held out of the training data, never "
+            "trained on by any run): no private data, no privacy cost",
+            "private_data_used": False,
+        }
+    return {"chosen_by": "fixed in the config before seeing data: no private data, no privacy cost",
+            "private_data_used": False}  # fmt: skip
+
+
+def unaccounted_uses(note: dict) -> list[dict]:
+    """The ledger's unaccounted uses of private data given privacy.json's hyperparameter ``note``
+    (:func:`hyperparameters_use`): the paper protocol's tuning."""
+    if not note.get("private_data_used") or note.get("accounted", True):
+        return []
+    return [{"use": "hyperparameter tuning", "data": "private training data",
+             "why": "paper 000 App. D.1 tunes on the training data and does not account for it; the "
+                    "(epsilon, delta) above covers label release and training only"}]  # fmt: skip
