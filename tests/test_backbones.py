@@ -92,8 +92,14 @@ def test_cache_features_of_a_cifar_split(tmp_path):
     meta = cache_features("cifar100", manifest.parent, "test", {}, "tiny",
                           {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 5},
                           tmp_path / "f.npz", progress=False)  # fmt: skip
-    feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)
+    feats, labels, index, stored = load_feature_cache(tmp_path / "f.npz", verify=True)
     assert feats.shape == (8, 1280) and meta["n"] == 8 and list(index) == list(range(8))
+    # the applied transform is recorded: Lite0's crop_pct 0.875, 32 -> floor(32 / 0.875) = 36, centre 32
+    assert stored["transform"] == meta["transform"] == {
+        "input_size": [32, 32], "resize_shorter_to": 36, "resize_to": [36, 36], "interpolation": "bicubic",
+        "antialias": False, "crop_pct": 0.875, "crop_mode": "center", "crop": [2, 2, 32, 32],
+        "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
+    }  # fmt: skip
 
 
 # --- the paper's ViT-B/16 (timm) and preprocessing from the pretrained config -------------
@@ -108,11 +114,148 @@ def test_vit_b16_preprocessing_comes_from_timm_pretrained_cfg():
     # AugReg ViTs were trained with inputs scaled to [-1, 1], bicubic resizing, 0.9 centre crop
     assert pre.mean == (0.5, 0.5, 0.5) and pre.std == (0.5, 0.5, 0.5)
     assert pre.image_size == 224 and pre.interpolation == "bicubic" and pre.crop_pct == 0.9
+    assert pre.resize_size == 248 and pre.crop_mode == "center"  # floor(224 / 0.9), as timm
     # not hard-coded: another arch's config gives that arch's values (ImageNet mean/std, 0.875)
     other = preprocessing_from_cfg(pretrained_preprocessing("resnet18.tv_in1k"))
     assert other.mean == pytest.approx((0.485, 0.456, 0.406)) and other.interpolation == "bilinear"
     with pytest.raises(BackboneError, match="no pretrained config"):
         pretrained_preprocessing("vit_base_patch16_224.no_such_tag")
+
+
+# --- the eval transform: timm's resize + centre crop ----------------------------------------
+
+
+def _pil_weights_l1(n_in: int, n_out: int, interpolation: str) -> float:
+    """Largest L1 norm of PIL's normalised resampling weights of one output pixel (PIL's
+    Resample.c: support and kernel stretched by the downscale factor; bicubic a = -0.5)."""
+
+    def kernel(x):
+        x = abs(x)
+        if interpolation == "bilinear":
+            return max(0.0, 1.0 - x)
+        a = -0.5
+        if x < 1:
+            return ((a + 2) * x - (a + 3)) * x * x + 1
+        return (((x - 5) * x + 8) * x - 4) * a if x < 2 else 0.0
+
+    scale = max(n_in / n_out, 1.0)
+    support = (1.0 if interpolation == "bilinear" else 2.0) * scale
+    worst = 1.0
+    for i in range(n_out):
+        centre = (i + 0.5) * n_in / n_out
+        lo, hi = max(int(centre - support + 0.5), 0), min(int(centre + support + 0.5), n_in)
+        w = np.array([kernel((j - centre + 0.5) / scale) for j in range(lo, hi)])
+        worst = max(worst, float(np.abs(w).sum() / w.sum()))
+    return worst
+
+
+@pytest.mark.parametrize(
+    "arch, crop_pct, shape",
+    [
+        ("vit_base_patch16_224.augreg_in21k", None, (300, 400, 3)),  # landscape: 248 x 330, crop 224
+        ("vit_base_patch16_224.augreg_in21k", None, (334, 250, 3)),  # portrait: 331 x 248, odd crop margin
+        ("resnet18.tv_in1k", 1.0, (40, 57, 3)),  # bilinear, crop_pct 1.0: shorter side up to 224, crop
+        ("resnet18.tv_in1k", 1.0, (300, 257, 3)),  # bilinear, crop_pct 1.0: down to 261 x 224, crop
+    ],
+)
+def test_transform_equals_timm_eval_transform(arch, crop_pct, shape):
+    """preprocess_batch of a random non-square uint8 image = timm's create_transform eval output.
+
+    The reference runs on a PIL image: PIL rounds to uint8 after each of its two 1-D passes
+    (width, then height), our float pipeline does not. So |ours - timm| <= 0.5/255 (last
+    rounding) + 0.5/255 x L1 norm of the height pass's weights (first rounding, carried
+    through that pass; clipping is 1-Lipschitz), divided by std; plus 1e-5 for float32
+    arithmetic and PIL's 22-bit fixed-point weights. Reading the pretrained config needs no
+    network (timm's registry)."""
+    from PIL import Image
+    from timm.data import create_transform, resolve_data_config
+
+    from dpcl.backbones import preprocessing_from_cfg, pretrained_preprocessing
+    from dpcl.features import transform_plan
+
+    cfg = pretrained_preprocessing(arch)
+    if crop_pct is not None:
+        cfg["crop_pct"] = crop_pct
+    pre = preprocessing_from_cfg(cfg, channels_last=False)
+    reference = create_transform(**resolve_data_config(pretrained_cfg=cfg), is_training=False)
+    img = np.random.default_rng(sum(shape)).integers(0, 256, size=shape, dtype=np.uint8)
+    expected = reference(Image.fromarray(img)).numpy()
+    got = preprocess_batch(img[None], pre)[0].numpy()
+    assert got.shape == expected.shape == (3, pre.image_size, pre.image_size)
+
+    resized = transform_plan(*shape[:2], pre)["resize_to"]
+    if crop_pct == 1.0:
+        assert min(resized) == pre.image_size  # shorter side straight to the size, then the crop
+    l1 = _pil_weights_l1(shape[0], resized[0], pre.interpolation)
+    tol = ((0.5 + 0.5 * l1) / 255 + 1e-5) / min(pre.std)
+    err = np.abs(got - expected).max()
+    assert err <= tol, f"max |ours - timm| = {err:.5f} > {tol:.5f}"
+
+
+def test_crop_pct_one_resizes_square_images_straight_to_the_size():
+    """crop_pct 1.0 on square images is the plain resize of before: 28 px -> 96 px, no crop."""
+    import torch.nn.functional as F
+
+    from dpcl.backbones import Preprocessing
+
+    pre = Preprocessing(96, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), "bilinear", channels_last=False, crop_pct=1.0)
+    imgs = np.random.default_rng(0).integers(0, 256, size=(3, 28, 28), dtype=np.uint8)
+    x = torch.as_tensor(imgs).unsqueeze(1).float().div_(255.0)
+    plain = (F.interpolate(x, size=(96, 96), mode="bilinear", align_corners=False) - 0.5) / 0.5
+    assert torch.equal(preprocess_batch(imgs, pre), plain.expand(-1, 3, -1, -1))
+    # a smaller crop_pct crops: 28 -> floor(96 / 0.875) = 109, centre 96 (offset round(13 / 2) = 6)
+    cropped = Preprocessing(96, (0.5,) * 3, (0.5,) * 3, "bilinear", channels_last=False, crop_pct=0.875)
+    big = (F.interpolate(x, size=(109, 109), mode="bilinear", align_corners=False) - 0.5) / 0.5
+    assert torch.equal(preprocess_batch(imgs, cropped), big[..., 6:102, 6:102].expand(-1, 3, -1, -1))
+
+
+def test_antialias_only_when_downsizing(monkeypatch):
+    import torch.nn.functional as F
+
+    from dpcl.backbones import Preprocessing
+    from dpcl.features import transform_plan
+
+    calls = []
+    interpolate = F.interpolate
+
+    def spy(x, *args, **kwargs):
+        calls.append((tuple(x.shape[-2:]), kwargs.get("size"), kwargs.get("antialias", False)))
+        return interpolate(x, *args, **kwargs)
+
+    monkeypatch.setattr(F, "interpolate", spy)
+    pre = Preprocessing(32, (0.5,) * 3, (0.5,) * 3, "bicubic", channels_last=False, crop_pct=0.9)
+    rng = np.random.default_rng(0)
+    preprocess_batch(rng.integers(0, 256, size=(2, 28, 30, 3), dtype=np.uint8), pre)  # up to 35 x 37
+    assert calls == [((28, 30), (35, 37), False)]
+    calls.clear()
+    preprocess_batch(rng.integers(0, 256, size=(2, 60, 80, 3), dtype=np.uint8), pre)  # down to 35 x 46
+    assert calls == [((60, 80), (60, 46), True), ((60, 46), (35, 46), True)]  # width, then height
+    calls.clear()
+    x = preprocess_batch(rng.integers(0, 256, size=(2, 35, 50, 3), dtype=np.uint8), pre)
+    assert calls == [] and x.shape == (2, 3, 32, 32)  # the shorter side is already 35: only the crop
+    # squash resizes both sides to 35: per axis, antialiased only where it shrinks
+    squash = Preprocessing(32, (0.5,) * 3, (0.5,) * 3, "bicubic", crop_pct=0.9, crop_mode="squash")
+    assert transform_plan(60, 20, squash) == {"resize_to": (35, 35), "crop": (2, 2, 32, 32),
+                                              "antialias": (True, False)}  # fmt: skip
+
+
+def test_crop_pct_is_checked_and_overrides_the_checkpoint():
+    from dpcl.backbones import Preprocessing, backbone_from_config, preprocessing_from_cfg
+
+    for bad in (0, -0.5, 1.5, "0.9", True):
+        with pytest.raises(ValueError, match=r"crop_pct must be a number in \(0, 1\]"):
+            Preprocessing(32, (0.5,) * 3, (0.5,) * 3, crop_pct=bad)
+    with pytest.raises(ValueError, match="crop_mode 'border' is not supported"):
+        Preprocessing(32, (0.5,) * 3, (0.5,) * 3, crop_mode="border")
+    cfg = {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32}
+    assert backbone_from_config(cfg)[1].crop_pct == 0.875  # the checkpoint's pretrained config
+    assert backbone_from_config({**cfg, "crop_pct": None})[1].crop_pct == 0.875
+    assert backbone_from_config({**cfg, "crop_pct": 1.0})[1].crop_pct == 1.0
+    assert isinstance(backbone_from_config({**cfg, "crop_pct": 1})[1].crop_pct, float)
+    with pytest.raises(BackboneError, match="crop_mode 'border' is not supported"):
+        preprocessing_from_cfg({"architecture": "x", "crop_mode": "border"})
+    with pytest.raises(BackboneError, match="backbone crop_pct"):
+        backbone_from_config({**cfg, "crop_pct": 1.5})
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +335,6 @@ def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
         and meta["interpolation"] == "bicubic"
     )
     assert feats.shape == (meta["n"], 192) and meta["n"] == round(0.2 * 11)
+    t = meta["transform"]  # the 32 px squares: up to floor(224 / 0.9) = 248, centre 224
+    got = (t["input_size"], t["resize_to"], t["crop"], t["antialias"])
+    assert got == ([32, 32], [248, 248], [12, 12, 224, 224], False)

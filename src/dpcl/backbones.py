@@ -13,12 +13,18 @@ Weight sources (config key ``weights``):
   loader, e.g. Google's ViT AugReg files), or an efficientnet_pytorch-style Lite0 state dict.
 
 Preprocessing (mean/std, input size, interpolation, crop) comes from the arch's timm
-``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here.
+``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here; the
+``backbones`` config may override ``image_size``, ``interpolation`` and ``crop_pct``.
+:func:`dpcl.features.preprocess_batch` applies it as timm's eval transform
+(``timm.data.create_transform(**resolve_data_config(...), is_training=False)``) does:
+shorter side resized to ``floor(image_size / crop_pct)`` (antialiased when downsizing),
+then an ``image_size`` square centre crop; ``crop_pct`` 1.0 is a plain resize.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,16 +37,44 @@ class BackboneError(RuntimeError):
     """A backbone or its weights could not be loaded."""
 
 
+CROP_MODES = ("center", "squash")  # timm's crop modes that are supported ("border" pads: not)
+DEFAULT_CROP_PCT = 0.875  # timm's (timm.data.DEFAULT_CROP_PCT) when a pretrained config has none
+
+
 @dataclass(frozen=True)
 class Preprocessing:
-    """How images are turned into model inputs (recorded in the feature cache)."""
+    """How images are turned into model inputs (recorded in the feature cache).
+
+    ``crop_pct``: the centre crop is this fraction of the resized image: the shorter side
+    (``crop_mode`` "center"; both sides for "squash") is resized to
+    ``floor(image_size / crop_pct)``, then an ``image_size`` square is cut from its centre.
+    1.0 resizes square images straight to ``image_size``.
+    """
 
     image_size: int
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     interpolation: str = "bilinear"
     channels_last: bool = True
-    crop_pct: float = 1.0  # the checkpoint's centre-crop fraction (recorded; square inputs are not cropped)
+    crop_pct: float = 1.0
+    crop_mode: str = "center"
+
+    def __post_init__(self):
+        pct = self.crop_pct
+        if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 < pct <= 1:
+            raise ValueError(f"crop_pct must be a number in (0, 1] (1.0: no centre crop), got {pct!r}")
+        object.__setattr__(self, "crop_pct", float(pct))  # 1 and 1.0 record alike
+        if self.crop_mode not in CROP_MODES:
+            raise ValueError(
+                f"crop_mode {self.crop_mode!r} is not supported (supported: {', '.join(CROP_MODES)})"
+            )
+        if int(self.image_size) < 1:
+            raise ValueError(f"image_size must be positive, got {self.image_size!r}")
+
+    @property
+    def resize_size(self) -> int:
+        """Side that the resize step gives the shorter side (timm's ``floor(size / crop_pct)``)."""
+        return int(math.floor(self.image_size / self.crop_pct))
 
 
 def lite0_checkpoint_path() -> Path:
@@ -228,7 +262,9 @@ def preprocessing_from_cfg(
     fixed_input_size: bool = False,
 ) -> Preprocessing:  # fmt: skip
     """:class:`Preprocessing` from a timm pretrained config (mean, std, input size,
-    interpolation, crop_pct); ``image_size`` overrides the size where the model allows it."""
+    interpolation, crop_pct, crop_mode) with timm's defaults where it has none (crop_pct
+    0.875, as ``resolve_data_config``); ``image_size`` overrides the size where the model
+    allows it."""
     own = model_size or int(cfg.get("input_size", (3, 224, 224))[-1])
     if image_size is not None and fixed_input_size and int(image_size) != own:
         raise BackboneError(
@@ -242,8 +278,19 @@ def preprocessing_from_cfg(
         std=tuple(float(v) for v in cfg.get("std", (0.229, 0.224, 0.225))),
         interpolation=interp if interp in _TORCH_MODES else "bicubic",  # torch resizes bilinear/bicubic
         channels_last=channels_last,
-        crop_pct=float(cfg.get("crop_pct", 1.0) or 1.0),
+        crop_pct=float(cfg.get("crop_pct") or DEFAULT_CROP_PCT),
+        crop_mode=_crop_mode(cfg),
     )
+
+
+def _crop_mode(cfg: dict) -> str:
+    mode = str(cfg.get("crop_mode") or "center")
+    if mode not in CROP_MODES:
+        name = cfg.get("architecture", "this checkpoint")
+        raise BackboneError(
+            f"{name}: timm's crop_mode {mode!r} is not supported ({', '.join(CROP_MODES)} are)"
+        )
+    return mode
 
 
 def default_preprocessing(model, image_size: int | None = None, channels_last: bool = True) -> Preprocessing:
@@ -260,7 +307,8 @@ def default_preprocessing(model, image_size: int | None = None, channels_last: b
 
 
 def backbone_from_config(cfg: dict, num_classes: int | None = 0):
-    """(model, preprocessing) from a ``backbones`` config entry.
+    """(model, preprocessing) from a ``backbones`` config entry: the checkpoint's pretrained
+    config, with the entry's ``interpolation`` and ``crop_pct`` (when not null) overriding it.
 
     For fixed-input-size models (ViTs: timm's pretrained config says ``fixed_input_size``)
     an ``image_size`` other than the checkpoint's builds the model at that size (timm
@@ -278,4 +326,9 @@ def backbone_from_config(cfg: dict, num_classes: int | None = 0):
     pre = default_preprocessing(model, size, cfg.get("channels_last", True))
     if cfg.get("interpolation"):  # an explicit choice beats the checkpoint's pretrained config
         pre = dataclasses.replace(pre, interpolation=str(cfg["interpolation"]))
+    if cfg.get("crop_pct") is not None:  # likewise (e.g. 1.0: no centre crop of 28 px images)
+        try:
+            pre = dataclasses.replace(pre, crop_pct=cfg["crop_pct"])
+        except ValueError as exc:
+            raise BackboneError(f"backbone crop_pct: {exc}") from exc
     return model, pre

@@ -1,5 +1,20 @@
 """Batched feature extraction with an on-disk cache (DESIGN §3: one job per
 dataset × backbone × split; every run reads the cache, none recomputes features).
+
+Images become model inputs as timm's eval transform
+(``timm.data.create_transform(**resolve_data_config(...), is_training=False)``) makes
+them from PIL images (:func:`transform_plan`, :func:`preprocess_batch`):
+
+1. resize: the shorter side to ``floor(image_size / crop_pct)`` (the longer side keeps the
+   aspect ratio, truncated as torchvision does; ``crop_mode`` "squash": both sides), with
+   the backbone's interpolation. Downsizing is antialiased and runs as PIL does, one axis at
+   a time (width, then height), clipping to the pixel range after each pass; upsampling
+   (e.g. 28 px Fashion-MNIST to 96 px) is one plain ``interpolate`` without antialiasing;
+2. centre crop of ``image_size`` × ``image_size`` (torchvision's offsets);
+3. scale to [0, 1], normalise with the checkpoint's mean and std.
+
+``crop_pct`` 1.0 on square images is a plain resize to ``image_size``. The feature cache
+records the plan (metadata key ``transform``, :func:`describe_transform`).
 """
 
 from __future__ import annotations
@@ -15,10 +30,66 @@ from .backbones import Preprocessing
 from .io import write_npz
 
 
-def preprocess_batch(images_u8, pre: Preprocessing):
-    """uint8 images (B, H, W) or (B, H, W, C) → normalised float (B, 3, R, R) tensor."""
-    import torch
+def transform_plan(height: int, width: int, pre: Preprocessing) -> dict:
+    """Sizes of the resize and the crop for ``height`` × ``width`` images (timm's eval
+    transform, torchvision's integer rounding): ``resize_to`` (h, w), ``crop`` (top, left,
+    h, w) in the resized image, ``antialias`` per axis (h, w): whether that axis shrinks."""
+    height, width = int(height), int(width)
+    if height < 1 or width < 1:
+        raise ValueError(f"images must be at least 1x1 pixels, got {height}x{width}")
+    target = pre.resize_size
+    if pre.crop_mode == "squash":
+        size = (target, target)
+    elif height <= width:  # torchvision Resize(int): the shorter side to target
+        size = (target, int(target * width / height))
+    else:
+        size = (int(target * height / width), target)
+    crop = pre.image_size
+    top, left = int(round((size[0] - crop) / 2.0)), int(round((size[1] - crop) / 2.0))
+    return {
+        "resize_to": size,
+        "crop": (top, left, crop, crop),
+        "antialias": (size[0] < height, size[1] < width),
+    }
+
+
+def describe_transform(height: int, width: int, pre: Preprocessing) -> dict:
+    """The applied transform of ``height`` × ``width`` uint8 images, JSON-ready (the feature
+    cache's ``transform`` metadata)."""
+    plan = transform_plan(height, width, pre)
+    return {
+        "input_size": [int(height), int(width)],
+        "resize_shorter_to": pre.resize_size,
+        "resize_to": list(plan["resize_to"]),
+        "interpolation": pre.interpolation,
+        "antialias": any(plan["antialias"]),
+        "crop_pct": pre.crop_pct,
+        "crop_mode": pre.crop_mode,
+        "crop": list(plan["crop"]),
+        "mean": list(pre.mean),
+        "std": list(pre.std),
+    }
+
+
+def _resize(x, size: tuple[int, int], antialias: tuple[bool, bool], mode: str):
     import torch.nn.functional as F
+
+    if tuple(x.shape[-2:]) == tuple(size):
+        return x
+    if not any(antialias):  # upsampling: one plain pass (the embedded default: 28 -> 96 px)
+        return F.interpolate(x, size=size, mode=mode, align_corners=False)
+    # downsizing: PIL's resample (timm's eval transform on PIL images) filters one axis at a
+    # time, width first, and clips each pass to the pixel range (bicubic overshoots)
+    for step, aa in (((x.shape[-2], size[1]), antialias[1]), (size, antialias[0])):
+        if tuple(x.shape[-2:]) != step:
+            x = F.interpolate(x, size=step, mode=mode, align_corners=False, antialias=aa).clamp_(0.0, 1.0)
+    return x
+
+
+def preprocess_batch(images_u8, pre: Preprocessing):
+    """uint8 images (B, H, W) or (B, H, W, C) → normalised float (B, 3, S, S) tensor
+    (resize, centre crop, normalisation of :func:`transform_plan`)."""
+    import torch
 
     x = torch.as_tensor(images_u8)
     if x.ndim == 3:
@@ -26,10 +97,10 @@ def preprocess_batch(images_u8, pre: Preprocessing):
     else:
         x = x.permute(0, 3, 1, 2)
     x = x.float().div_(255.0)
-    if x.shape[-1] != pre.image_size or x.shape[-2] != pre.image_size:
-        x = F.interpolate(
-            x, size=(pre.image_size, pre.image_size), mode=pre.interpolation, align_corners=False
-        )
+    plan = transform_plan(x.shape[-2], x.shape[-1], pre)
+    x = _resize(x, plan["resize_to"], plan["antialias"], pre.interpolation)
+    top, left, h, w = plan["crop"]
+    x = x[..., top : top + h, left : left + w]
     if x.shape[1] == 1:
         x = x.expand(-1, 3, -1, -1)
     mean = torch.tensor(pre.mean, dtype=x.dtype).view(1, 3, 1, 1)

@@ -17,11 +17,14 @@ def cache_features(
 ) -> dict:  # fmt: skip
     """Extract and cache features of one dataset split with one backbone."""
     from ..backbones import backbone_from_config
-    from ..features import extract_features, save_feature_cache
+    from ..features import describe_transform, extract_features, save_feature_cache
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
     model, pre = backbone_from_config(backbone_cfg)
-    log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px")
+    transform = describe_transform(*ds.images.shape[1:3], pre)
+    log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px "
+        f"(resize {transform['input_size']} -> {transform['resize_to']} {pre.interpolation}"
+        f"{' antialiased' if transform['antialias'] else ''}, centre crop {transform['crop']})")  # fmt: skip
     t0 = time.perf_counter()
     feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),
                              threads=threads, progress=progress, desc=f"{dataset}/{split}")  # fmt: skip
@@ -29,7 +32,7 @@ def cache_features(
     meta = {
         "dataset": dataset, "split": split, "backbone": backbone_name, "arch": backbone_cfg["arch"],
         "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
-        "interpolation": pre.interpolation, "channels_last": pre.channels_last,
+        "interpolation": pre.interpolation, "channels_last": pre.channels_last, "transform": transform,
         "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
                                       "tune": "tune_per_class", "pool": "pool_per_class"}[split]),  # fmt: skip
         "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
