@@ -411,3 +411,110 @@ def test_html_report_shows_every_file_with_its_config(tmp_path):
 def test_markdown_tables_drop_the_separator_row():
     out = markdown_to_html("### T\n\n| a | b |\n|---|:--:|\n| 1 | 2 |\ntext after\n")
     assert out.count("<tr>") == 2 and "<h5>T</h5>" in out and "<p>text after</p>" in out
+
+
+# --- Paper 003 Fig. 4: Not Blurry vs I-Blurry vs Si-Blurry -----------------------------------
+
+TRIO = {
+    **BENCHMARKS,
+    "blur_m10": {**BENCHMARKS["blur_m25"], "blurry_pct": 10},
+    "si": {**BENCHMARKS["blur_m25"], "scenario": "siblurry", "blurry_pct": 10},
+}
+LABELS = np.repeat(np.arange(10), 30)  # 10 classes x 30 training samples, indices 0..299
+
+
+def test_samples_per_task_splits_disjoint_and_blurry_classes():
+    from dpcl.data.scenarios import make_scenario, samples_per_task
+
+    d, b = samples_per_task(make_scenario("disjoint", LABELS, 5, 0).train_indices, LABELS)
+    assert d.tolist() == [60] * 5 and b.tolist() == [0] * 5
+    sc = make_scenario("iblurry", LABELS, 5, 0, disjoint_pct=50, blurry_pct=10)
+    d, b = samples_per_task(sc.train_indices, LABELS)  # one disjoint class of 30 per task, blurry ones spread
+    assert (
+        d.tolist() == [30] * 5 and (d + b).tolist() == [len(i) for i in sc.train_indices] and b.sum() == 150
+    )
+    sc = make_scenario("siblurry", LABELS, 5, 0, disjoint_pct=50, blurry_pct=10)
+    d, b = samples_per_task(sc.train_indices, LABELS)
+    # the five disjoint classes stay disjoint; a "blurry" class of which no sample moved is in one task: disjoint
+    assert (d + b).tolist() == [len(i) for i in sc.train_indices] and d.sum() >= 150 and 0 < b.sum() <= 150
+
+
+def test_blurry_comparisons_take_iblurry_50_10_and_group_by_data_set():
+    from dpcl.report.paper_figures import blurry_comparisons, blurry_trios
+
+    assert blurry_comparisons(BENCHMARKS) == {
+        "ds / bb, 5 tasks": {"disjoint": "split_a"}
+    }  # M = 25, 75: not 10
+    assert blurry_trios(BENCHMARKS) == {}
+    trio = {"disjoint": "split_a", "iblurry": "blur_m10", "siblurry": "si"}
+    assert blurry_trios(TRIO) == {"ds / bb, 5 tasks": trio}
+    other = {**TRIO, "si_other": {**TRIO["si"], "backbone": "other"}}
+    assert blurry_comparisons(other)["ds / other, 5 tasks"] == {"siblurry": "si_other"}
+    assert list(blurry_trios(other)) == ["ds / bb, 5 tasks"]
+
+
+def _trio_groups(learners=("cosine", "peft_film")):
+    from dpcl.data.scenarios import make_scenario, samples_per_task
+    from dpcl.report.paper_figures import BlurrySetting
+
+    out = {}
+    for setting, bench in (("disjoint", "split_a"), ("iblurry", "blur_m10"), ("siblurry", "si")):
+        sc = make_scenario(setting, LABELS, 5, 0, disjoint_pct=50, blurry_pct=10)
+        recs = _records(bench, ["base", "oracle"], learners=learners, epsilons=("1", "8", "inf"))
+        out[setting] = BlurrySetting(bench, recs, samples_per_task(sc.train_indices, LABELS), 0)
+    return {"ds / bb, 5 tasks": out}
+
+
+def test_p003_fig4_draws_samples_and_accuracy_for_a_trio_and_a_note_otherwise(tmp_path):
+    from dpcl.report.paper_figures import plot_p003_fig4_blurry
+
+    assert plot_p003_fig4_blurry(_trio_groups(), _outs(tmp_path, "p003")) == []
+    _assert_figure(tmp_path / "p003")
+    groups = _trio_groups(learners=("cosine",))
+    groups["ds / bb, 5 tasks"]["siblurry"].records = []
+    groups["ds / bb, 5 tasks"]["siblurry"].samples = None
+    notes = plot_p003_fig4_blurry(groups, _outs(tmp_path, "p003s"))
+    assert notes == ["si: no scenario file given", "no Base Dataset runs of Cosine Classifier on si"]
+    _assert_figure(tmp_path / "p003s")
+    notes = plot_p003_fig4_blurry({}, _outs(tmp_path, "p003n"))
+    assert "i-Blurry (disjoint_pct 50, blurry_pct 10)" in notes[0] and "Si-Blurry" in notes[0]
+    _assert_figure(tmp_path / "p003n")
+    assert caption("p003_fig4_blurry").startswith("Paper 003 Fig. 4")
+
+
+def test_stage_draws_p003_fig4_from_scenario_files_only_for_a_trio(tmp_path, monkeypatch):
+    """The stage reads each benchmark's scenario file and the data set's labels (here a stub)."""
+    from types import SimpleNamespace
+
+    from dpcl.data.scenarios import make_scenario
+
+    loads = []
+
+    def subset(name, root, split, cfg):
+        loads.append((name, Path(root).name, split))
+        return SimpleNamespace(labels=LABELS), np.arange(len(LABELS))
+
+    monkeypatch.setattr("dpcl.stages.paper_figures.dataset_subset", subset)
+    runs, scenarios = {}, {}
+    for bench, cfg in TRIO.items():
+        runs[bench] = []
+        for r in _records(bench, ["base"], learners=("cosine", "peft_head"), seeds=range(3)):
+            p = tmp_path / "runs" / r["learner"] / bench / f"s{r['seed']}e{r['epsilon']}" / "metrics.json"
+            write_json(p, {**r, "epsilon": float(r["epsilon"])})
+            runs[bench].append(str(p))
+        sc = make_scenario(
+            cfg["scenario"], LABELS, 5, 0, disjoint_pct=50, blurry_pct=cfg.get("blurry_pct", 0)
+        )
+        write_json(tmp_path / "scenarios" / f"{bench}.json", sc.to_dict())
+        scenarios[bench] = tmp_path / "scenarios" / f"{bench}.json"
+    outputs = {f: _outs(tmp_path / "fig", f) for f in ("fig4", "fig5", "fig6", "fig7", "p003_fig4_blurry")}
+    notes = paper_figures(runs, TRIO, outputs, scenarios=scenarios, resources=tmp_path, datasets={"ds": {}})
+    assert notes["p003_fig4_blurry"] == [] and loads == [
+        ("ds", "ds", "train")
+    ]  # labels read once per data set
+    _assert_figure(tmp_path / "fig" / "p003_fig4_blurry")
+    # no trio (i-Blurry M = 25, 75 only): the note figure, no scenario file or data set read
+    loads.clear()
+    notes = paper_figures({b: runs[b] for b in BENCHMARKS}, BENCHMARKS, outputs, scenarios=scenarios)
+    assert "no data set with a disjoint" in notes["p003_fig4_blurry"][0] and loads == []
+    _assert_figure(tmp_path / "fig" / "p003_fig4_blurry")

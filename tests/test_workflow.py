@@ -92,11 +92,11 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
     page = (out / "report.html").read_text()  # one self-contained page of every table and figure
     assert page.count('<img alt="') >= 8 and "tiny_bench_cosine_avg_acc" in page
     assert "Full configuration" in page
-    for tid in ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10"):
+    for tid in ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2"):
         for ext in ("csv", "md", "tex"):
             assert (out / "tables" / "paper" / f"table_{tid}.{ext}").stat().st_size > 0, (tid, ext)
     task_figs = ("tiny_bench_figA5_accuracy_per_task", "tiny_bench_figA6_forgetting_per_task")
-    for stem in ("figA3", "figA4", *task_figs):
+    for stem in ("figA3", "figA4", "p003_fig4_blurry", *task_figs):
         for ext in ("png", "pdf"):  # Figs. A3, A4 and the per-task A5/A6 (every learner, Non-CL included)
             assert (out / "figures" / "paper" / f"{stem}.{ext}").stat().st_size > 1000, (stem, ext)
     a3 = (out / "tables" / "paper" / "table_A3.md").read_text()
@@ -104,6 +104,8 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
     assert "| – | – |" in a3  # Fashion-MNIST has no published numbers: paper and difference read "–"
     assert "Budget: 10%" in (out / "tables" / "paper" / "table_A4.md").read_text()
     assert "(no rows)" in (out / "tables" / "paper" / "table_A9.md").read_text()  # no ImageNet-R benchmark
+    f2 = (out / "tables" / "paper" / "table_F2.md").read_text()  # Not Blurry only, notes on the rest
+    assert "| Fashion-MNIST | 1 | Cosine Classifier |" in f2 and "no I-Blurry benchmark" in f2
 
 
 def test_run_outputs_are_consistent(tiny_run):

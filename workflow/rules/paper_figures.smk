@@ -1,10 +1,14 @@
 # The paper's Figures 4-7 (left), A3, A4 and the per-task Figures A5-A9 over all benchmarks of
-# the config, and results/report.html: one self-contained page of every table and figure with
-# the config that produced it.
+# the config, paper 003's Fig. 4, and results/report.html: one self-contained page of every table
+# and figure with the config that produced it.
+
+from dpcl.report.paper_figures import blurry_trios
 
 # Figs. 4-7 and A3 compare the Cosine Classifier and the PEFT Ensemble (paper 000 Sec. 6); Figs.
-# A4-A9 (App. F) every learner, the Naive and Non-CL baselines included.
-PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4")
+# A4-A9 (App. F) every learner, the Naive and Non-CL baselines included. p003_fig4_blurry: paper
+# 003 Fig. 4, Not Blurry vs I-Blurry(50, 10) vs Si-Blurry on one data set (a note where the config
+# has no such trio).
+PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")
 # Per benchmark: accuracy AA_t and forgetting AF_t after each task (Figs. A5/A7/A8 and A6/A9).
 PAPER_TASK_FIGS = {"accuracy": "figA5_accuracy_per_task", "forgetting": "figA6_forgetting_per_task"}
 
@@ -20,8 +24,23 @@ def _paper_task_figures():
     }
 
 
+def _p003_fig4_scenarios():
+    """Benchmark → its first seed's scenario file, for every benchmark of a complete paper 003 Fig. 4
+    trio (the figure's per-task data panel)."""
+    names = [n for trio in blurry_trios(config["benchmarks"]).values() for n in trio.values()]
+    return {n: "{R}/scenarios/{dataset}/{scenario}/seed{seed}.json".format(R=R, seed=bench_seeds(n)[0],
+            **bench_wildcards(n)) for n in names}  # fmt: skip
+
+
+def _p003_fig4_datasets():
+    """Config entries of the data sets behind paper 003 Fig. 4 (their labels count samples per task)."""
+    names = sorted({config["benchmarks"][n]["dataset"] for n in _p003_fig4_scenarios()})
+    return {d: config["datasets"][d] for d in names}
+
+
 def paper_figure_files():
-    """Figs. 4, 5, 6, 7 (left), A3, A4 and every benchmark's A5/A6 as PNG and PDF under results/figures/paper/."""
+    """Figs. 4, 5, 6, 7 (left), A3, A4, paper 003's Fig. 4 and every benchmark's A5/A6 as PNG and
+    PDF under results/figures/paper/."""
     files = [f"{R}/figures/paper/{fig}.{ext}" for fig in PAPER_FIGS for ext in ("png", "pdf")]
     return files + [f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths]
 
@@ -50,6 +69,8 @@ def html_report_files():
 rule paper_figures:
     input:
         lambda w: [f for files in _paper_figure_runs().values() for f in files],
+        lambda w: list(_p003_fig4_scenarios().values()),
+        lambda w: [f"{RES}/{d}/MANIFEST.json" for d in _p003_fig4_datasets()],
     output:
         **{fig: [f"{R}/figures/paper/{fig}.png", f"{R}/figures/paper/{fig}.pdf"] for fig in PAPER_FIGS},
         task=[f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths],
@@ -57,6 +78,9 @@ rule paper_figures:
         runs=_paper_figure_runs(),
         task_figures=_paper_task_figures(),
         benchmarks=config["benchmarks"],
+        scenarios=_p003_fig4_scenarios(),
+        resources=RES,
+        datasets=_p003_fig4_datasets(),
     threads: 1
     resources:
         mem_mb=2000,

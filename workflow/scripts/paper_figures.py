@@ -1,4 +1,4 @@
-"""Figs. 4-7 (left), A3, A4 and per-benchmark A5-A9 of the paper (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
+"""Figs. 4-7 (left), A3, A4, per-benchmark A5-A9 of paper 000 and paper 003 Fig. 4 (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
 
 from dpcl.io import tee_stderr
 from dpcl.stages.paper_figures import paper_figures
@@ -6,5 +6,6 @@ from dpcl.stages.paper_figures import paper_figures
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 paper_figures(dict(sm.params.runs), dict(sm.params.benchmarks),
-              {fig: list(sm.output[fig]) for fig in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4")},
-              {bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()})  # fmt: skip
+              {fig: list(sm.output[fig]) for fig in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")},
+              {bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()},
+              dict(sm.params.scenarios), sm.params.resources, dict(sm.params.datasets))  # fmt: skip

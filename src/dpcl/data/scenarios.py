@@ -242,6 +242,18 @@ def siblurry(
     return siblurry_split(labels, n_tasks, disjoint_pct, blurry_pct, seed).train_indices
 
 
+def samples_per_task(train_indices: list, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Training samples per task of disjoint and of blurry classes (paper 003 Sec. 7.2: a class is
+    disjoint when all its data lie in one task, blurry when they are split over several tasks).
+    ``labels[i]`` is the label of train index i (a scenario file's indices are the data set's)."""
+    labels = np.asarray(labels)
+    task_labels = [labels[np.asarray(idx, dtype=np.int64)] for idx in train_indices]
+    classes, n_tasks = np.unique(np.concatenate([np.unique(y) for y in task_labels]), return_counts=True)
+    blurry = classes[n_tasks > 1]
+    in_blurry = np.array([int(np.isin(y, blurry).sum()) for y in task_labels], dtype=np.int64)
+    return np.array([y.size for y in task_labels], dtype=np.int64) - in_blurry, in_blurry
+
+
 def make_scenario(kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoint_pct: float = 50,
                   blurry_pct: float = 0) -> Scenario:  # fmt: skip
     """Build the scenario named ``kind`` (one entry per supported split)."""

@@ -33,6 +33,11 @@ CAPTIONS: list[tuple[str, str]] = [
     ),
     (r"^figA4$", "Fig. A4: final accuracy vs ε per learner, Base Dataset (median, min/max over seeds)"),
     (
+        r"^p003_fig4_blurry$",
+        "Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry, training samples per task "
+        "(left) and final accuracy, Base Dataset (right; median, min/max over seeds)",
+    ),
+    (
         r"_figA5_accuracy_per_task$",
         "Figs. A5/A7/A8: test accuracy per task per learner, Base Dataset (median, min/max)",
     ),
@@ -122,7 +127,8 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
             sections.append(
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)
             )
-    titles = {"paper figures": "Paper Figures 4-7, A3-A9 (all benchmarks)", "paper tables": "Paper tables (all benchmarks)",
+    titles = {"paper figures": "Paper Figures 4-7, A3-A9 and paper 003 Fig. 4 (all benchmarks)",
+              "paper tables": "Paper Tables A3-A10 and paper 003 Tables F.1, F.2 (all benchmarks)",
               "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)", "other": "Other",
               "active": "DP active learning (paper 004): Tables I, II, V, Fig. 5, per-group privacy"}  # fmt: skip
     for key in ("paper figures", "paper tables", "privacy", "active"):

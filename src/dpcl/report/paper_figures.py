@@ -1,11 +1,13 @@
-"""The paper's Figures 4-7, A3-A9 (paper 000 Sec. 6.1-6.2, App. E-F) from the configured runs.
+"""The paper's Figures 4-7, A3-A9 (paper 000 Sec. 6.1-6.2, App. E-F) and paper 003's Fig. 4 (Sec. 7.2:
+Not Blurry vs I-Blurry vs Si-Blurry, ``plot_p003_fig4_blurry``) from the configured runs.
 (One concept in one module: every paper figure shares the panel layout, order statistics and notes.)
 
 Each figure draws what the runs provide and writes a short note ("no runs for …") in a
 panel whose axis the config does not sweep, instead of failing: the embedded default has one
 release fraction and no i-Blurry benchmark, the paper's config has all of them. Points are
 the median over seeds with error bars from the 2nd worst to the 2nd best seed (the paper's
-"2nd/4th best seed" of five; min/max below three seeds, see ``tables.order_stats``).
+"2nd/4th best seed" of five; min/max below three seeds, see ``tables.order_stats``); paper 003
+plots "the min, median and max seed" (Sec. 7), and so does its Fig. 4 here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -125,12 +128,18 @@ def _finish(fig, title: str, notes: list[str], handles: dict[str, object], ncol:
     fig.tight_layout(rect=(0, bottom, 1, 1 - used / h_in))
 
 
+def min_median_max(values) -> tuple[float, float, float]:
+    """(min, median, max) over seeds: paper 003's "min, median and max seed" (Sec. 7)."""
+    v = np.asarray(values, dtype=float)
+    return float(v.min()), float(np.median(v)), float(v.max())
+
+
 def _stat_bar(
-    ax, x: float, values: np.ndarray, width: float, name: str, colors: dict, handles: dict
+    ax, x: float, values: np.ndarray, width: float, name: str, colors: dict, handles: dict, stats=order_stats
 ) -> float:
-    """One bar at the median of ``values`` with the 2nd/4th best seed as error bars, one colour per
-    name across panels; returns the bar's upper error (where an annotation goes)."""
-    lo, med, hi = order_stats(values)
+    """One bar at the median of ``values``, error bars from ``stats`` (low, median, high; default the
+    2nd/4th best seed), one colour per name across panels; returns the bar's upper error."""
+    lo, med, hi = stats(values)
     color = colors.setdefault(name, f"C{len(colors)}")
     bar = ax.bar(x, med, width, yerr=[[med - lo], [hi - med]], capsize=2, color=color, label=name)
     handles.setdefault(name, bar)
@@ -351,6 +360,35 @@ def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
                     members.setdefault(0.0, name)
     return {f"{d} / {bb}, i-Blurry N = {n:g} %, {t} tasks": dict(sorted(v.items()))
             for (d, bb, t, n), v in groups.items()}  # fmt: skip
+
+
+#: Paper 003 Sec. 7.2 (Fig. 4, Table F.2): the task splits compared on one data set, by scenario.
+BLURRY_SETTINGS = {"disjoint": "Not Blurry", "iblurry": "I-Blurry", "siblurry": "Si-Blurry"}
+#: The i-Blurry(N, M) of that comparison. Paper 003 states neither N nor M: Koh et al.'s i-Blurry-50-10.
+IBLURRY_NM = (50.0, 10.0)
+
+
+def blurry_comparisons(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """Paper 003's Not Blurry / I-Blurry / Si-Blurry benchmarks grouped by (dataset, backbone, tasks):
+    group title → {scenario: benchmark} in ``BLURRY_SETTINGS`` order, with the first disjoint, the
+    i-Blurry with (N, M) = ``IBLURRY_NM`` and the first Si-Blurry benchmark of the group in config
+    order; a group may lack some of the three."""
+    groups: dict[tuple, dict[str, str]] = {}
+    for name, b in benchmarks.items():
+        scenario = b.get("scenario", "disjoint")
+        if scenario not in BLURRY_SETTINGS or (
+            scenario == "iblurry" and (float(b["disjoint_pct"]), float(b["blurry_pct"])) != IBLURRY_NM
+        ):
+            continue
+        key = (str(b["dataset"]), str(b.get("backbone", "")), int(b["n_tasks"]))
+        groups.setdefault(key, {}).setdefault(scenario, name)
+    return {f"{d} / {bb}, {t} tasks": {s: v[s] for s in BLURRY_SETTINGS if s in v}
+            for (d, bb, t), v in groups.items()}  # fmt: skip
+
+
+def blurry_trios(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """The groups of ``blurry_comparisons`` with all three settings: those paper 003 Fig. 4 draws."""
+    return {g: s for g, s in blurry_comparisons(benchmarks).items() if len(s) == len(BLURRY_SETTINGS)}
 
 
 def _blurry_layout(groups: dict[str, dict[float, list[dict]]], title: str, outputs: list[str | Path]):
@@ -690,6 +728,118 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
         title += f"\n{next(iter(groups))}"
     notes = list(dict.fromkeys(notes))
     _finish(fig, title, [n for n in notes if "one blurry ratio" in n], handles, min(3, max(1, len(handles))))
+    _save(fig, outputs)
+    plt.close(fig)
+    return notes
+
+
+# --- Paper 003 Fig. 4 (Sec. 7.2): Not Blurry vs I-Blurry vs Si-Blurry ------------------------
+
+
+@dataclass
+class BlurrySetting:
+    """One column of paper 003's blurry comparison: a benchmark, its runs and its task data."""
+
+    benchmark: str
+    records: list[dict]
+    #: training samples per task of (disjoint, blurry) classes (``data.scenarios.samples_per_task``)
+    samples: tuple[np.ndarray, np.ndarray] | None = None
+    seed: int | None = None  # the scenario seed ``samples`` come from
+
+
+_NO_COMPARISON = ("no data set with a disjoint, an i-Blurry (disjoint_pct 50, blurry_pct 10) and a Si-Blurry "
+                  "benchmark (same dataset, backbone and n_tasks) in this config: add them to the config key "
+                  "'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100)")  # fmt: skip
+
+
+def _samples_panel(ax, setting: str, s: BlurrySetting, notes: list[str], handles: dict, top: float) -> None:
+    """Stacked bars per task: training samples of disjoint classes, then (hatched) of blurry classes;
+    y from 0 to ``top`` (the same in the three panels)."""
+    if s.samples is None:
+        _note(ax, f"{s.benchmark}: no scenario file given", notes)
+        return
+    disjoint, blurry = s.samples
+    t = np.arange(1, len(disjoint) + 1)
+    color = f"C{list(BLURRY_SETTINGS).index(setting)}"
+    ax.bar(t, disjoint, 0.8, color=color)
+    ax.bar(t, blurry, 0.8, bottom=disjoint, color=color, alpha=0.35, hatch="///", ec=color, lw=0)
+    for name, kw in (("disjoint classes", {}), ("blurry classes", {"alpha": 0.35, "hatch": "///", "lw": 0})):
+        handles.setdefault(name, ax.bar([np.nan], [np.nan], color="0.4", ec="0.4", **kw))  # legend proxies
+    ax.set_xticks(t)
+    ax.set_ylim(0, top)
+    ax.set_title(f"{BLURRY_SETTINGS[setting]}: {s.benchmark}" + (f", seed {s.seed}" if s.seed is not None else ""),
+                 fontsize=8)  # fmt: skip
+    ax.set_ylabel("train samples", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, axis="y")
+
+
+def _accuracy_panel(
+    ax, settings: dict[str, BlurrySetting], learner: str, handles: dict, notes: list[str]
+) -> None:
+    """Bars per ε and setting: final accuracy (Base Dataset), median with min/max over seeds."""
+    base = {k: [r for r in s.records if r["label_method"] == TASK_METHOD and r["learner"] == learner]
+            for k, s in settings.items()}  # fmt: skip
+    epsilons = _epsilons([r for recs in base.values() for r in recs])
+    if not epsilons:
+        _note(ax, f"no Base Dataset runs of {LEARNER_NAMES[learner]}: add base to "
+              + ("label_methods" if learner == "cosine" else "head_label_methods"), notes)  # fmt: skip
+        return
+    width = 0.8 / len(settings)
+    colors = {BLURRY_SETTINGS[k]: f"C{i}" for i, k in enumerate(BLURRY_SETTINGS)}
+    for k, (setting, recs) in enumerate(base.items()):
+        for x, eps in enumerate(epsilons):
+            v = _final(recs, learner, eps, TASK_METHOD)
+            if v.size:
+                xk = x + (k - (len(settings) - 1) / 2) * width
+                _stat_bar(ax, xk, v, width, BLURRY_SETTINGS[setting], colors, handles, stats=min_median_max)
+        if not recs:
+            notes.append(f"no Base Dataset runs of {LEARNER_NAMES[learner]} on {settings[setting].benchmark}")
+    ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
+    ax.set_title(LEARNER_NAMES[learner], fontsize=9)
+    ax.set_ylabel("final test accuracy (%)")
+    ax.grid(alpha=0.3, axis="y")
+
+
+def plot_p003_fig4_blurry(
+    groups: dict[str, dict[str, BlurrySetting]], outputs: list[str | Path]
+) -> list[str]:
+    """Paper 003 Fig. 4 (Sec. 7.2): per data set, training samples per task of disjoint and blurry
+    classes for Not Blurry, I-Blurry and Si-Blurry (left) and the final accuracy of the Cosine
+    Classifier and the PEFT Ensemble per setting and ε (right; Base Dataset, median with min/max
+    over seeds). ``groups``: title → {scenario: BlurrySetting} with all of ``BLURRY_SETTINGS``
+    (``blurry_comparisons``); without any, a note figure says which benchmarks to add."""
+    plt = _pyplot()
+    title = ("Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry; train samples per task "
+             "(left), final accuracy, Base Dataset, median and min/max over seeds (right)")  # fmt: skip
+    groups = {g: s for g, s in groups.items() if len(s) == len(BLURRY_SETTINGS)}
+    if not groups:
+        return _note_figure(title, _NO_COMPARISON, outputs)
+    learners = _learners([r for g in groups.values() for s in g.values() for r in s.records]) or ["cosine"]
+    n = len(BLURRY_SETTINGS)
+    fig = plt.figure(figsize=(4.2 + 3.6 * len(learners), 5.6 * len(groups)))
+    grid = fig.add_gridspec(n * len(groups), 1 + len(learners), width_ratios=[1.25] + [1] * len(learners))
+    handles: dict[str, object] = {}
+    notes: list[str] = []
+    for i, (group, settings) in enumerate(groups.items()):
+        rows = slice(n * i, n * (i + 1))
+        top = 1.05 * max(
+            [float(np.max(s.samples[0] + s.samples[1])) for s in settings.values() if s.samples] or [1]
+        )
+        for k, setting in enumerate(BLURRY_SETTINGS):
+            ax = fig.add_subplot(grid[n * i + k, 0])
+            _samples_panel(ax, setting, settings[setting], notes, handles, top)
+            if k == 0 and len(groups) > 1:
+                ax.annotate(group, (0, 1.25), xycoords="axes fraction", fontsize=9, fontweight="bold")
+        ax.set_xlabel("task", fontsize=8)
+        for j, learner in enumerate(learners):
+            _accuracy_panel(fig.add_subplot(grid[rows, 1 + j]), settings, learner, handles, notes)
+    if len(groups) == 1:
+        title += f"\n{next(iter(groups))}"
+    notes = list(dict.fromkeys(notes))
+    _finish(
+        fig, "\n".join(textwrap.fill(line, 100) for line in title.split("\n")), notes, handles, len(handles)
+    )
     _save(fig, outputs)
     plt.close(fig)
     return notes

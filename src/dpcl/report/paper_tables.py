@@ -1,10 +1,11 @@
-"""Paper 000's Tables A3-A10 rebuilt from our runs, beside the published numbers.
+"""Paper 000's Tables A3-A10 and paper 003's Tables F.1, F.2 rebuilt from our runs, beside the
+published numbers.
 (One concept in one module: every paper table shares the cell layout, reference lookup and notes.)
 
-Each table keeps the published layout (App. E.2: A3-A7, "(2nd worst), median, (2nd best)"
-over seeds; App. F.2-F.4: A8-A10, "mean ± std") and puts the published value and our
-difference (ours − published) beside every cell. Published numbers come from
-``config/paper_reference`` (``dpcl.report.reference``); where the paper has no number (other
+Each table keeps the published layout (paper 000 App. E.2: A3-A7, "(2nd worst), median, (2nd
+best)" over seeds; App. F.2-F.4: A8-A10, and paper 003 App. F.1, F.2: "mean ± std") and puts the
+published value and our difference (ours − published) beside every cell. Published numbers come
+from ``config/paper_reference`` (``dpcl.report.reference``); where the paper has no number (other
 data sets such as the embedded Fashion-MNIST default, learners the paper did not run) the
 published and difference columns read "–". A table whose inputs were not run is still
 written, with a note naming the config keys that would fill it; no number is ever invented.
@@ -17,6 +18,13 @@ Which benchmarks feed which table (config ``benchmarks`` entries):
 * A8: disjoint benchmarks on any data set but ImageNet-R (the paper's: Split-CIFAR-100; the
   embedded default's Split-Fashion-MNIST lands here), A9: disjoint ImageNet-R, A10:
   5-datasets (scenario ``datasets``). Label method ``base`` (reference README, decision 2).
+* F1 (paper 003 App. F.1, its Fig. 3): disjoint benchmarks (scenario ``disjoint``); rows
+  benchmark × ε × classifier, columns Label Oracle, Base Dataset, Public Labels ×10, ×100, ×1000.
+* F2 (paper 003 App. F.2, Sec. 7.2): per data set (and backbone, task count) its disjoint
+  benchmark (Not Blurry), its i-Blurry benchmark with N = 50, M = 10 (I-Blurry; paper 003 states
+  neither) and its first Si-Blurry benchmark (``paper_figures.blurry_comparisons``); rows ε ×
+  classifier, label method ``base`` (paper 003 does not state F.2's). Data sets with a blurry
+  benchmark are shown; without any, every disjoint benchmark's data set (Not Blurry only).
 """
 
 from __future__ import annotations
@@ -24,17 +32,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..io import write_text
+from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
+from .reference import TABLES as SOURCES
 from .reference import load_reference
 from .tables import LEARNER_NAMES, order_stats
 
-TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10")
+TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2")
 ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (2nd best) of 5 seeds
 MEAN_STATS = ("mean", "std")
 MISSING = "–"
@@ -270,12 +280,18 @@ _ORDER_NOTE = ("Cells: (2nd worst), median, (2nd best) seed over the runs' seeds
                "seeds); paper: the published cell; Δ = our median − published median.")  # fmt: skip
 _MEAN_NOTE = ("Cells: mean ± sample std over seeds (ddof = 1, as published; one seed: no std); paper: the published cell; "
               "Δ = our mean − published mean.")  # fmt: skip
-_REF_NOTE = ("Published: paper 000 (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
+_REF_NOTE = ("Published: paper {source} (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
              "config/paper_reference; '–' where the paper has no number for that data set, setting or learner.")  # fmt: skip
+_NO_BASE_NOTE = ("No runs with label method 'base': add base to the config key 'label_methods' "
+                 "(and 'head_label_methods').")  # fmt: skip
 
 
 def _non_blurry(benches: Sequence[Bench]) -> list[Bench]:
     return [b for b in benches if b.scenario in ("disjoint", "datasets")]
+
+
+def _disjoint(benches: Sequence[Bench]) -> list[Bench]:
+    return [b for b in benches if b.scenario == "disjoint"]
 
 
 def _classifier_rows(
@@ -303,39 +319,57 @@ def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> Non
                        "to the config key 'learners' to run them.")  # fmt: skip
 
 
+def _head_only_note(t: PaperTable) -> None:
+    if any(c.key["learner"] == "peft_head" for row in t.cells for c in row):
+        t.notes.append("The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
+                       "counterpart in this table.")  # fmt: skip
+
+
+def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
+    """Which config key fills an empty column, or the rows a partly filled column lacks (a learner
+    with runs of other label methods in that row but none of this one)."""
+    for i, (m, col) in enumerate(zip(methods, t.cols, strict=True)):
+        if t.cells and not any(row[i].ours for row in t.cells):
+            tag = "release-fF tags (e.g. release-f0.1)" if m == "release-tuned" else m
+            t.notes.append(f"Column '{col[0]}': no runs; add {tag} to the config key 'label_methods' "
+                           "(and 'head_label_methods' for the DP-SGD heads).")  # fmt: skip
+            continue
+        lacking = sorted({row[i].key["learner"] for row in t.cells if m != "release-tuned" and not row[i].ours
+                          and any(c.ours for c in row)}, key=_learner_key)  # fmt: skip
+        if lacking:
+            keys = sorted({"label_methods" if lr == "cosine" else "head_label_methods" for lr in lacking})
+            t.notes.append(f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
+                           f"add {m} to the config key {' and '.join(repr(k) for k in keys)}.")  # fmt: skip
+
+
 def _label_method_table(tid: str, caption: str, columns: list[tuple[str, str]], benches: Sequence[Bench],
-                        runs: Mapping[str, _Runs], ref: pd.DataFrame | None) -> PaperTable:  # fmt: skip
-    """Tables A3, A4, A6: rows benchmark × ε × classifier, one column group per label method."""
+                        runs: Mapping[str, _Runs], ref: pd.DataFrame | None, kind: str = "order",
+                        select=_non_blurry, fixed: bool = False) -> PaperTable:  # fmt: skip
+    """Tables A3, A4, A6, F1: rows benchmark × ε × classifier, one column group per label method;
+    ``select`` picks the benchmarks, ``fixed`` keeps every column (the published layout)."""
     r = _Reference(ref, tid)
-    t = PaperTable(tid, caption, "order", 1, ["Benchmark", "ε", "Classifier"], 1)
+    t = PaperTable(tid, caption, kind, 1 if kind == "order" else 2, ["Benchmark", "ε", "Classifier"], 1)
     methods = [m for m, _ in columns]
     grid: list[tuple[tuple[str, ...], list[Cell]]] = []
-    for b in _non_blurry(benches):
+    for b in select(benches):
         for eps, learner in _classifier_rows(b, runs[b.name], r, methods):
             cells = [_tuned_cell(b, runs[b.name], r, eps, learner) if m == "release-tuned"
-                     else _cell(b, runs[b.name], r, "order", eps, learner, m, "aa") for m in methods]  # fmt: skip
+                     else _cell(b, runs[b.name], r, kind, eps, learner, m, "aa") for m in methods]  # fmt: skip
             grid.append(((b.display, _eps_name(eps), _learner_name(learner)), cells))
-    keep = [j for j, (m, _) in enumerate(columns) if tid == "A3" or m in ("oracle", "base")
+    keep = [j for j, (m, _) in enumerate(columns) if fixed or m in ("oracle", "base")
             or any(row[j].ours or row[j].published for _, row in grid)]  # fmt: skip
     t.cols = [(columns[j][1],) for j in keep]
     t.rows = [lab for lab, _ in grid]
     t.cells = [[row[j] for j in keep] for _, row in grid]
-    if not _non_blurry(benches):
+    if not select(benches):
         t.notes.append("No benchmark without blurry tasks is configured: add one with scenario 'disjoint' "
                        "(config/paper.yaml: split_cifar100, split_imagenet_r) to the config key 'benchmarks'.")  # fmt: skip
-    for i, j in enumerate(keep):  # i: position in the kept columns, j: in ``columns``
-        m = columns[j][0]
-        if t.cells and not any(row[i].ours for row in t.cells):
-            tag = "release-fF tags (e.g. release-f0.1)" if m == "release-tuned" else m
-            t.notes.append(f"Column '{columns[j][1]}': no runs; add {tag} to the config key 'label_methods' "
-                           "(and 'head_label_methods' for the DP-SGD heads).")  # fmt: skip
+    _column_notes(t, [methods[j] for j in keep])
     if "release-tuned" in methods:
         t.notes.append("Release Labels (Ours): the paper tunes the label-release budget fraction per setting "
                        "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
                        "its fraction in brackets.")  # fmt: skip
-    if any(c.key["learner"] == "peft_head" for row in t.cells for c in row):
-        t.notes.append("The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
-                       "counterpart in this table.")  # fmt: skip
+    _head_only_note(t)
     _missing_row_notes(t, runs)
     return t
 
@@ -355,10 +389,13 @@ def _fraction_notes(t: PaperTable) -> None:
 
 def table_a3(benches, runs, ref) -> PaperTable:
     """Table A3 (Fig. 4): final accuracy for Label Oracle, Base Dataset, Public Labels ×1000, Release Labels."""
-    cols = [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)"),
-            ("public-x1000", "Public Labels (Ours)"), ("release-tuned", "Release Labels (Ours)")]  # fmt: skip
+    cols = [
+        *_public_columns(()),
+        ("public-x1000", "Public Labels (Ours)"),
+        ("release-tuned", "Release Labels (Ours)"),
+    ]
     t = _label_method_table("A3", "Performance (final test accuracy in %) when varying the label space "
-                            "(tabular version of Fig. 4).", cols, benches, runs, ref)  # fmt: skip
+                            "(tabular version of Fig. 4).", cols, benches, runs, ref, fixed=True)  # fmt: skip
     t.notes.insert(0, "Public Labels (Ours) is public-x1000 (1000× the base labels, Fig. 4 caption).")
     return t
 
@@ -372,15 +409,32 @@ def table_a4(benches, runs, ref) -> PaperTable:
     return t
 
 
+def _public_columns(ns) -> list[tuple[str, str]]:
+    """The baselines' columns, then Public Labels ×N for every N in ``ns``."""
+    return [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)")] + [
+        (f"public-x{n}", f"Public Labels ({n}×)") for n in sorted(ns)
+    ]
+
+
 def table_a6(benches, runs, ref) -> PaperTable:
     """Table A6 (Fig. 6): final accuracy for Oracle, Base and Public Labels ×N."""
     ns = {10, 1000}
     for b in _non_blurry(benches):
         ns |= {int(m.group(1)) for k in runs[b.name].keys() if (m := _PUBLIC.match(k[2]))}
-    cols = [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)")]
-    cols += [(f"public-x{n}", f"Public Labels ({n}×)") for n in sorted(ns)]
     return _label_method_table("A6", "Performance (final test accuracy in %) when varying the label space "
-                               "method (tabular version of Fig. 6).", cols, benches, runs, ref)  # fmt: skip
+                               "method (tabular version of Fig. 6).", _public_columns(ns), benches, runs, ref)  # fmt: skip
+
+
+def table_f1(benches, runs, ref) -> PaperTable:
+    """Paper 003 Table F.1 (its Fig. 3): final accuracy, mean ± std, of Label Oracle, Base Dataset and
+    Public Labels ×10, ×100, ×1000 on the disjoint benchmarks."""
+    t = _label_method_table("F1", "Performance (final test accuracy in %, mean ± std) when varying the label "
+                            "space: label match and additional dummy labels (paper 003 App. F.1, tabular "
+                            "form of its Fig. 3).", _public_columns((10, 100, 1000)), benches, runs, ref,
+                            kind="mean", select=_disjoint, fixed=True)  # fmt: skip
+    t.notes.insert(0, "Columns as paper 003 prints them: Label Oracle (labels matching the task data), Base "
+                   "Dataset (no additional labels), Public Labels (N×): dummy labels up to N× the base labels.")  # fmt: skip
+    return t
 
 
 def table_a5(benches, runs, ref) -> PaperTable:
@@ -509,8 +563,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
             f"No benchmark for this table is configured: add {hint} to the config key 'benchmarks'."
         )
     elif not any(c.ours for row in t.cells for c in row):
-        t.notes.append("No runs with label method 'base': add base to the config key 'label_methods' "
-                       "(and 'head_label_methods').")  # fmt: skip
+        t.notes.append(_NO_BASE_NOTE)
     if chosen and "inf" not in {k[1] for b in chosen for k in runs[b.name].keys()}:
         t.notes.append("non-DP columns: add inf to the config key 'epsilons'.")
     if any(c.key["learner"] in ("naive_head", "naive_film") for row in t.cells for c in row):
@@ -520,9 +573,79 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
     return t
 
 
+_F2_SPEC = {"disjoint": "scenario 'disjoint'",
+            "iblurry": f"scenario 'iblurry', disjoint_pct {IBLURRY_NM[0]:g}, blurry_pct {IBLURRY_NM[1]:g}",
+            "siblurry": "scenario 'siblurry' (config/paper.yaml: disjoint_pct 50, blurry_pct 10)"}  # fmt: skip
+_F2_NOTES = (
+    "Label method: ours are Base Dataset (base) runs. Paper 003 does not state F.2's label method; base is its "
+    "stated default prior ('all classes of the base dataset(s) at all tasks', Sec. 7), though its Cosine ε = 1 "
+    "Not Blurry mean (76.16) matches neither its F.1 Base (72.44) nor Oracle (78.38) mean.",
+    f"I-Blurry: i-Blurry-{IBLURRY_NM[0]:g}-{IBLURRY_NM[1]:g} of Koh et al. 2022 (N = {IBLURRY_NM[0]:g} % "
+    f"disjoint classes, blurry sample ratio M = {IBLURRY_NM[1]:g} %), our choice: paper 003 states neither N nor "
+    "M (nor Si-Blurry's).",
+)
+
+
+def _f2_group(t: PaperTable, settings: Mapping[str, str], by_name: Mapping[str, Bench], runs: Mapping[str, _Runs],
+              r: _Reference, label: str, group: str) -> None:  # fmt: skip
+    """Rows ε × classifier of one data set; a setting without a benchmark keeps the published cell."""
+    proto = by_name[next(iter(settings.values()))]
+    cols = {s: replace(by_name[settings[s]], setting=s) if s in settings
+            else replace(proto, name="", scenario=s, setting=s) for s in BLURRY_SETTINGS}  # fmt: skip
+    empty = _Runs([])
+    rows = {
+        row
+        for b in cols.values()
+        for row in _classifier_rows(b, runs.get(b.name, empty), r, ("base", "unspecified"))
+    }
+    for eps, learner in sorted(rows, key=lambda x: (_eps_key(x[0]), _learner_key(x[1]))):
+        t.rows.append((label, _eps_name(eps), _learner_name(learner)))
+        t.cells.append([_cell(b, runs.get(b.name, empty), r, "mean", eps, learner, "base", "aa",
+                              label_method="unspecified") for b in cols.values()])  # fmt: skip
+    t.notes.append(f"{label}: " + ", ".join(f"{BLURRY_SETTINGS[s]} = {n}" + (
+        f" (N = {by_name[n].disjoint_pct:g}, M = {by_name[n].blurry_pct:g})" if s == "siblurry"
+        and by_name[n].blurry_pct is not None else "")
+        for s, n in settings.items()) + ".")  # fmt: skip
+    for s in [s for s in BLURRY_SETTINGS if s not in settings]:
+        t.notes.append(f"{label}: no {BLURRY_SETTINGS[s]} benchmark; add one on the same data set, backbone and "
+                       f"n_tasks ({group}) with {_F2_SPEC[s]} to the config key 'benchmarks'.")  # fmt: skip
+    no_dp = [n for n in settings.values() if runs[n].keys() and "inf" not in {k[1] for k in runs[n].keys()}]
+    if no_dp:
+        t.notes.append(f"{label}: no non-DP runs of {', '.join(no_dp)}; add inf to the config key 'epsilons' "
+                       "(or to these benchmarks' own 'epsilons').")  # fmt: skip
+
+
+def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTable:
+    """Paper 003 Table F.2 (Sec. 7.2): final accuracy, mean ± std, on Not Blurry, I-Blurry and
+    Si-Blurry tasks per data set, ε and classifier, label method Base Dataset."""
+    r = _Reference(ref, "F2")
+    t = PaperTable("F2", "Performance (final test accuracy in %, mean ± std) with blurry tasks (paper 003 "
+                   "App. F.2, Sec. 7.2).", "mean", 2, ["Data set", "ε", "Classifier"], 1)  # fmt: skip
+    t.cols = [(name,) for name in BLURRY_SETTINGS.values()]
+    groups = blurry_comparisons(benchmarks)
+    shown = {g: s for g, s in groups.items() if s.keys() - {"disjoint"}} or groups
+    by_name = {b.name: b for b in benches}
+    kinds = [by_name[next(iter(s.values()))].ref_dataset for s in shown.values()]
+    names = [DATASET_NAMES.get(k, k) for k in kinds]  # the data set's name, with the group where it repeats
+    for (title, settings), name in zip(shown.items(), names, strict=True):
+        _f2_group(
+            t, settings, by_name, runs, r, name if names.count(name) == 1 else f"{name} ({title})", title
+        )
+    if not shown:
+        t.notes.append("No benchmark for this table is configured: add a disjoint, an i-Blurry (disjoint_pct 50, "
+                       "blurry_pct 10) and a Si-Blurry benchmark on one data set, backbone and n_tasks to the config "
+                       "key 'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100).")  # fmt: skip
+    elif not any(c.ours for row in t.cells for c in row):
+        t.notes.append(_NO_BASE_NOTE)
+    t.notes[:0] = _F2_NOTES
+    _head_only_note(t)
+    _missing_row_notes(t, runs)
+    return t
+
+
 def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mapping[str, Mapping],
                        reference: pd.DataFrame | None = None) -> list[PaperTable]:  # fmt: skip
-    """Tables A3-A10 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
+    """Tables A3-A10, F1, F2 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
 
     ``records``: benchmark name -> its runs' metrics dicts (ε as a tag); ``benchmarks``: the config's
     ``benchmarks`` entries; ``reference``: the published numbers (default: the shipped copy).
@@ -538,16 +661,19 @@ def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mappin
     tables = [table_a3(benches, runs, ref), table_a4(benches, runs, ref), table_a5(benches, runs, ref),
               table_a6(benches, runs, ref), table_a7(benches, runs, ref)]  # fmt: skip
     tables += [table_aa_af(tid, benches, runs, ref) for tid in ("A8", "A9", "A10")]
+    tables += [table_f1(benches, runs, ref), table_f2(benches, runs, ref, benchmarks)]
     for t in tables:
         seeds = sorted({c.n_seeds for row in t.cells for c in row if c.n_seeds})
         t.notes.insert(0, _ORDER_NOTE if t.kind == "order" else _MEAN_NOTE)
-        t.notes.insert(1, _REF_NOTE)
+        t.notes.insert(1, _REF_NOTE.format(source=SOURCES[t.table]))
         if seeds:
             t.notes.insert(0, f"Seeds per cell: {seeds[0]}" + (f"-{seeds[-1]}." if len(seeds) > 1 else "."))
         if not t.rows:
             t.notes.insert(0, "No rows: the runs this table needs are not part of this configuration.")
         if t.table == "A9":
-            t.notes.append("The paper reports Table A9 over three seeds (App. F.3); ours over the seeds above.")
+            t.notes.append(
+                "The paper reports Table A9 over three seeds (App. F.3); ours over the seeds above."
+            )
     return tables
 
 
@@ -646,7 +772,8 @@ def tex_escape(s: str) -> str:
 def to_latex(t: PaperTable) -> str:
     """A booktabs ``table`` with a multi-row header (column groups over ours / paper / Δ) and the notes."""
     nr, ng = len(t.row_header), len(t.cols)
-    lines = [f"% Table {t.table} (paper 000) rebuilt by dpcl; needs \\usepackage{{booktabs}}", r"\begin{table}[ht]",
+    lines = [f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
+             r"\begin{table}[ht]",
              r"\centering", r"\scriptsize", f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
              f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}", r"\toprule"]  # fmt: skip
     for level in range(t.col_levels if ng else 0):

@@ -1,28 +1,58 @@
-"""Stages of ``workflow/rules/paper_figures.smk``: paper 000 Figs. 4-7, A3-A9 and the HTML report."""
+"""Stages of ``workflow/rules/paper_figures.smk``: paper 000 Figs. 4-7, A3-A9, paper 003 Fig. 4 and the HTML report."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..io import read_json
 from .common import (
     log,
     read_records,
 )
+from .data import dataset_subset
+
+
+def p003_fig4_groups(records: dict[str, list[dict]], benchmarks: dict[str, dict], scenarios: dict[str, str | Path],
+                    resources: str | Path, datasets: dict[str, dict]) -> dict[str, dict]:  # fmt: skip
+    """Paper 003 Fig. 4's groups (``blurry_trios``): per setting the benchmark's runs and its
+    training samples per task of disjoint and blurry classes, from its scenario file in
+    ``scenarios`` (benchmark → path) and the labels of the data set under ``resources/<dataset>``
+    (``datasets``: the config's entries)."""
+    from ..data.scenarios import samples_per_task
+    from ..report.paper_figures import BlurrySetting, blurry_trios
+
+    labels: dict[str, object] = {}
+    out: dict[str, dict] = {}
+    for group, settings in blurry_trios(benchmarks).items():
+        out[group] = {}
+        for setting, name in settings.items():
+            out[group][setting] = s = BlurrySetting(name, records.get(name, []))
+            if name in scenarios:
+                ds = benchmarks[name]["dataset"]
+                if ds not in labels:
+                    labels[ds] = dataset_subset(ds, Path(resources) / ds, "train", datasets[ds])[0].labels
+                sc = read_json(scenarios[name])
+                s.samples, s.seed = samples_per_task(sc["train_indices"], labels[ds]), int(sc["seed"])
+    return out
 
 
 def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict],
                   outputs: dict[str, list[str | Path]],
-                  task_outputs: dict[str, dict[str, list[str | Path]]] | None = None) -> dict[str, list[str]]:  # fmt: skip
-    """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of paper 000 (Sec. 6, App. E.1, F)
-    from the run metrics of every benchmark; returns (and logs) per figure the notes on what the
-    config does not sweep.
+                  task_outputs: dict[str, dict[str, list[str | Path]]] | None = None,
+                  scenarios: dict[str, str | Path] | None = None, resources: str | Path = "resources",
+                  datasets: dict[str, dict] | None = None) -> dict[str, list[str]]:  # fmt: skip
+    """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of paper 000 (Sec. 6, App. E.1, F) and
+    paper 003's Fig. 4 from the run metrics of every benchmark; returns (and logs) per figure the
+    notes on what the config does not sweep.
 
     ``runs`` maps a benchmark to its metrics.json paths (any learners; Figs. 4-7 and A3 keep the
     Cosine Classifier and PEFT Ensemble), ``benchmarks`` is the config's ``benchmarks`` entry,
     ``outputs`` maps 'fig4' … 'fig7' and optionally 'figA3', 'figA4' to their PNG/PDF paths,
     ``task_outputs`` maps a benchmark to {'accuracy': paths, 'forgetting': paths} (Figs. A5-A9).
     Figs. 4-6 use the disjoint-split benchmarks (Sec. 6.1), Figs. 7 and A3 the i-Blurry ones
-    (Sec. 6.2), Fig. A4 the disjoint and 5-dataset ones (App. F).
+    (Sec. 6.2), Fig. A4 the disjoint and 5-dataset ones (App. F). 'p003_fig4_blurry' in ``outputs``:
+    paper 003 Fig. 4 on each data set with a disjoint, an i-Blurry(50, 10) and a Si-Blurry
+    benchmark (``p003_fig4_groups``: ``scenarios``, ``resources`` and ``datasets`` feed its data panel).
     """
     from ..report.paper_figures import (
         FIG_LEARNERS,
@@ -33,6 +63,7 @@ def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict]
         plot_fig7_blurriness,
         plot_figA3_blurriness,
         plot_figA4_privacy_utility,
+        plot_p003_fig4_blurry,
         plot_task_metric,
     )
 
@@ -63,6 +94,9 @@ def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict]
             if c["scenario"] in ("disjoint", "datasets")
         }
         notes["figA4"] = plot_figA4_privacy_utility(shifted, benchmarks, outputs["figA4"])
+    if "p003_fig4_blurry" in outputs:
+        groups = p003_fig4_groups(all_records, benchmarks, scenarios or {}, resources, datasets or {})
+        notes["p003_fig4_blurry"] = plot_p003_fig4_blurry(groups, outputs["p003_fig4_blurry"])
     for bench, outs in task_outputs.items():
         for metric, paths in outs.items():
             notes[f"{bench}_{metric}_per_task"] = plot_task_metric(
