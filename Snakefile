@@ -7,7 +7,7 @@
 import os
 import re
 
-from dpcl.config import ConfigError, eps_tag, run_targets, validate_config
+from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
 
 # The embedded default, unless the user names config files (which then replace it rather
 # than merge with it); --config key=value overrides apply either way.

@@ -210,3 +210,46 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
     write_json(paths[0], read_json(paths[0]) | {"label_method": "oracle"})
     with pytest.raises(ValueError, match="Base Dataset"):
         desai_figure(paths, "synthetic", outs)
+
+
+def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
+    """Issue 14 item 3: DP-A-GEM is tuned on its own (the head ranges plus its buffer rate), each
+    trial running its two-task loop with the buffer reread at the trial's rate and its own σ_ref;
+    the agem stage then runs the tuned buffer rate."""
+    pytest.importorskip("optuna")
+    from dpcl.learners.agem import tune_agem_head
+    from dpcl.privacy.sgd_accounting import noise_multiplier
+    from dpcl.stages.agem import tuned_agem
+    from dpcl.training.tuning import MIN_BATCH, split_tuning_set
+
+    gen = np.random.default_rng(3)
+    y = np.repeat([2, 5, 7, 9], 25)
+    x = gen.normal(size=(10, 6))[y] * 2 + gen.normal(size=(len(y), 6))
+    calls = []
+    original = agem_mod.train_agem_task
+
+    def spy(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest):
+        calls.append((set(np.unique(y_t)), None if buf_y is None else set(np.unique(buf_y)), q_ref, sigma_ref,
+                      cfg.steps))  # fmt: skip
+        return original(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest)
+
+    monkeypatch.setattr(agem_mod, "train_agem_task", spy)
+    res = tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=3, epochs=1)
+    n_tr = len(split_tuning_set(np.unique(y, return_inverse=True)[1], 2, "agem_head")[0])
+    assert len(res["trials"]) == 3 and len(calls) == 6 and res["learner"] == "agem_head"
+    for trial, (first, second) in zip(res["trials"], zip(calls[::2], calls[1::2]), strict=True):
+        q = trial["params"]["buffer_sample_rate"]
+        assert MIN_BATCH / n_tr <= q <= 1.0
+        # two pseudo-tasks over the class rows {0, 1} and {2, 3}; the buffer holds task 0's rows only
+        assert first[0] == {0, 1} and first[1] is None and second[0] == {2, 3} and second[1] <= {0, 1}
+        assert second[2] == q and second[3] == pytest.approx(noise_multiplier(4.0, 1e-5, q, second[4], accountant="rdp"))
+    best = max(res["trials"], key=lambda t: t["accuracy"])["params"]
+    assert res["best_buffer_sample_rate"] == best["buffer_sample_rate"]
+    assert res == tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=3, epochs=1)
+    calls.clear()  # the workflow passes the benchmark's first two tasks
+    tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=1, epochs=1, tasks=[[9, 2], [5, 7]])
+    assert calls[0][0] == {0, 3} and calls[1][0] == {1, 2}
+    with pytest.raises(ValueError, match="two tasks of classes covering"):
+        tune_agem_head(x, y, 4.0, 1e-5, 0, 0.3, n_trials=1, epochs=1, tasks=[[2, 5], [7]])
+    write_json(tmp_path / "t.json", res)
+    assert tuned_agem({"buffer_fraction": 0.3}, tmp_path / "t.json")["buffer_sample_rate"] == best["buffer_sample_rate"]

@@ -169,3 +169,14 @@ def test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned(tmp_path,
     # Non-CL's lr is scaled to all tasks (60 vs 30 nominal images here), the ensemble's to one task
     ratio = out["noncl_head"][0]["dpsgd"]["lr"] / out["peft_head"][0]["dpsgd"]["lr"]
     assert ratio == pytest.approx(math.sqrt(2), rel=1e-12)
+
+
+def test_dp_agem_tunes_on_two_tasks_of_the_benchmarks_shape():
+    plan = tuning_plan("cifar100", {}, CIFAR100_TASKS, "paper", n_tasks=2)
+    assert plan.tasks == (tuple(range(10)), tuple(range(10, 20))) and plan.classes == tuple(range(20))
+    assert plan.factor("agem_head") == pytest.approx(5000 / 3500)  # per task, as the heads'
+    five = tuning_plan("five_datasets", {"nominal_train_size": FIVE_SIZE}, FIVE_TASKS, "paper", n_tasks=2)
+    assert five.tasks == (tuple(range(40, 45)), tuple(range(45, 50)))  # CIFAR-10 in two halves
+    assert five.factor("agem_head") == pytest.approx(20, rel=1e-3)  # a half-sized pseudo-task
+    with pytest.raises(ValueError, match="needs a scenario with as many"):
+        tuning_plan("cifar100", {}, CIFAR100_TASKS[:1], "public", n_tasks=2)

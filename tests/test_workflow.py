@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,7 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
         "cosine",
         "tune_heads",
         "heads",
+        "tune_agem",
         "agem",
         "fig3_desai",
         "report",
@@ -179,9 +181,22 @@ def test_paper_config_plans_offline(tmp_path):
     log = res.stdout + res.stderr
     total = int(log[log.index("Job stats:") :].split("total", 1)[1].split()[0])
     assert total > 10_000
-    for rule in ("obtain_dataset", "features", "film_member", "film_eval", "tune_film", "agem", "paper_tables",
-                 "paper_figures", "html_report"):  # fmt: skip
+    for rule in ("obtain_dataset", "features", "film_member", "film_eval", "tune_film", "tune_heads", "tune_agem",
+                 "agem", "paper_tables", "paper_figures", "html_report"):  # fmt: skip
         assert f"rule {rule}" in log, rule
+    # issue 14: tuned as the paper on the private training data (no public tune split is cached),
+    # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and 003 Fig. 4
+    assert "/tune.npz" not in log
+    for seed in range(5):
+        assert f"features/imagenet_r__seed{seed}/vit_b16/train.npz" in log
+        assert f"runs/peft_film/imagenet_r__seed{seed}/vit_b16/disjoint-t10/seed{seed}/eps1/base" in log
+    assert "runs/peft_film/imagenet_r__seed0/vit_b16/disjoint-t10/seed1/" not in log
+    assert not re.search(r"runs/\w+_film/\S+/epsinf/(?!base/)", log)
+    assert re.search(r"runs/peft_film/cifar100/vit_b16/iblurry-n50-m10-t10/seed0/epsinf/base/", log)
+    assert re.search(r"runs/peft_film/cifar100/vit_b16/siblurry-n50-m10-t10/seed0/eps1/release-f0.2/", log)
+    assert re.search(r"runs/peft_film/cifar100/vit_b16/disjoint-t10/seed0/eps8/public-x100/", log)
+    for out in ("tables/paper/table_F1.md", "tables/paper/table_F2.md", "figures/paper/p003_fig4_blurry.png"):
+        assert out in log, out
 
 
 def test_active_learning_workflow(tiny_run):

@@ -111,14 +111,17 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     _fill_additional_defaults(config, schema)
     for name, bench in config["benchmarks"].items():
         for ref, pool in (("dataset", "datasets"), ("backbone", "backbones")):
-            if bench[ref] not in config[pool]:
+            values = benchmark_datasets(config, name) if ref == "dataset" else [bench[ref]]
+            missing = [v for v in values if v not in config[pool]]
+            if missing:
                 raise ConfigError(
-                    f"config key 'benchmarks.{name}.{ref}': value {bench[ref]!r} is not defined; "
+                    f"config key 'benchmarks.{name}.{ref}': value {missing[0]!r} is not defined; "
                     f"allowed: {sorted(config[pool])}"
                 )
     for key, methods in (("head_label_methods", config.get("head_label_methods")),
                          ("agem.label_methods", config.get("agem", {}).get("label_methods")),
-                         ("baseline_label_methods", config.get("baseline_label_methods"))):  # fmt: skip
+                         ("baseline_label_methods", config.get("baseline_label_methods")),
+                         ("nonprivate_label_methods", config.get("nonprivate_label_methods"))):  # fmt: skip
         extra = [m for m in (methods or []) if m not in config["label_methods"]]
         if extra:
             raise ConfigError(
@@ -141,13 +144,25 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     return config
 
 
+def benchmark_dataset(config: dict, name: str, seed: int) -> str:
+    """The data set (a ``datasets`` key) benchmark ``name`` reads at run seed ``seed``: its
+    ``dataset``, with ``{seed}`` filled in (a variant per seed, e.g. ImageNet-R's split)."""
+    return str(config["benchmarks"][name]["dataset"]).replace("{seed}", str(int(seed)))
+
+
+def benchmark_datasets(config: dict, name: str) -> list[str]:
+    """Every data set benchmark ``name`` reads over its seeds (one unless ``dataset`` has ``{seed}``)."""
+    seeds = config["benchmarks"][name].get("seeds") or config.get("seeds") or [0]
+    return list(dict.fromkeys(benchmark_dataset(config, name, s) for s in seeds))
+
+
 def _check_tuning_sizes(config: dict) -> None:
     """Tuned learning rates are scaled by nominal sizes (App. D.1): every benchmark's data set needs one."""
     if not (config.get("tuning") or {}).get("enabled"):
         return
     from .training.tuning_protocol import nominal_train_size
 
-    for name in sorted({b["dataset"] for b in config["benchmarks"].values()}):
+    for name in sorted({d for b in config["benchmarks"] for d in benchmark_datasets(config, b)}):
         try:
             nominal_train_size(name, config["datasets"][name])
         except ValueError as e:

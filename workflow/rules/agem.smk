@@ -17,13 +17,11 @@ def _agem_outputs(kind):
 
 
 def _fig3_runs(w):
-    b = bench_wildcards(w.benchmark)
-    return expand(
-        f"{R}/runs/{{learner}}/{b['dataset']}/{b['backbone']}/{b['scenario']}/seed{{seed}}/eps{{eps}}/base/metrics.json",
-        learner=[l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
-                 if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)],
-        seed=bench_seeds(w.benchmark), eps=[e for e in FIG3_EPS if e in bench_eps(w.benchmark)],
-    )
+    learners = [l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
+                if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)]
+    eps = [e for e in FIG3_EPS if e in bench_eps(w.benchmark)]
+    return [f for l in learners for f in run_files(l, w.benchmark, "metrics")
+            if f.endswith("/base/metrics.json") and any(f"/eps{e}/" in f for e in eps)]
 
 
 def fig3_files():
@@ -38,12 +36,40 @@ def fig3_files():
     ]
 
 
+def _agem_tuning_files(w):
+    if not TUNE:
+        return []
+    return expand(
+        f"{R}/tuning_agem/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS
+    )
+
+
 if AGEM:
-    if TUNE and not HEAD_LEARNERS:
-        raise WorkflowError(
-            "config key 'learners': agem_head and desai_head reuse the head learners' tuned DP-SGD hyperparameters "
-            "(App. D.4); add peft_head to learners or set tuning.enabled: false"
-        )
+    # DP-A-GEM's own Optuna study (issue 14 item 3): the same ranges and tuning set as the head
+    # learners plus its buffer rate, each trial running its two-task loop (dpcl.learners.agem)
+    rule tune_agem:
+        input:
+            features=f"{R}/features/{{dataset}}/{{backbone}}/{TUNE_SPLIT}.npz",
+            scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+        output:
+            expand(f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
+        params:
+            epsilons=config["epsilons"],
+            eps_tags=EPS,
+            delta=config["delta"],
+            trials=config["tuning"]["trials"],
+            protocol=config["tuning"]["protocol"],
+            dataset_cfg=lambda w: config["datasets"][w.dataset],
+            dpsgd=config["dpsgd"],
+            agem_buffer_fraction=config["agem"]["buffer_fraction"],
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
+        log:
+            f"{R}/logs/tune_agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        script:
+            "../scripts/tune_heads.py"
 
     rule agem:
         input:
@@ -51,7 +77,7 @@ if AGEM:
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
             labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=AGEM_METHODS),
-            tuned=_tuning_files,
+            tuned=_agem_tuning_files,
         output:
             metrics=_agem_outputs("metrics"),
             privacy=_agem_outputs("privacy"),

@@ -12,9 +12,12 @@ def bench_seeds(name):
     return config["benchmarks"][name].get("seeds") or SEEDS
 
 
-def bench_wildcards(name):
+def bench_wildcards(name, seed=None):
+    """Path parts of a benchmark's runs at ``seed`` (default: its first seed; the data set may be a
+    variant per seed, config key benchmarks.<name>.dataset with {seed})."""
     b = config["benchmarks"][name]
-    return dict(dataset=b["dataset"], backbone=b["backbone"], scenario=scenario_tag(b))
+    seed = bench_seeds(name)[0] if seed is None else seed
+    return dict(dataset=benchmark_dataset(config, name, seed), backbone=b["backbone"], scenario=scenario_tag(b))
 
 
 # DP-SGD learners on cached features sharing one job per seed (heads.smk); DP-A-GEM
@@ -62,17 +65,26 @@ def bench_eps(name):
     return [e for e in EPS if tags is None or e in tags]
 
 
+NONPRIVATE_METHODS = config["nonprivate_label_methods"]
+
+
+def run_settings(learner, name):
+    """(ε tag, label method) pairs a learner runs on a benchmark: its ε × methods, at ε = inf only
+    the nonprivate_label_methods (when set)."""
+    methods = methods_for(learner, name)
+    return [(e, m) for e in bench_eps(name) for m in methods
+            if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS]
+
+
 def run_files(learner, name, kind):
     """Per-run files of a learner on a benchmark. The per-seed jobs of the cached-feature
     learners compute every global (ε, method) anyway; a benchmark's own lists only restrict
     what is requested, which is what bounds the FiLM jobs (one per run and task)."""
     if learner not in bench_learners(name):
         return []
-    w = bench_wildcards(name)
-    return expand(
-        f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{{seed}}/eps{{eps}}/{{method}}/{kind}.json",
-        seed=bench_seeds(name), eps=bench_eps(name), method=methods_for(learner, name),
-    )
+    settings = run_settings(learner, name)
+    return [f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{s}/eps{e}/{m}/{kind}.json"
+            for s in bench_seeds(name) for w in (bench_wildcards(name, s),) for e, m in settings]
 
 
 def report_files(learner, name):

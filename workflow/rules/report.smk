@@ -41,12 +41,13 @@ rule summary_table:
 
 rule blurry_figure:
     input:
-        lambda w: f"{RES}/{config['benchmarks'][w.benchmark]['dataset']}/MANIFEST.json",
+        lambda w: f"{RES}/{bench_wildcards(w.benchmark)['dataset']}/MANIFEST.json",
     output:
         multiext(f"{R}/figures/{{benchmark}}_blurry_samples", ".png", ".pdf"),
     params:
         bench=lambda w: config["benchmarks"][w.benchmark],
-        dataset_cfg=lambda w: config["datasets"][config["benchmarks"][w.benchmark]["dataset"]],
+        dataset=lambda w: bench_wildcards(w.benchmark)["dataset"],  # the first seed's (a variant per seed)
+        dataset_cfg=lambda w: config["datasets"][bench_wildcards(w.benchmark)["dataset"]],
         seed=lambda w: bench_seeds(w.benchmark)[0],
     threads: 1
     resources:

@@ -1,4 +1,5 @@
-"""Tune the head learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.heads.tune_head_learners)."""
+"""Tune the head learners' (or, rule tune_agem, DP-A-GEM's) DP-SGD hyperparameters for one seed
+(thin: dpcl.stages.heads.tune_head_learners)."""
 
 from dpcl.io import tee_stderr
 from dpcl.stages.heads import tune_head_learners
@@ -9,4 +10,4 @@ d = sm.params.dpsgd
 tune_head_learners(sm.input.features, sm.input.scenario, sm.wildcards.dataset, dict(sm.params.dataset_cfg),
                    sm.params.protocol, sm.params.epsilons, sm.params.delta,
                    dict(zip(sm.params.eps_tags, sm.output, strict=True)), sm.params.trials, d["epochs"],
-                   d["normaliser"])  # fmt: skip
+                   d["normaliser"], sm.params.get("agem_buffer_fraction"))  # fmt: skip

@@ -308,3 +308,50 @@ def run_agem_head(
     if out is not None:
         out["head"] = head
     return preds, records, stats
+
+
+def tune_agem_head(
+    x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: int, buffer_fraction: float,
+    n_trials: int = 20, epochs: float = 40.0, normaliser: float = 128.0,
+    tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None,
+) -> dict:  # fmt: skip
+    """DP-A-GEM's own Optuna study (App. D.1 ranges plus the buffer's sampling rate) on a tuning set.
+
+    Each trial runs the learner's own two-task loop (:func:`train_agem_task`) on the 70 % part:
+    ``tasks`` are the two tasks' classes (labels of ``y``; default: the classes in two halves; the
+    workflow passes the benchmark's first two tasks, :func:`dpcl.training.tuning_protocol.tuning_plan`),
+    task 0's reference part (``buffer_fraction``, :func:`reference_mask`) is kept as the buffer and
+    reread at every step of task 1 at the trial's buffer rate; both noise multipliers come from
+    the RDP accountant at (ε, δ) (the buffer's for its one later task); the score is the final
+    accuracy on the 30 % of both tasks.
+    """
+    from ..privacy.sgd_accounting import noise_multiplier
+    from ..training.tuning import tune_dpsgd
+
+    classes = np.unique(y)
+    tasks = [list(t) for t in (tasks if tasks is not None else np.array_split(classes, 2))]
+    if len(tasks) != 2 or not all(tasks) or sorted(c for t in tasks for c in t) != classes.tolist():
+        raise ValueError(f"DP-A-GEM's tuning needs two tasks of classes covering the tuning set's {classes.tolist()}, "
+                         f"got {tasks}")  # fmt: skip
+    rows = [np.searchsorted(classes, t) for t in tasks]  # the tuning loop's label rows of each task
+    ref_sigmas: dict[tuple[float, int], float] = {}
+
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, buffer_sample_rate) -> float:
+        key = (buffer_sample_rate, cfg.steps)  # the buffer is reread by the one later task's steps
+        if key not in ref_sigmas:
+            ref_sigmas[key] = 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
+        # the Base Dataset setting (Fig. 3): every tuning class is in the label space from task 0
+        head, active = LinearHead(x.shape[1], n_classes), np.ones(n_classes, dtype=bool)
+        in_ref = reference_mask(tr, buffer_fraction, int(gen.integers(2**31)))
+        first = np.isin(yy[tr], rows[0])
+        t0, buf = tr[first & ~in_ref], tr[first & in_ref]
+        gen_ref = np.random.default_rng(gen.integers(2**63))
+        train_agem_task(head, x[t0], yy[t0], None, None, cfg, sigma, buffer_sample_rate, 0.0, gen, gen_ref, active)
+        t1 = tr[~first]
+        train_agem_task(head, x[t1], yy[t1], x[buf], yy[buf], cfg, sigma, buffer_sample_rate,
+                        ref_sigmas[key], gen, gen_ref, active)  # fmt: skip
+        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+    res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
+                     keys=(LEARNER,), buffer_rate=True)  # fmt: skip
+    return res | {"learner": LEARNER, "buffer_fraction": buffer_fraction, "tasks": [[int(c) for c in t] for t in tasks]}

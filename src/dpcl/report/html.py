@@ -114,15 +114,18 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
         else:
             key = "other"
         groups.setdefault(key, []).append(f)
-    shared = {k: config[k] for k in ("seeds", "epsilons", "delta", "label_methods", "head_label_methods", "learners", "dpsgd",
-                                   "tuning", "agem", "aggregation", "film")
+    from ..config import benchmark_datasets
+
+    shared = {k: config[k] for k in ("seeds", "epsilons", "delta", "label_methods", "head_label_methods",
+                                   "nonprivate_label_methods", "learners", "dpsgd", "tuning", "agem", "aggregation",
+                                   "film")
               if k in config}  # fmt: skip
     sections = []
     for name in config.get("benchmarks", {}):
         if f"bench {name}" in groups:
             b = config["benchmarks"][name]
             cfg = {"benchmarks": {name: b}, **shared,
-                   "datasets": {b["dataset"]: config.get("datasets", {}).get(b["dataset"])},
+                   "datasets": {d: config.get("datasets", {}).get(d) for d in benchmark_datasets(config, name)},
                    "backbones": {b["backbone"]: config.get("backbones", {}).get(b["backbone"])}}  # fmt: skip
             sections.append(
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.scenarios import Scenario
+from ..io import read_json
 from ..privacy.accounting import Budget
 from .common import (
     config_target,
@@ -111,6 +112,16 @@ def run_desai(
 AGEM_LEARNERS = {"agem_head": run_agem, "desai_head": run_desai}
 
 
+def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None) -> dict:
+    """The ``agem`` block with the tuned buffer rate of ``tuned_path`` (a DP-A-GEM tuning result), if given."""
+    if tuned_path is None:
+        return dict(agem_cfg)
+    res = read_json(tuned_path)
+    if "best_buffer_sample_rate" not in res:
+        raise ValueError(f"{tuned_path} is not a DP-A-GEM tuning result (no buffer rate); rerun its tune_agem job")
+    return {**agem_cfg, "buffer_sample_rate": float(res["best_buffer_sample_rate"])}
+
+
 def agem_sweep(
     train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
     dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
@@ -121,8 +132,8 @@ def agem_sweep(
     {learner: (metrics, privacy, diagnostics)}} or, for ``agem_head`` alone, {labels, metrics, privacy,
     diagnostics}.
 
-    ``tuned`` maps ε tags to the head learners' tuning results: like the paper (App. D.4),
-    DP-A-GEM reuses the PEFT method's DP-SGD hyperparameters.
+    ``tuned`` maps ε tags to DP-A-GEM's own tuning results (:func:`dpcl.learners.agem.tune_agem_head`):
+    its DP-SGD config scaled to a task and its buffer rate, which replaces ``agem.buffer_sample_rate``.
     """
     unknown = sorted(set(learners) - set(AGEM_LEARNERS))
     if unknown:
@@ -133,7 +144,8 @@ def agem_sweep(
         for learner in learners:
             t0 = time.perf_counter()
             cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-            metrics, privacy, diag = AGEM_LEARNERS[learner](train, test, sc, labels, int(sc.seed), cfg, agem_cfg, cache,
+            agem = tuned_agem(agem_cfg, tuned_path)
+            metrics, privacy, diag = AGEM_LEARNERS[learner](train, test, sc, labels, int(sc.seed), cfg, agem, cache,
                                                             backbone, config_target(labels, targets), protocol)  # fmt: skip
             paths = run["outputs"][learner] if "outputs" in run else (run["metrics"], run["privacy"],
                                                                        run.get("diagnostics"))  # fmt: skip

@@ -106,17 +106,21 @@ def head_learner_sweep(
 def tune_head_learners(
     features_path: str | Path, scenario_path: str | Path, dataset: str, dataset_cfg: dict, protocol: str,
     epsilons: list[float], delta: float, outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
+    agem_buffer_fraction: float | None = None,
 ) -> None:  # fmt: skip
     """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the tuning set of
     ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`: the public tuning split's, or
     as the paper the private training data's, first-task classes) read from ``features_path`` (the
-    plan's split), and write each result with the configs scaled to the runs."""
+    plan's split), and write each result with the configs scaled to the runs. With
+    ``agem_buffer_fraction`` the study is DP-A-GEM's own (:func:`dpcl.learners.agem.tune_agem_head`:
+    its two-task loop over the first two tasks' classes, and its buffer rate)."""
     from ..features import load_feature_cache
+    from ..learners.agem import tune_agem_head
     from ..training.tuning import tune_head
     from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
 
     sc = Scenario.from_dict(read_json(scenario_path))
-    plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol)
+    plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol, 1 if agem_buffer_fraction is None else 2)
     x, y, _, meta = load_feature_cache(features_path)
     if meta.get("split", plan.split) != plan.split:
         raise ValueError(f"{features_path} caches split {meta.get('split')!r}, the {protocol} protocol tunes on "
@@ -124,7 +128,11 @@ def tune_head_learners(
     rows = tuning_rows(y, plan, int(sc.seed))
     for eps in epsilons:
         t0 = time.perf_counter()
-        res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+        if agem_buffer_fraction is None:
+            res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+        else:
+            res = tune_agem_head(x[rows], y[rows], eps, delta, int(sc.seed), agem_buffer_fraction, n_trials, epochs,
+                                 normaliser, plan.tasks)  # fmt: skip
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
         log(f"tuned seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "

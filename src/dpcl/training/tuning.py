@@ -27,10 +27,8 @@ from .heads import DPSGDConfig, LinearHead, train_head
 from .tuning_protocol import TRAIN_FRACTION
 
 # (train indices, validation indices, label rows 0..n_classes-1, n_classes, config, noise
-#  multiplier, the trial's generator) -> validation accuracy
-TrainAndScore = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, int, DPSGDConfig, float, np.random.Generator], float
-]
+#  multiplier, the trial's generator[, buffer_sample_rate=...]) -> validation accuracy
+TrainAndScore = Callable[..., float]
 
 LR_RANGE = (1e-7, 1e-2)
 CLIP_RANGE = (0.2, 10.0)
@@ -60,14 +58,18 @@ def tune_dpsgd(
     normaliser: float = 128.0,
     keys: tuple = (),
     log: Callable[[str], None] | None = None,
+    buffer_rate: bool = False,
 ) -> dict:
     """Optuna GP search of (lr, expected batch size, clip) over Table A2's ranges (App. D.1).
 
     The tuning set (labels ``y``) is split 70:30; each trial trains on the 70 % with
     ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
     (q, steps), and is scored on the 30 %. Returns the best config as tuned (``best``, not yet
-    scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial. ``keys`` name the learner's random streams
-    (empty for the head learners); ``log`` gets one line per finished trial.
+    scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial.
+    ``keys`` name the learner's random streams (empty for the head learners); ``log`` gets one
+    line per finished trial. ``buffer_rate`` also searches a memory buffer's Poisson rate
+    (DP-A-GEM) over [10 / tuning-train size, 1] (log), passed to ``train_and_score`` as
+    ``buffer_sample_rate`` and returned as ``best_buffer_sample_rate``.
     """
     import optuna
 
@@ -87,6 +89,8 @@ def tune_dpsgd(
         lr = trial.suggest_float("lr", *LR_RANGE, log=True)
         batch = trial.suggest_int("batch_size", MIN_BATCH, n_tr, log=True)
         clip = trial.suggest_float("clip", *CLIP_RANGE, log=True)
+        extra = {"buffer_sample_rate": trial.suggest_float("buffer_sample_rate", MIN_BATCH / n_tr, 1.0, log=True)
+                 } if buffer_rate else {}  # fmt: skip
         cfg = DPSGDConfig(sample_rate=batch / n_tr, epochs=epochs, lr=lr, clip=clip, normaliser=normaliser)
         key = (cfg.sample_rate, cfg.steps)
         if key not in sigmas:
@@ -94,10 +98,11 @@ def tune_dpsgd(
                 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
             )
         gen = rng(seed, "tuning", *keys, "trial", trial.number)
-        acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen))
+        acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen, **extra))
         if log is not None:
             log(f"trial {trial.number + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
-                f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g} -> accuracy {100 * acc:.1f} %")  # fmt: skip
+                f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g}"
+                + "".join(f", {k} {v:.3g}" for k, v in extra.items()) + f" -> accuracy {100 * acc:.1f} %")  # fmt: skip
         return acc
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -113,6 +118,7 @@ def tune_dpsgd(
             "clip": best["clip"],
             "normaliser": normaliser,
         },
+        **({"best_buffer_sample_rate": best["buffer_sample_rate"]} if buffer_rate else {}),
         "best_validation_accuracy": study.best_value,
         "best_params": best,
         "tuning_set": {

@@ -92,11 +92,15 @@ class TuningPlan:
 
     protocol: str
     split: str  # "tune" (public) or "train" (private, the paper's)
-    classes: tuple[int, ...]
+    tasks: tuple[tuple[int, ...], ...]  # the tuning set's classes, per (pseudo-)task
     per_class: int | None  # images kept per class (seeded subset); None keeps all of the split's
-    nominal_tuning_train: float  # 70 % of the nominal tuning set
+    nominal_tuning_train: float  # 70 % of the nominal tuning set of one (pseudo-)task
     nominal_task: float  # the mean task's nominal training set
     nominal_all: float  # the whole nominal training set (Non-CL)
+
+    @property
+    def classes(self) -> tuple[int, ...]:
+        return tuple(c for t in self.tasks for c in t)
 
     @property
     def private(self) -> bool:
@@ -111,24 +115,29 @@ class TuningPlan:
         return asdict(self) | {"factor_per_task": self.factor(""), "factor_all_tasks": self.factor("noncl_head")}
 
 
-def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: str) -> TuningPlan:
+def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: str, n_tasks: int = 1) -> TuningPlan:
     """The tuning set of a benchmark on data set ``name`` (config ``cfg``) whose scenario has
-    ``task_classes``, under ``protocol`` (see the module docstring)."""
+    ``task_classes``, under ``protocol`` (see the module docstring): one task's classes, or with
+    ``n_tasks`` = 2 (DP-A-GEM's two-task loop) the first two tasks' (5-datasets, paper protocol:
+    the CIFAR-10 classes in two halves)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"tuning.protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    if not 1 <= n_tasks <= len(task_classes):
+        raise ValueError(f"a tuning set of {n_tasks} tasks needs a scenario with as many ({len(task_classes)})")
     n_classes = len({c for cs in task_classes for c in cs})
     total = nominal_train_size(name, cfg) * n_classes / N_CLASSES[base_name(name)]
     task = total / len(task_classes)
-    first = tuple(int(c) for c in task_classes[0])
+    tasks = tuple(tuple(int(c) for c in cs) for cs in task_classes[:n_tasks])
+    per_class, per_task = None, sum(len(t) for t in tasks) / n_tasks
     if protocol == "public":
-        per_class = _public_tune_per_class(name, cfg)
-        return TuningPlan(protocol, "tune", first, None, TRAIN_FRACTION * per_class * len(first), task, total)
+        tune = _public_tune_per_class(name, cfg)
+        return TuningPlan(protocol, "tune", tasks, None, TRAIN_FRACTION * tune * per_task, task, total)
     if base_name(name) == "five_datasets":
-        classes = FIVE_DATASETS_TUNING_CLASSES
-        per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(classes)))
-        return TuningPlan(protocol, "train", classes, per_class, TRAIN_FRACTION * per_class * len(classes), task, total)
-    per_class_nominal = total / n_classes
-    return TuningPlan(protocol, "train", first, None, TRAIN_FRACTION * per_class_nominal * len(first), task, total)
+        tasks = tuple(tuple(int(c) for c in h) for h in np.array_split(FIVE_DATASETS_TUNING_CLASSES, n_tasks))
+        per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(FIVE_DATASETS_TUNING_CLASSES)))
+        return TuningPlan(protocol, "train", tasks, per_class,
+                          TRAIN_FRACTION * per_class * len(FIVE_DATASETS_TUNING_CLASSES) / n_tasks, task, total)  # fmt: skip
+    return TuningPlan(protocol, "train", tasks, None, TRAIN_FRACTION * total / n_classes * per_task, task, total)
 
 
 def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
