@@ -469,7 +469,8 @@ def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path
     write_json(tmp_path / "labels.json", {"epsilon_tag": "1", "tasks": [{"labels": [0, 1]}, {"labels": [2]}]})
     configured = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
     tuned = {**configured, "sample_rate": 0.25, "lr": 3e-4}
-    write_json(tmp_path / "tuned.json", {"dpsgd": tuned, "epsilon": 1.0})
+    write_json(tmp_path / "tuned.json", {"best": tuned, "dpsgd": tuned, "dpsgd_all_tasks": tuned, "protocol": "public",
+                                         "epsilon": 1.0})  # fmt: skip
     cfg = DPSGDConfig(**configured)
     for t, labels in enumerate([[0, 1], [2]]):  # records of members trained with the configured values
         write_json(tmp_path / f"task{t}.json", {"labels": labels, "sample_rate": cfg.sample_rate, "steps": cfg.steps,

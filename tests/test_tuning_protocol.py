@@ -180,3 +180,16 @@ def test_dp_agem_tunes_on_two_tasks_of_the_benchmarks_shape():
     assert five.factor("agem_head") == pytest.approx(20, rel=1e-3)  # a half-sized pseudo-task
     with pytest.raises(ValueError, match="needs a scenario with as many"):
         tuning_plan("cifar100", {}, CIFAR100_TASKS[:1], "public", n_tasks=2)
+
+
+def test_every_paper_table_says_how_its_runs_were_tuned():
+    from dpcl.report.paper_tables import build_paper_tables
+    from dpcl.training.tuning_protocol import protocol_note
+
+    paper = protocol_note({"enabled": True, "trials": 20, "protocol": "paper"})
+    assert "private training data" in paper and "not accounted" in paper and "mean) task" in paper
+    assert "PUBLIC" in protocol_note({"enabled": True, "protocol": "public"})
+    assert "not tuned" in protocol_note({"enabled": False})
+    bench = {"split_cifar100": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "disjoint", "n_tasks": 10}}
+    tables = build_paper_tables({"split_cifar100": []}, bench, notes=[paper])
+    assert {t.table for t in tables} >= {"A3", "A10", "F1", "F2"} and all(t.notes[-1] == paper for t in tables)

@@ -25,6 +25,7 @@ rule paper_tables:
     params:
         runs=_paper_table_runs(),
         benchmarks=config["benchmarks"],
+        tuning=config["tuning"],  # a table note says how the runs were tuned
     threads: 1
     resources:
         mem_mb=2000,

@@ -644,11 +644,12 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
 
 
 def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mapping[str, Mapping],
-                       reference: pd.DataFrame | None = None) -> list[PaperTable]:  # fmt: skip
+                       reference: pd.DataFrame | None = None, notes: Sequence[str] = ()) -> list[PaperTable]:  # fmt: skip
     """Tables A3-A10, F1, F2 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
 
     ``records``: benchmark name -> its runs' metrics dicts (ε as a tag); ``benchmarks``: the config's
-    ``benchmarks`` entries; ``reference``: the published numbers (default: the shipped copy).
+    ``benchmarks`` entries; ``reference``: the published numbers (default: the shipped copy); ``notes``
+    end every table (e.g. how the hyperparameters were tuned).
     """
     unknown = sorted(set(records) - set(benchmarks))
     if unknown:
@@ -674,6 +675,7 @@ def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mappin
             t.notes.append(
                 "The paper reports Table A9 over three seeds (App. F.3); ours over the seeds above."
             )
+        t.notes.extend(notes)
     return tables
 
 

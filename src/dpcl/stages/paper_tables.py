@@ -1,4 +1,5 @@
-"""Stage of ``workflow/rules/paper_tables.smk``: paper 000 Tables A3-A10 beside the published numbers."""
+"""Stage of ``workflow/rules/paper_tables.smk``: paper 000 Tables A3-A10 and paper 003 Tables F.1, F.2
+beside the published numbers."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from .common import (
 
 
 def build_paper_tables(
-    metrics_paths: dict[str, list[str | Path]], benchmarks: dict[str, dict], out_dir: str | Path
+    metrics_paths: dict[str, list[str | Path]], benchmarks: dict[str, dict], out_dir: str | Path,
+    tuning: dict | None = None,
 ) -> list[Path]:
-    """Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) from every run of every benchmark, beside the
-    published numbers: ``out_dir/table_<ID>.{csv,md,tex}``; ``metrics_paths``: benchmark -> its metrics.json."""
+    """Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) and paper 003's F.1, F.2 from every run of every
+    benchmark, beside the published numbers: ``out_dir/table_<ID>.{csv,md,tex}``; ``metrics_paths``:
+    benchmark -> its metrics.json; ``tuning``: the config's block (a note says how the runs were tuned)."""
     from ..report import paper_tables
+    from ..training.tuning_protocol import protocol_note
 
     records = {name: read_records(paths) for name, paths in metrics_paths.items()}
-    written = paper_tables.write_paper_tables(paper_tables.build_paper_tables(records, benchmarks), out_dir)
+    tables = paper_tables.build_paper_tables(records, benchmarks, notes=[protocol_note(tuning)])
+    written = paper_tables.write_paper_tables(tables, out_dir)
     log(f"paper tables: wrote {len(written)} files to {out_dir}")
     return written
