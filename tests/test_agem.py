@@ -237,7 +237,7 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
     res = tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=3, epochs=1)
     n_tr = len(split_tuning_set(np.unique(y, return_inverse=True)[1], 2, "agem_head")[0])
     assert len(res["trials"]) == 3 and len(calls) == 6 and res["learner"] == "agem_head"
-    for trial, (first, second) in zip(res["trials"], zip(calls[::2], calls[1::2]), strict=True):
+    for trial, (first, second) in zip(res["trials"], zip(calls[::2], calls[1::2], strict=True), strict=True):
         q = trial["params"]["buffer_sample_rate"]
         assert MIN_BATCH / n_tr <= q <= 1.0
         # two pseudo-tasks over the class rows {0, 1} and {2, 3}; the buffer holds task 0's rows only
