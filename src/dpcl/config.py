@@ -74,10 +74,23 @@ def _description(root: dict, error: jsonschema.ValidationError) -> str | None:
     return found
 
 
+def _unknown_keys(error: jsonschema.ValidationError) -> str:
+    """``unknown key 'epsilon' at top level; did you mean 'epsilons'?`` for each key the schema
+    does not know (never the whole instance: defaults filled in would read as the user's)."""
+    import difflib
+
+    allowed = sorted((error.schema if isinstance(error.schema, dict) else {}).get("properties", {}))
+    where = f"in '{_path(error)}'" if error.absolute_path else "at top level"
+    out = []
+    for key in sorted(set(error.instance) - set(allowed), key=str):
+        close = difflib.get_close_matches(str(key), allowed, n=1)
+        out.append(f"unknown key {key!r} {where}" + (f"; did you mean {close[0]!r}?" if close else "")
+                   + f" (allowed keys: {', '.join(allowed)})")  # fmt: skip
+    return "\n  ".join(out)
+
+
 def _allowed(error: jsonschema.ValidationError, root: dict) -> str:
     s = error.schema if isinstance(error.schema, dict) else {}
-    if error.validator == "additionalProperties":
-        return f"unknown key; allowed keys: {sorted(s.get('properties', {}))}"
     if error.validator == "propertyNames":
         names = s.get("propertyNames", {})
         allowed = names.get("enum") or f"names matching {names.get('pattern')}"
@@ -88,6 +101,42 @@ def _allowed(error: jsonschema.ValidationError, root: dict) -> str:
     return error.message
 
 
+def _allows_string(node: dict, value: str) -> bool:
+    """Whether schema ``node`` accepts the string ``value`` as it is (type string, a const or enum)."""
+    if value in node.get("enum", ()) or node.get("const") == value:
+        return True
+    types = node.get("type")
+    if types is not None:
+        return "string" in ([types] if isinstance(types, str) else types)
+    branches = node.get("anyOf") or node.get("oneOf")
+    if branches:
+        return any(_allows_string(b, value) for b in branches)
+    return not node  # an unconstrained node keeps strings
+
+
+def coerce_to_schema(value: Any, node: dict) -> Any:
+    """``value`` with strings turned into YAML values where schema ``node`` does not take a string.
+
+    Snakemake parses a structured ``--config`` value (``seeds=[0]``, ``tuning={"trials": 3}``)
+    with YAML's BaseLoader, which keeps every scalar a string; re-reading those strings with the
+    safe loader, guided by the schema (a path or a name stays a string), gives the types a config
+    file would have.
+    """
+    if isinstance(value, str):
+        if _allows_string(node, value):
+            return value
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    if isinstance(value, list):
+        return [coerce_to_schema(v, node.get("items", {})) for v in value]
+    if isinstance(value, dict):
+        props, extra = node.get("properties", {}), node.get("additionalProperties")
+        return {k: coerce_to_schema(v, props.get(k, extra if isinstance(extra, dict) else {})) for k, v in value.items()}
+    return value
+
+
 def _normalise(cfg: dict) -> None:
     cfg["epsilons"] = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in cfg["epsilons"]]
 
@@ -95,6 +144,7 @@ def _normalise(cfg: dict) -> None:
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    config.update(coerce_to_schema(config, schema))  # --config values arrive as strings
     # YAML reads 'inf' as a string and '.inf' as a float: accept both spellings.
     if isinstance(config.get("epsilons"), list):
         config["epsilons"] = ["inf" if isinstance(e, float) and math.isinf(e) and e > 0 else e
@@ -104,6 +154,9 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if errors:
         lines = []
         for err in errors[:10]:
+            if err.validator == "additionalProperties":
+                lines.append(_unknown_keys(err))
+                continue
             lines.append(
                 f"config key '{_path(err)}': value {err.instance!r} is invalid: {_allowed(err, schema)}"
             )
@@ -139,9 +192,58 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"allowed: a subset of {config[key]}"
                 )
     _check_active(config)
+    _check_benchmark_shapes(config)
+    _check_weights(config)
     _check_tuning_sizes(config)
     _normalise(config)
     return config
+
+
+class ConfigWarning(UserWarning):
+    """A valid configuration that probably does not do what its author expects."""
+
+
+def _check_benchmark_shapes(config: dict) -> None:
+    """Task counts against the data sets' published class counts, and ``-parent`` label methods
+    against their hierarchies, before any job runs."""
+    import warnings
+
+    from .data.datasets import HIERARCHIES, N_CLASSES, base_name
+    from .data.label_space import parse_label_method
+
+    for name, bench in config["benchmarks"].items():
+        kinds = {base_name(d) for d in benchmark_datasets(config, name)}
+        n_tasks, scenario = int(bench.get("n_tasks", 5)), bench.get("scenario", "disjoint")
+        for kind in sorted(kinds):
+            key, n_classes = f"benchmarks.{name}.n_tasks", N_CLASSES[kind]
+            if scenario == "datasets":
+                if kind != "five_datasets" or n_tasks != 5:
+                    raise ConfigError(f"config key '{key}': scenario 'datasets' is 5-datasets' (one task per source "
+                                      f"data set): dataset five_datasets with n_tasks 5, got {kind} with {n_tasks}")  # fmt: skip
+            elif scenario != "permuted" and n_tasks > n_classes:
+                raise ConfigError(f"config key '{key}': value {n_tasks} is more tasks than {kind}'s {n_classes} classes")
+            elif scenario == "disjoint" and n_classes % n_tasks:
+                q, r = divmod(n_classes, n_tasks)  # np.array_split: the first r tasks get one class more
+                sizes = "/".join(str(q + (t < r)) for t in range(n_tasks))
+                warnings.warn(f"config key '{key}': the {n_classes} classes of {kind} do not split evenly into "
+                              f"{n_tasks} tasks: {sizes} classes per task", ConfigWarning, stacklevel=3)  # fmt: skip
+            methods = bench.get("label_methods") or config["label_methods"]
+            parent = [m for m in methods if parse_label_method(m).remap == "parent"]
+            if parent and kind not in HIERARCHIES:
+                raise ConfigError(f"config key 'benchmarks.{name}.label_methods': {parent} map labels to parents in "
+                                  f"a class hierarchy, which {kind} does not have (only {', '.join(HIERARCHIES)})")  # fmt: skip
+
+
+def _check_weights(config: dict) -> None:
+    """A checkpoint path in ``backbones.<name>.weights`` must exist before any job runs."""
+    from .backbones import WEIGHT_SOURCES
+
+    for name, b in config["backbones"].items():
+        w = b.get("weights", "timm-pretrained")
+        if w not in WEIGHT_SOURCES and not Path(w).expanduser().is_file():
+            raise ConfigError(f"config key 'backbones.{name}.weights': checkpoint file {w!r} does not exist "
+                              f"(relative paths are read from the working directory, {Path.cwd()}); use an existing "
+                              f"file or one of {list(WEIGHT_SOURCES)}")  # fmt: skip
 
 
 def benchmark_dataset(config: dict, name: str, seed: int) -> str:
@@ -191,8 +293,21 @@ def _eps(v) -> float:
 
 
 def load_config(path: str | Path) -> dict:
-    """Read a YAML config file and validate it."""
-    return validate_config(yaml.safe_load(Path(path).read_text()) or {})
+    """Read a YAML config file and validate it; a missing, unreadable or non-YAML file is a
+    :class:`ConfigError` naming the path."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        reason = "is a directory" if p.is_dir() else "does not exist" if not p.exists() else e.strerror
+        raise ConfigError(f"config file {str(p)!r} {reason}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {str(p)!r} is not valid YAML: {' '.join(str(e).split())}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"config file {str(p)!r} holds a {type(data).__name__}, not a mapping of config keys")
+    return validate_config(data or {})
 
 
 def eps_tag(epsilon: float) -> str:

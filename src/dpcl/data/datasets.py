@@ -237,6 +237,11 @@ DATASETS = (
     "five_datasets",
 )
 VARIANT_SEPARATOR = "__"
+#: classes of every data set kind (published; the config is checked against them before any job)
+N_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10, "notmnist": 10,
+             "imagenet_r": 200, "five_datasets": 50}  # fmt: skip
+#: data set kinds with a published class hierarchy (label methods ``...-parent``): CIFAR-100 fine -> coarse
+HIERARCHIES = ("cifar100",)
 
 
 def base_name(name: str) -> str:

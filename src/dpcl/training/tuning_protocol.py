@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..data.datasets import base_name
+from ..data.datasets import N_CLASSES, base_name
 from ..seeding import rng
 
 PROTOCOLS = ("public", "paper")
@@ -46,8 +46,6 @@ TRAIN_FRACTION = 0.7  # the 70:30 tuning/validation split of App. D.1
 #: images, App. E). A data set without one (notMNIST, hence 5-datasets) needs ``nominal_train_size``.
 OFFICIAL_TRAIN_SIZE = {"fashion_mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
                        "svhn": 73_257, "imagenet_r": 24_000}  # fmt: skip
-N_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10, "notmnist": 10,
-             "imagenet_r": 200, "five_datasets": 50}  # fmt: skip
 #: 5-datasets (App. D.1): tuning on CIFAR-10 (labels 40-49: source 4 of FIVE_DATASETS), 10 % of
 #: the final training size for training and 4.28 % for validation
 FIVE_DATASETS_TUNING_CLASSES = tuple(range(40, 50))
