@@ -73,6 +73,30 @@ def test_feature_extraction_matches_model_and_cache_roundtrip(tmp_path):
     assert np.array_equal(f2, feats) and m2["sha256"] == meta["sha256"] and list(i2) == list(range(0, 20, 2))
 
 
+def test_a_changed_or_truncated_feature_cache_is_refused_by_name(tmp_path):
+    """Issue 18 items 5-6: every read verifies the content hash; a cache rewritten with shuffled
+    labels under its old metadata, or cut short, names the file and the fix instead of being used."""
+    import json
+
+    from dpcl.features import FeatureCacheError
+
+    rng = np.random.default_rng(1)
+    feats, labels = rng.normal(size=(40, 8)).astype(np.float32), np.arange(40) % 4
+    path = tmp_path / "train.npz"
+    meta = save_feature_cache(path, feats, labels, np.arange(40), {"backbone": "x"})
+    load_feature_cache(path)  # verified by default
+    np.savez(tmp_path / "shuffled.npz", features=feats, labels=rng.permutation(labels), index=np.arange(40),
+             meta=np.array(json.dumps(meta)))  # fmt: skip
+    with pytest.raises(FeatureCacheError, match=r"shuffled.npz does not match the content hash.*--forcerun features"):
+        load_feature_cache(tmp_path / "shuffled.npz")
+    data = path.read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(FeatureCacheError, match=r"cut.npz is unreadable or incomplete \(BadZipFile.*delete .*cut.npz"):
+        load_feature_cache(tmp_path / "cut.npz")
+    with pytest.raises(FileNotFoundError):
+        load_feature_cache(tmp_path / "missing.npz")
+
+
 def test_unknown_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(BackboneError, match="does not exist"):
         create_backbone("tf_efficientnet_lite0", str(tmp_path / "missing.pth"))

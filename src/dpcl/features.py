@@ -178,13 +178,30 @@ def save_feature_cache(
     return meta
 
 
+class FeatureCacheError(ValueError):
+    """A feature cache is unreadable, incomplete or not what its metadata says; the message
+    names the file and how to recover."""
+
+
 def load_feature_cache(
-    path: str | Path, verify: bool = False
+    path: str | Path, verify: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
-    """Features, labels, original indices and metadata; ``verify`` re-checks the content hash."""
-    with np.load(path, allow_pickle=False) as z:
-        feats, labels, index = z["features"], z["labels"], z["index"]
-        meta = json.loads(str(z["meta"]))
-    if verify and content_hash(feats, labels, index) != meta["sha256"]:
-        raise ValueError(f"feature cache {path} is corrupt: content hash mismatch")
+    """Features, labels, original indices and metadata; ``verify`` (default) re-checks the content
+    hash recorded when the cache was written (a sha256 over a few MB: ~10 ms per 15 MB on 2 cores),
+    so a cache changed or truncated after it was written is refused by name, never used."""
+    import zipfile
+
+    fix = f"delete {path} (Snakemake rewrites it) or rerun with --forcerun features"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            feats, labels, index = z["features"], z["labels"], z["index"]
+            meta = json.loads(str(z["meta"]))
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError) as e:
+        raise FeatureCacheError(f"feature cache {path} is unreadable or incomplete ({type(e).__name__}: {e}); "
+                                f"{fix}") from None  # fmt: skip
+    if verify and content_hash(feats, labels, index) != meta.get("sha256"):
+        raise FeatureCacheError(f"feature cache {path} does not match the content hash written with it (changed "
+                                f"or damaged after it was written); {fix}")  # fmt: skip
     return feats, labels, index, meta

@@ -63,7 +63,7 @@ def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
 def _load(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     from ..features import load_feature_cache
 
-    feats, labels, _, _ = load_feature_cache(path, verify=True)
+    feats, labels, _, _ = load_feature_cache(path)
     return feats.astype(np.float64), labels.astype(np.int64)
 
 
