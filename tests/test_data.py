@@ -252,3 +252,46 @@ def test_holdout_fraction_sets_aside_a_public_tuning_share(fake_fmnist, tmp_path
     assert np.all(np.bincount(ds.labels[tune], minlength=10) == 4)  # round(0.1 x 40) per class
     _, again = dataset_subset("fashion_mnist", manifest.parent, "tune", cfg)
     assert np.array_equal(tune, again)
+
+
+def test_obtained_files_are_hashed_and_checked_on_every_read(tmp_path):
+    """Issue 18 item 7: MANIFEST.json records every file's sha256; a file changed after it was
+    obtained (another valid gzip), a missing one or a garbage manifest is refused by name."""
+    import gzip
+    import json
+    import shutil
+
+    from conftest import make_fake_fashion_mnist
+
+    from dpcl.data.manifest import ManifestError
+    from dpcl.stages.data import dataset_subset, obtain_dataset
+
+    raw, other = tmp_path / "raw", tmp_path / "other"
+    make_fake_fashion_mnist(raw, n_train_per_class=6, n_test_per_class=2)
+    make_fake_fashion_mnist(other, n_train_per_class=6, n_test_per_class=2, seed=9)
+    cfg = {"source": "local", "local_dir": str(raw), "verify": False, "train_per_class": 4}
+    root = tmp_path / "resources" / "fashion_mnist"
+    obtain_dataset("fashion_mnist", root / "MANIFEST.json", cfg)
+    manifest = json.loads((root / "MANIFEST.json").read_text())
+    assert manifest["format"] == 2 and sorted(manifest["sha256"]) == sorted(p.name for p in raw.iterdir())
+    ds, idx = dataset_subset("fashion_mnist", root, "train", cfg)
+    assert len(idx) == 40
+    images = "train-images-idx3-ubyte.gz"
+    shutil.copy(other / images, root / images)  # a valid gzip of other images
+    with gzip.open(root / images) as f:
+        assert f.read(4) == b"\x00\x00\x08\x03"  # still a well-formed idx file: only the hash can tell
+    with pytest.raises(ManifestError, match=rf"{images} changed after it was obtained.*restore it or delete"):
+        dataset_subset("fashion_mnist", root, "train", cfg)
+    (root / images).unlink()
+    with pytest.raises(ManifestError, match=rf"{images}, obtained with .*MANIFEST.json, is missing"):
+        dataset_subset("fashion_mnist", root, "test", cfg)
+    (root / "MANIFEST.json").write_text("garbage {")
+    with pytest.raises(ManifestError, match=r"MANIFEST.json is not a dpcl manifest.*delete .*MANIFEST.json and rerun"):
+        dataset_subset("fashion_mnist", root, "train", cfg)
+    (root / "MANIFEST.json").write_text(json.dumps({"dataset": "mnist", "files": {}}))
+    with pytest.raises(ManifestError, match="written for data set 'mnist', not 'fashion_mnist'"):
+        dataset_subset("fashion_mnist", root, "train", cfg)
+    shutil.copy(raw / images, root / images)
+    (root / "MANIFEST.json").write_text(json.dumps({"dataset": "fashion_mnist", "files": manifest["files"]}))
+    with pytest.warns(UserWarning, match="no file hashes"):  # an older dpcl's manifest: read, not verified
+        dataset_subset("fashion_mnist", root, "train", cfg)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.datasets import load_dataset, obtain_fashion_mnist, select_per_class
-from ..io import write_json
+from ..data.manifest import write_manifest
 
 
 def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
@@ -34,7 +34,7 @@ def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
         listing = {"folder": folder.name}
     else:
         raise ValueError(f"unknown dataset {name!r}")
-    write_json(manifest, {"dataset": name, "files": listing})
+    write_manifest(dest, name, listing)  # with the sha256 of every file, checked on every read
 
 
 def _obtain_paper_dataset(name: str, kind: str, dest: Path, cfg: dict) -> dict:
@@ -63,8 +63,10 @@ def dataset_subset(name: str, root: str | Path, split: str, cfg: dict):
     that runs use, so hyperparameter tuning touches no private task data. ``pool`` (DP active
     learning, paper 004) is a further part of the training split disjoint from both.
     """
+    from ..data.manifest import verify_manifest
     from ..data.sources import check_obtained_options
 
+    verify_manifest(root, name)  # the files are those obtain_dataset hashed
     check_obtained_options(name, root, cfg)  # e.g. ImageNet-R's split_seed and image_size
     seed = int(cfg.get("subset_seed", 0))
     ds = load_dataset(name, root, "train" if split in ("tune", "pool") else split)
