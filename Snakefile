@@ -82,3 +82,13 @@ rule all:
         paper_table_files(),
         active_report_files(),
     default_target: True
+
+
+# Every rule reruns when the library code its script reaches changes (issue 18 item 8): its
+# parameter dpcl_code is a hash of the script and every dpcl module it imports, transitively
+# (dpcl.provenance.code_hash), and Snakemake's parameter trigger compares it with the last run.
+from dpcl.provenance import code_hash
+
+for _rule in workflow.rules:
+    if _rule.script:
+        _rule.set_params(dpcl_code=code_hash(os.path.join(_rule.basedir, _rule.script)))

@@ -178,3 +178,47 @@ def test_tuning_split_and_tuned_config():
     assert 10 / 56 <= cfg["sample_rate"] <= 1.0
     assert LR_RANGE[0] <= cfg["lr"] <= LR_RANGE[1] and cfg["lr"] == res["best_params"]["lr"]
     assert res == tune_head(x, y, 8.0, 1e-5, seed=1, n_trials=4, epochs=2)  # deterministic per seed
+
+
+def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
+    """Issue 18 item 11: finished trials persist in an Optuna journal; a retried job (after an
+    error or a kill mid-trial) continues after them and ends with the result of one unbroken search."""
+    pytest.importorskip("optuna")
+    import optuna
+
+    from dpcl.training.heads import LinearHead, train_head
+    from dpcl.training.tuning import tune_dpsgd
+
+    y = np.repeat([3, 7], [50, 30])
+    g = np.random.default_rng(0)
+    x = np.where(y[:, None] == 3, 1.0, -1.0) + g.normal(size=(80, 4))
+    calls = []
+
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, fail_at=None):
+        calls.append(cfg.lr)
+        if fail_at is not None and len(calls) == fail_at:
+            raise RuntimeError("node lost")
+        head = LinearHead(x.shape[1], n_classes)
+        train_head(head, x[tr], yy[tr], cfg, sigma, gen)
+        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+    kw = {"n_trials": 5, "epochs": 2}
+    whole = tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw)
+    journal = tmp_path / "eps4.json.optuna-journal"
+    calls.clear()
+    with pytest.raises(RuntimeError, match="node lost"):
+        tune_dpsgd(y, 4.0, 1e-5, 3, lambda *a: train_and_score(*a, fail_at=3), **kw, journal=journal)
+    assert journal.is_file() and len(calls) == 3
+    # a kill mid-trial leaves it RUNNING in the journal: it is redone, not counted
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    study = optuna.load_study(study_name="dpcl", storage=storage)
+    study.ask()
+    calls.clear()
+    resumed = tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=journal)
+    assert len(calls) == 3 and resumed == whole and not journal.exists()  # trials 3-5 only, then removed
+    other = tmp_path / "other.optuna-journal"  # a journal of another search is not resumed
+    calls.clear()
+    with pytest.raises(RuntimeError):
+        tune_dpsgd(y, 8.0, 1e-5, 3, lambda *a: train_and_score(*a, fail_at=2), **kw, journal=other)
+    calls.clear()
+    assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 5

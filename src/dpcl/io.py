@@ -10,12 +10,19 @@ import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def log(msg: str) -> None:
+    """One progress line on stderr (jobs tee it into their log file)."""
+    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _umask() -> int:

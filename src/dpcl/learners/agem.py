@@ -313,7 +313,7 @@ def run_agem_head(
 def tune_agem_head(
     x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: int, buffer_fraction: float,
     n_trials: int = 20, epochs: float = 40.0, normaliser: float = 128.0,
-    tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None,
+    tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None, journal=None,
 ) -> dict:  # fmt: skip
     """DP-A-GEM's own Optuna study (App. D.1 ranges plus the buffer's sampling rate) on a tuning set.
 
@@ -353,5 +353,5 @@ def tune_agem_head(
         return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
     res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
-                     keys=(LEARNER,), buffer_rate=True)  # fmt: skip
+                     keys=(LEARNER,), buffer_rate=True, journal=journal)  # fmt: skip
     return res | {"learner": LEARNER, "buffer_fraction": buffer_fraction, "tasks": [[int(c) for c in t] for t in tasks]}

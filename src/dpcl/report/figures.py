@@ -72,10 +72,14 @@ def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path]
 
 
 def _save(fig, outputs: list[str | Path]) -> None:
+    """PNG/PDF files that depend on the figure alone: no creation date (the same config gives the
+    same bytes, issue 18 item 10)."""
     for out in outputs:
         out = Path(out)
+        fmt = out.suffix.lstrip(".")
+        meta = {"CreationDate": None} if fmt == "pdf" else {}
         with atomic_path(out, suffix=out.suffix) as tmp:
-            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."))
+            fig.savefig(tmp, dpi=150, format=fmt, metadata=meta)
 
 
 def plot_label_drop(epsilons: list[float], deltas: list[float], max_class_size: int, outputs: list[str | Path],

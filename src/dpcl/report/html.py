@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import datetime as _dt
 import html
 import re
 from dataclasses import dataclass, field
@@ -262,15 +261,21 @@ def build_html_report(sections: list[Section], config: dict, out: str | Path, ti
                       version: str | None = None, date: str | None = None) -> None:  # fmt: skip
     """Write one self-contained HTML page: a table of contents, a section per group of files
     (each with the config entries behind it) and the full validated config at the end."""
+    from ..provenance import provenance
+
+    prov = provenance()
     if version is None:
-        from .. import __version__ as version
-    date = date or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        version = prov["dpcl"] or "unknown"
+    # no generation time (the same config gives the same bytes, issue 18 item 10): the code and
+    # package versions identify what produced the page
+    made = (f"commit {prov['commit'] or 'unknown'}, library {prov['library_sha256']}, "
+            + ", ".join(f"{k} {v}" for k, v in prov["packages"].items() if v) + (f"; {date}" if date else ""))
     missing = [str(f) for s in sections for f in s.files if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"report inputs missing: {missing[:5]}{' …' if len(missing) > 5 else ''}")
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
              f"<style>{_CSS}</style></head><body>",
-             f"<h1>{_esc(title)}</h1><p>dpcl {_esc(version)}, generated {_esc(date)}. Every table and figure of "
+             f"<h1>{_esc(title)}</h1><p>dpcl {_esc(version)} ({_esc(made)}). Every table and figure of "
              "this run; each section shows the config entries that produced it, the full config is at the end."
              "</p>"]  # fmt: skip
     toc = ["<nav><h2>Contents</h2><ul>"]

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from ..active.grid import parse_method, parse_schedule_key, plan_for, run_cells, tag
-from ..io import read_json, write_json, write_npz
+from ..io import log, read_json, write_json, write_npz
+from ..provenance import provenance
 from ..seeding import rng
-from .common import NON_PRIVATE, log
+from .common import NON_PRIVATE
 
 
 def imbalanced_subset(labels: np.ndarray, imbalance: float, seed: int) -> np.ndarray:
@@ -108,8 +109,8 @@ def run_active_seed(
             )  # fmt: skip
             metrics |= {"method": cell["method"], "pool": pool_variant, "seed": seed}
             run_dir = Path(out_root) / cell["key"] / f"seed{seed}"
-            write_json(run_dir / "metrics.json", metrics)
-            write_json(run_dir / "privacy.json", privacy)
+            write_json(run_dir / "metrics.json", metrics | {"provenance": provenance()})
+            write_json(run_dir / "privacy.json", privacy | {"provenance": provenance()})
             write_json(run_dir / "diagnostics.json", {"non_private": NON_PRIVATE} | diag)
             write_npz(run_dir / "head.npz", w=head.w, b=head.b)
             log(f"active {pool_variant} seed {seed} {cell['key']}: accuracy {metrics['final_accuracy']:.4f}, "

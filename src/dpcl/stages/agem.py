@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from ..data.scenarios import Scenario
-from ..io import read_json
+from ..io import log, read_json
 from ..privacy.accounting import Budget
 from .common import (
     config_target,
     feature_runs,
     finish_run,
     hyperparameters_note,
-    log,
     parse_eps,
     read_records,
     release_rng,

@@ -4,8 +4,6 @@ verified ledger and the non-private diagnostics (the release boundary, DESIGN §
 from __future__ import annotations
 
 import math
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,10 +17,6 @@ from ..metrics import accuracy_matrix, average_accuracy, average_forgetting, wor
 from ..privacy.accounting import Budget
 from ..privacy.ledger import Ledger, split_public
 from ..seeding import rng
-
-
-def log(msg: str) -> None:
-    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def parse_eps(v) -> float:
@@ -186,10 +180,14 @@ def finish_run(
 
 
 def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
-    """A run's files: privacy.json (release), diagnostics.json (non-private), metrics.json last."""
-    write_json(run["privacy"], privacy)
+    """A run's files: privacy.json (release), diagnostics.json (non-private), metrics.json last; the
+    release and the metrics record what produced them (dpcl version, commit, library hash, package
+    versions: :func:`dpcl.provenance.provenance`)."""
+    from ..provenance import provenance
+
+    write_json(run["privacy"], privacy | {"provenance": provenance()})
     write_json(run.get("diagnostics") or Path(run["privacy"]).with_name("diagnostics.json"), diagnostics)
-    write_json(run["metrics"], metrics)
+    write_json(run["metrics"], metrics | {"provenance": provenance()})
 
 
 def feature_runs(train_path, test_path, scenario_path, runs, threads, tuned):

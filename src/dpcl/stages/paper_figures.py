@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..io import read_json
+from ..io import log, read_json
 from .common import (
-    log,
     read_records,
 )
 from .data import dataset_subset

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..io import log
 from .common import (
-    log,
     read_records,
 )
 

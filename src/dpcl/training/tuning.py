@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -59,6 +60,7 @@ def tune_dpsgd(
     keys: tuple = (),
     log: Callable[[str], None] | None = None,
     buffer_rate: bool = False,
+    journal: str | Path | None = None,
 ) -> dict:
     """Optuna GP search of (lr, expected batch size, clip) over Table A2's ranges (App. D.1).
 
@@ -70,6 +72,12 @@ def tune_dpsgd(
     line per finished trial. ``buffer_rate`` also searches a memory buffer's Poisson rate
     (DP-A-GEM) over [10 / tuning-train size, 1] (log), passed to ``train_and_score`` as
     ``buffer_sample_rate`` and returned as ``best_buffer_sample_rate``.
+
+    Resumable: with ``journal`` (a file path) every finished trial is kept in an Optuna journal
+    file, and a rerun of the same search (a SLURM retry or requeue) continues after the last
+    finished trial instead of starting over; a trial cut off mid-way is redone. Trial k's
+    sampler and training noise are seeded by (seed, keys, k), so a resumed search gives exactly
+    the result of an uninterrupted one. The journal is removed once the search is complete.
     """
     import optuna
 
@@ -85,7 +93,7 @@ def tune_dpsgd(
         )
     sigmas: dict[tuple[float, int], float] = {}
 
-    def objective(trial: optuna.Trial) -> float:
+    def objective(trial: optuna.Trial, k: int) -> float:
         lr = trial.suggest_float("lr", *LR_RANGE, log=True)
         batch = trial.suggest_int("batch_size", MIN_BATCH, n_tr, log=True)
         clip = trial.suggest_float("clip", *CLIP_RANGE, log=True)
@@ -97,20 +105,26 @@ def tune_dpsgd(
             sigmas[key] = (
                 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
             )
-        gen = rng(seed, "tuning", *keys, "trial", trial.number)
+        gen = rng(seed, "tuning", *keys, "trial", k)
         acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen, **extra))
         if log is not None:
-            log(f"trial {trial.number + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
+            log(f"trial {k + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
                 f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g}"
                 + "".join(f", {k} {v:.3g}" for k, v in extra.items()) + f" -> accuracy {100 * acc:.1f} %")  # fmt: skip
         return acc
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.GPSampler(seed=int(rng(seed, "tuning", *keys, "sampler").integers(2**31)))
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    study.optimize(objective, n_trials=n_trials)
-    best = study.best_params
-    return {
+    fingerprint = repr((float(epsilon), float(delta), int(seed), keys, n_tr, len(va), classes.tolist(), float(epochs),
+                        float(normaliser), bool(buffer_rate), LR_RANGE, CLIP_RANGE, MIN_BATCH))  # fmt: skip
+    study = _study(journal, fingerprint)
+    base = int(rng(seed, "tuning", *keys, "sampler").integers(2**31))
+    while (k := len(_finished(study))) < n_trials:
+        study.sampler = optuna.samplers.GPSampler(seed=(base + 7919 * k) % 2**31)  # trial k's own seed
+        study.optimize(lambda t, _k=k: objective(t, _k), n_trials=1)
+    trials = _finished(study)[:n_trials]
+    best_trial = max(trials, key=lambda t: t.value)  # the first of equals, as Optuna's best_trial
+    best = best_trial.params
+    result = {
         "best": {
             "sample_rate": best["batch_size"] / n_tr,
             "epochs": epochs,
@@ -119,7 +133,7 @@ def tune_dpsgd(
             "normaliser": normaliser,
         },
         **({"best_buffer_sample_rate": best["buffer_sample_rate"]} if buffer_rate else {}),
-        "best_validation_accuracy": study.best_value,
+        "best_validation_accuracy": best_trial.value,
         "best_params": best,
         "tuning_set": {
             "n": int(len(y)),
@@ -127,11 +141,44 @@ def tune_dpsgd(
             "validation": int(len(va)),
             "classes": classes.tolist(),
         },
-        "trials": [{"params": t.params, "accuracy": t.value} for t in study.trials],
+        "trials": [{"params": t.params, "accuracy": t.value} for t in trials],
         "epsilon": epsilon,
         "delta": delta,
         "sampler": "optuna GPSampler",
     }
+    if journal is not None:
+        Path(journal).unlink(missing_ok=True)  # complete: a later rerun (e.g. new code) starts afresh
+    return result
+
+
+def _finished(study) -> list:
+    """The study's completed trials in order."""
+    import optuna
+
+    return sorted(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)), key=lambda t: t.number)
+
+
+def _study(journal: str | Path | None, fingerprint: str):
+    """A maximising study, in memory or resumed from ``journal`` when that holds the same search
+    (``fingerprint``); trials a killed job left running are marked failed (they are redone)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if journal is None:
+        return optuna.create_study(direction="maximize")
+    journal = Path(journal)
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(2):
+        storage = JournalStorage(JournalFileBackend(str(journal)))
+        study = optuna.create_study(direction="maximize", storage=storage, study_name="dpcl", load_if_exists=True)
+        if study.user_attrs.get("fingerprint") in (None, fingerprint) or attempt:
+            break
+        journal.unlink()  # another search's journal (other data, budget or ranges): start over
+    study.set_user_attr("fingerprint", fingerprint)
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+    return study
 
 
 def tune_head(
@@ -143,16 +190,17 @@ def tune_head(
     n_trials: int = 20,
     epochs: float = 40.0,
     normaliser: float = 128.0,
+    journal: str | Path | None = None,
 ) -> dict:
     """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
-    chosen DP-SGD config for real runs plus every trial."""
+    chosen DP-SGD config for real runs plus every trial (``journal``: see :func:`tune_dpsgd`)."""
 
     def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
         head = LinearHead(x.shape[1], n_classes)
         train_head(head, x[tr], yy[tr], cfg, sigma, gen)
         return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
-    return tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser)
+    return tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser, journal=journal)
 
 
 def tune_film(
@@ -169,6 +217,7 @@ def tune_film(
     physical_batch: int = 32,
     device: str = "auto",
     log: Callable[[str], None] | None = None,
+    journal: str | Path | None = None,
 ) -> dict:
     """Tune (lr, expected batch size, clip) for a FiLM member (LayerNorm affines + head over
     the labels in ``y``) on uint8 ``images`` through the shared ``backbone`` (App. D.1).
@@ -190,6 +239,6 @@ def tune_film(
         return float(np.mean(z.argmax(1) == yy[va]))
 
     res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
-                     keys=("film",), log=log)  # fmt: skip
+                     keys=("film",), log=log, journal=journal)  # fmt: skip
     res["learner"] = "film"
     return res
