@@ -5,4 +5,4 @@ function over arrays and paths, called by the thin scripts in ``workflow/scripts
 by the ``dpcl`` command line and by the tests.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
