@@ -136,6 +136,7 @@ def tune_head_learners(
                                  normaliser, plan.tasks, journal=journal)  # fmt: skip
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
-        log(f"tuned seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
+        who = "heads" if agem_buffer_fraction is None else "agem_head"
+        log(f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
             f"{res['plan']['factor_per_task']:.3g}): validation accuracy "
             f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
