@@ -146,11 +146,15 @@ def _load_state_dict(path: Path) -> dict:
 
     if not path.is_file():
         raise BackboneError(f"checkpoint file {path} does not exist")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
 
-        return load_file(str(path))
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+            return load_file(str(path))
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch and safetensors raise many kinds on a damaged or foreign file
+        raise BackboneError(f"checkpoint file {path} could not be read ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc  # fmt: skip
     for key in ("state_dict", "model"):
         if isinstance(obj, dict) and key in obj and isinstance(obj[key], dict):
             obj = obj[key]

@@ -268,7 +268,7 @@ python "$HELPERS" check-run "$R" "$S/log/jobcomp.log" "$S/log/slurmd.log" || die
 N_JOBS="$(cat "$R/n_slurm_jobs")"
 
 # --- 4. a job that fails inside SLURM ------------------------------------------------------
-log "failing run: features with a checkpoint that does not exist (profile retries: $RETRIES)"
+log "failing run: features with a damaged checkpoint file (profile retries: $RETRIES)"
 t=$(date +%s)
 rc=0
 snakemake_in "$R/fail" "$R/config_fail.yaml" "$R/fail.log" results/features/fashion_mnist/tiny/train.npz \

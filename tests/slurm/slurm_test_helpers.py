@@ -62,8 +62,10 @@ def prepare(work: Path) -> None:
     raw.mkdir(parents=True, exist_ok=True)
     make_fake_fashion_mnist(raw, n_train_per_class=30, n_test_per_class=12)
     (work / "config.yaml").write_text(yaml.safe_dump(tiny_config(raw)))
-    # A user error that only shows inside the job: a checkpoint path that does not exist.
-    bad = tiny_config(raw, weights=str(work / "no-such-checkpoint.pth"))
+    # A user error that only shows inside the job: a checkpoint file that is not a checkpoint (a
+    # missing one is refused when the config is validated, before any job).
+    (work / "damaged-checkpoint.pth").write_bytes(b"not a torch checkpoint" * 40)
+    bad = tiny_config(raw, weights=str(work / "damaged-checkpoint.pth"))
     (work / "config_fail.yaml").write_text(yaml.safe_dump(bad))
     print(f"prepared fake Fashion-MNIST and tiny configs in {work}")
 
@@ -253,9 +255,9 @@ def check_failure(log_path: Path, rc: int, jobcomp_path: Path, retries: int) -> 
         state = jobcomp.get(sid, {}).get("JobState")
         ensure(state == "FAILED", f"SLURM job {sid} of the failing rule ended {state}, not FAILED")
         ensure(f"SLURM-job '{sid}' failed" in log, f"Snakemake does not report SLURM job {sid} as failed")
-    ensure("no-such-checkpoint.pth" in log or any(
-        "no-such-checkpoint.pth" in Path(p).read_text() for subs in submitted.values() for _, p in subs if Path(p).exists()),
-        "the job's own error (missing checkpoint) is in neither Snakemake's output nor the kept SLURM log")  # fmt: skip
+    ensure("damaged-checkpoint.pth" in log or any(
+        "damaged-checkpoint.pth" in Path(p).read_text() for subs in submitted.values() for _, p in subs if Path(p).exists()),
+        "the job's own error (damaged checkpoint) is in neither Snakemake's output nor the kept SLURM log")  # fmt: skip
     print(
         f"  failing job: exit code {rc}, 'Error in rule features' named, {len(ids)} SLURM attempts "
         f"({', '.join(ids)}) all FAILED, SLURM log kept"
