@@ -100,6 +100,10 @@ def test_a_changed_or_truncated_feature_cache_is_refused_by_name(tmp_path):
 def test_unknown_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(BackboneError, match="does not exist"):
         create_backbone("tf_efficientnet_lite0", str(tmp_path / "missing.pth"))
+    for name in ("damaged.pth", "damaged.safetensors"):  # a file that is no checkpoint: named, not a raw trace
+        (tmp_path / name).write_bytes(b"not a checkpoint" * 10)
+        with pytest.raises(BackboneError, match=rf"checkpoint file .*{name} could not be read"):
+            create_backbone("tf_efficientnet_lite0", str(tmp_path / name))
 
 
 def test_cache_features_of_a_cifar_split(tmp_path):
