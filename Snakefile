@@ -21,6 +21,14 @@ try:
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
+# Warm worker (dpcl.worker): local jobs fork from one process that has imported torch & co.
+# once; cluster jobs and jobs inside a SLURM allocation start their own interpreter, and so
+# does every job when the environment says DPCL_WARM_WORKER=0.
+if os.environ.get("DPCL_WARM_WORKER") != "0":
+    os.environ["DPCL_WARM_WORKER"] = (
+        "1" if config["warm_worker"] and workflow.local_exec and "SLURM_JOB_ID" not in os.environ else "0"
+    )
+
 R = config["results"]
 RES = config["resources"]
 EPS = [eps_tag(e) for e in config["epsilons"]]

@@ -1,5 +1,9 @@
 """DP-AL summary, tables and figures (thin wrapper: dpcl.stages.active.summarise and report)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.active import report, summarise
 

@@ -1,5 +1,9 @@
 """Every DP-AL run of one (pool variant, seed) (thin wrapper: dpcl.stages.active.run_active_seed)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.active import run_active_seed
 

@@ -1,5 +1,9 @@
 """Solve one DP-AL schedule (thin wrapper: dpcl.stages.active.solve_schedule)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.active import solve_schedule
 

@@ -1,5 +1,9 @@
 """Fig. A2 of one benchmark (thin wrapper: dpcl.stages.report.aggregation_figure)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.report import aggregation_figure
 

@@ -1,5 +1,9 @@
 """Fig. 7 right panel for an i-Blurry benchmark (thin wrapper: dpcl.stages.report.blurry_figure)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from pathlib import Path
 
 from dpcl.io import tee_stderr

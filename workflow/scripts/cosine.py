@@ -1,5 +1,9 @@
 """DP cosine classifier runs of one seed (thin wrapper: dpcl.stages.cosine.cosine_sweep)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.cosine import cosine_sweep
 

@@ -1,5 +1,9 @@
 """Fig. 3: comparison with Desai et al. in the Base Dataset setting (thin wrapper: dpcl.stages.agem.desai_figure)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.agem import desai_figure
 

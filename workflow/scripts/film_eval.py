@@ -1,5 +1,9 @@
 """Evaluate one PEFT FiLM ensemble run (thin wrapper: dpcl.stages.film.film_eval_stage)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from pathlib import Path
 
 from dpcl.io import tee_stderr

@@ -1,5 +1,9 @@
 """DP-SGD head learners of one seed (thin wrapper: dpcl.stages.heads.head_learner_sweep)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.common import runs_by_learner
 from dpcl.stages.heads import head_learner_sweep

@@ -1,5 +1,9 @@
 """results/report.html from every table and figure of the run (thin wrapper: dpcl.stages.paper_figures.html_report)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.paper_figures import html_report
 

@@ -1,5 +1,9 @@
 """L2DP-ML and fm_agem runs of one seed (thin wrapper: dpcl.stages.l2dpml.l2dpml_sweep)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.common import runs_by_learner
 from dpcl.stages.l2dpml import l2dpml_sweep

@@ -1,5 +1,9 @@
 """Output label spaces of one seed for every (ε, label method) (thin: dpcl.stages.labels.release_label_spaces)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from pathlib import Path
 
 from dpcl.io import tee_stderr

@@ -1,5 +1,9 @@
 """Tables A3-A10 in the paper's layout beside the published numbers (thin wrapper: dpcl.stages.paper_tables.build_paper_tables)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from pathlib import Path
 
 from dpcl.io import tee_stderr

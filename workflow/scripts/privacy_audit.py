@@ -1,5 +1,9 @@
 """Empirical privacy audit table (thin wrapper: dpcl.stages.privacy.privacy_audit)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.privacy import privacy_audit
 

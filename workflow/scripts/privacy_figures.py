@@ -1,5 +1,9 @@
 """Fig. 2 and Fig. A1 (thin wrapper: dpcl.stages.privacy.privacy_figures)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.privacy import privacy_figures
 

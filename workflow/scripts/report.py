@@ -1,5 +1,9 @@
 """Tables and figures of one benchmark and learner (thin wrapper: dpcl.stages.report.build_report)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from dpcl.io import tee_stderr
 from dpcl.stages.report import build_report
 

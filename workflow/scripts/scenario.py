@@ -1,5 +1,9 @@
 """Task split of one seed (thin wrapper: dpcl.stages.scenarios.build_scenario)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 import re
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Tune the FiLM learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.film.tune_film_stage)."""
 
+from dpcl.worker import run_in_warm_worker
+
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+
 from pathlib import Path
 
 from dpcl.io import tee_stderr

@@ -1,0 +1,137 @@
+"""The warm worker (dpcl.worker): a script handed to it behaves like one run by a fresh
+interpreter -- streams, exit status, tracebacks, working directory, environment, argv --
+and a child whose job process is killed does not outlive it."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from dpcl import worker
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the warm worker needs fork")
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    from dpcl.worker import run_in_warm_worker
+
+    run_in_warm_worker()
+    mode = sys.argv[1]
+    print("pid", os.getpid(), "in_worker", os.environ.get("DPCL_IN_WARM_WORKER"), "cwd", os.getcwd(),
+          "token", os.environ.get("TEST_TOKEN"), "torch_loaded", "torch" in sys.modules, flush=True)
+    print("to stderr", file=sys.stderr)
+    if mode == "exit3":
+        sys.exit(3)
+    if mode == "raise":
+        raise ValueError("boom in the script")
+    if mode == "sleep":
+        open(sys.argv[2], "w").write(str(os.getpid()))
+        time.sleep(120)
+""")
+
+
+@pytest.fixture
+def env(tmp_path):
+    short = tmp_path / "t"  # the socket lives in $TMPDIR/dpcl-<uid>/
+    short.mkdir()
+    e = {**os.environ, "TMPDIR": str(short), "DPCL_WARM_WORKER": "1", "DPCL_WARM_WORKER_IDLE": "20",
+         "TEST_TOKEN": "t-123"}  # fmt: skip
+    e.pop("DPCL_IN_WARM_WORKER", None)
+    yield e
+    # stop the test's warm worker (it would exit after 20 s idle anyway)
+    for log in (short / f"dpcl-{os.getuid()}").glob("*.log"):
+        for line in log.read_text().splitlines():
+            if "listening on" in line:
+                pid = int(line.split()[3])
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+
+def _run(tmp_path, env, *args, timeout=120):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    work = tmp_path / "cwd"
+    work.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(script), *args], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+
+
+def test_script_runs_in_a_preloaded_child_with_the_jobs_streams_cwd_and_env(tmp_path, env):
+    res = _run(tmp_path, env, "ok")
+    assert res.returncode == 0, res.stderr
+    words = res.stdout.split()
+    assert words[words.index("in_worker") + 1] == "1"  # ran in the worker's child ...
+    assert int(words[words.index("pid") + 1]) != os.getpid()
+    assert words[words.index("torch_loaded") + 1] == "True"  # ... which had torch imported already
+    assert words[words.index("cwd") + 1] == str(tmp_path / "cwd")
+    assert words[words.index("token") + 1] == "t-123"
+    assert "to stderr" in res.stderr and "unavailable" not in res.stderr
+    # a second job reuses the same warm process (one socket, one log)
+    again = _run(tmp_path, env, "ok")
+    assert again.returncode == 0
+    logs = list((tmp_path / "t" / f"dpcl-{os.getuid()}").glob("*.log"))
+    assert len(logs) == 1 and logs[0].read_text().count("listening on") == 1
+
+
+def test_exit_status_and_traceback_come_back(tmp_path, env):
+    res = _run(tmp_path, env, "exit3")
+    assert res.returncode == 3
+    res = _run(tmp_path, env, "raise")
+    assert res.returncode == 1
+    assert "ValueError: boom in the script" in res.stderr and "Traceback" in res.stderr
+
+
+def test_switched_off_the_script_runs_in_its_own_process(tmp_path, env):
+    res = _run(tmp_path, {**env, "DPCL_WARM_WORKER": "0"}, "ok")
+    words = res.stdout.split()
+    assert res.returncode == 0 and words[words.index("in_worker") + 1] == "None"
+    assert not (tmp_path / "t" / f"dpcl-{os.getuid()}").exists() or not list(
+        (tmp_path / "t" / f"dpcl-{os.getuid()}").glob("*.sock")
+    )
+
+
+def test_killing_the_job_kills_its_child(tmp_path, env):
+    script = tmp_path / "job.py"
+    script.write_text(SCRIPT)
+    (tmp_path / "cwd").mkdir()
+    pidfile = tmp_path / "child.pid"
+    proc = subprocess.Popen([sys.executable, str(script), "sleep", str(pidfile)], cwd=tmp_path / "cwd", env=env)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    child = int(pidfile.read_text())
+    assert child != proc.pid
+    proc.kill()  # what Snakemake does to a cancelled job
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the worker's child outlived its job"
+        time.sleep(0.05)
+
+
+def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    first = worker.socket_path()
+    assert first.parent.name == f"dpcl-{os.getuid()}" and len(str(first)) < 100
+    mod = worker.Path(worker.__file__)
+    st = mod.stat()
+    try:
+        os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        assert worker.socket_path() != first
+    finally:
+        os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert worker.socket_path() == first
