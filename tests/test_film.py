@@ -123,15 +123,18 @@ def test_tiny_vit_film_selection_is_exactly_layernorm_affine_plus_head(vit):
 # ----------------------------------------------------------------------------- per-sample clipping
 
 
-@pytest.mark.parametrize("fused", [True, False])
-def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, tmp_path):
-    """opacus hooks mode (with and without timm's fused attention) vs one backward per sample."""
+@pytest.mark.parametrize("fused,masked", [(True, False), (False, False), (True, True)])
+def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, masked, tmp_path):
+    """opacus hooks mode on the FiLM parameters (with and without timm's fused attention) and the
+    head's closed-form (ghost) norms and clipped sum, with and without a masked softmax (Naive),
+    vs one plain backward per sample."""
     from opacus import GradSampleModule
 
     x_u8, y = colour_images(6, 3, seed=2, tmp_path=tmp_path, name="clip")
     x = preprocess_batch(x_u8, PRE)
     yt = torch.as_tensor(y)
-    member = random_head_member(vit, 3, seed=3)
+    member = random_head_member(vit, 4 if masked else 3, seed=3)
+    active = torch.tensor([True, True, True, False]) if masked else None  # output 3: an earlier task's
     attn = [m for m in vit.modules() if hasattr(m, "fused_attn")]
     assert attn, "timm ViT attention modules expose fused_attn"
     old = [m.fused_attn for m in attn]
@@ -143,15 +146,18 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, tmp
             params = [p for p in net.parameters() if p.requires_grad]
             manual = []
             for i in range(len(y)):  # reference: plain autograd, one sample at a time
-                loss = nn.functional.cross_entropy(net(x[i : i + 1]), yt[i : i + 1], reduction="sum")
+                logits = net(x[i : i + 1])
+                if masked:
+                    logits = logits.masked_fill(~active, -math.inf)
+                loss = nn.functional.cross_entropy(logits, yt[i : i + 1], reduction="sum")
                 manual.append(torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)]))
             manual = torch.stack(manual)
             ref_norms = manual.norm(dim=1)
             clip = float(ref_norms.median())  # clips about half of the samples
-            gsm = GradSampleModule(net, batch_first=True, loss_reduction="sum", force_functorch=False)
+            gsm = GradSampleModule(net.backbone, batch_first=True, loss_reduction="sum", force_functorch=False)
             try:
-                ordered = [p for p in params]
-                sums, norms = clipped_grad_sum(gsm, ordered, x, yt, clip)
+                assert params[-2] is net.head.weight and params[-1] is net.head.bias
+                sums, norms = clipped_grad_sum(gsm, net.head, params, x, yt, clip, active)
             finally:
                 gsm._close()
     finally:

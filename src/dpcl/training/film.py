@@ -13,9 +13,11 @@ values into the one shared backbone (:func:`film_logits`), so T tasks never need
 DP-SGD (DESIGN §5): per logical step every sample is taken independently with probability
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
 physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
-grad-sample mode (``GradSampleModule(force_functorch=False)``, which wraps only the
-trainable LayerNorm and Linear layers, so timm's fused attention is fine) gives per-sample
-gradients, each clipped to L2 norm C over all trainable parameters jointly; the clipped sum
+grad-sample mode (``GradSampleModule(force_functorch=False)`` around the backbone, which
+hooks only the trainable LayerNorms, so timm's fused attention is fine) gives the FiLM
+parameters' per-sample gradients and the head's per-sample norms come in closed form (ghost
+clipping, :func:`clipped_grad_sum`); each sample's gradient is clipped to L2 norm C over all
+trainable parameters jointly; the clipped sum
 gets N(0, σ²C²) noise from a seeded CPU ``torch.Generator`` (drawn at *every* step, also
 when the sampled batch is empty) and is divided by the PUBLIC constant ``cfg.normaliser``
 before an Adam step. Steps = ``cfg.steps`` = round(epochs / q), independent of the private
@@ -223,6 +225,7 @@ def _masked_logits(logits, active):
 
 def clipped_grad_sum(
     gsm: nn.Module,
+    head: nn.Linear,
     params: list[torch.Tensor],
     x: torch.Tensor,
     y: torch.Tensor,
@@ -231,27 +234,46 @@ def clipped_grad_sum(
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Σ_i min(1, C/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖.
 
-    ``gsm`` is an opacus ``GradSampleModule`` (hooks mode, ``loss_reduction="sum"``) around
-    the FiLM net; ‖g_i‖ is the L2 norm of sample i's gradient over all trainable parameters
-    jointly, so no sample changes the sum by more than C (DP-SGD's sensitivity).
+    ``gsm`` is an opacus ``GradSampleModule`` (hooks mode, ``loss_reduction="sum"``) around the
+    *backbone*: its hooks give the FiLM parameters' per-sample gradients. The ``head``'s are
+    never materialised (ghost clipping): sample i's head gradient is the outer product of its
+    logit gradient e_i and its features f_i (weight) and e_i (bias), so its squared norm is
+    ‖e_i‖²(‖f_i‖² + 1) and its clipped sum Σ_i c_i e_i f_iᵀ is one matrix product. That is the
+    same number as materialising it, in B × |O_t| memory instead of B × |O_t| × d (Public Labels
+    ×1000: 100,000 outputs × 769 × 32 samples would be 10 GB per chunk for ViT-B/16).
+    ``params`` are the FiLM parameters followed by the head's weight and bias; ‖g_i‖ is the
+    L2 norm over all of them jointly, so no sample changes the sum by more than C (DP-SGD's
+    sensitivity).
     """
-    loss = F.cross_entropy(_masked_logits(gsm(x), active), y, reduction="sum")
+    feats = gsm(x)
+    logits = head(feats)
+    logits.retain_grad()
+    loss = F.cross_entropy(_masked_logits(logits, active), y, reduction="sum")
     with warnings.catch_warnings():
         # "Full backward hook is firing ... no inputs require gradients": the input is data, as expected.
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         loss.backward()
+    film, (w, b) = params[:-2], params[-2:]
+    if w is not head.weight or b is not head.bias:
+        raise ValueError("params must end with the head's weight and bias")
     grads = []
-    for p in params:
+    for p in film:
         gs = p.grad_sample
         if gs is None:  # no hook fired: the parameter is outside this loss's graph, zero gradient
             gs = torch.zeros((len(y), *p.shape), device=p.device, dtype=p.dtype)
         grads.append(gs.reshape(len(y), -1))
         p.grad_sample = None
         p.grad = None
-    norms = torch.sqrt(sum(g.pow(2).sum(dim=1) for g in grads))
+    e, f = logits.grad, feats.detach()  # (B, |O_t|) logit gradients, (B, d) features
+    w.grad = b.grad = None
+    sq = e.pow(2).sum(dim=1) * (f.pow(2).sum(dim=1) + 1.0)
+    for g in grads:
+        sq = sq + g.pow(2).sum(dim=1)
+    norms = torch.sqrt(sq)
     factor = torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
-    sums = [torch.einsum("i,ij->j", factor, g).reshape(p.shape) for g, p in zip(grads, params, strict=True)]
-    return sums, norms
+    sums = [torch.einsum("i,ij->j", factor, g).reshape(p.shape) for g, p in zip(grads, film, strict=True)]
+    ce = e * factor[:, None]
+    return sums + [ce.T @ f, ce.sum(dim=0)], norms
 
 
 def gaussian_noise_like(
@@ -305,7 +327,7 @@ def _poisson_grad_sum(
         x = preprocess_batch(images[idx], pre).to(dev)
         y = torch.as_tensor(rows[idx], device=dev)
         if gsm is not None:
-            chunk, norms = clipped_grad_sum(gsm, params, x, y, clip, act_t)
+            chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip, act_t)
             n_clipped += int((norms > clip).sum())
         else:
             loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
@@ -399,7 +421,7 @@ def train_film(
         params = _trainable(net)
         act_t = torch.as_tensor(active, device=dev) if active is not None else None
         gsm = (
-            GradSampleModule(net, batch_first=True, loss_reduction="sum", force_functorch=False)
+            GradSampleModule(net.backbone, batch_first=True, loss_reduction="sum", force_functorch=False)
             if private
             else None
         )
