@@ -1,4 +1,4 @@
-"""One PEFT FiLM member (thin wrapper: dpcl.stages.film.film_member_stage)."""
+"""Every PEFT FiLM member of one run (thin wrapper: dpcl.stages.film.film_members_stage)."""
 
 from dpcl.worker import run_in_warm_worker
 
@@ -7,12 +7,11 @@ run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported pro
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages.film import film_member_stage
+from dpcl.stages.film import film_members_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
-film_member_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
-                  sm.input.scenario, sm.input.labels, int(w.task), dict(p.dpsgd), int(p.physical_batch),
-                  p.device, sm.output.member, sm.output.record,
-                  tuned_path=getattr(sm.input, "tuned", None), backbone_name=w.backbone)  # fmt: skip
+film_members_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
+                   sm.input.scenario, sm.input.labels, dict(p.dpsgd), int(p.physical_batch), p.device,
+                   sm.output.members, tuned_path=getattr(sm.input, "tuned", None), backbone_name=w.backbone)  # fmt: skip

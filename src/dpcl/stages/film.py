@@ -1,8 +1,9 @@
 """Stages of ``workflow/rules/film.smk``: the FiLM learners (paper 000 Alg. 2 with FiLM, App. F.1 baselines).
 
-The PEFT ensemble's members are independent given the released label spaces, so each
-(run, task) member is its own job (:func:`film_member_stage`, parallel on a cluster, one
-GPU each) and one evaluation job per run (:func:`film_eval_stage`) aggregates them. The
+The PEFT ensemble's members are independent given the released label spaces; one job per
+run trains them one after the other (:func:`film_members_stage`, one GPU, the data and the
+backbone loaded once; the paper grid's 980 runs keep a cluster busy) and one evaluation job
+per run (:func:`film_eval_stage`) aggregates them. The
 Naive and Non-CL baselines are sequential / single models: one job per run
 (:func:`film_baseline_stage`). Members are stored as FiLM values + head only
 (:class:`dpcl.training.film.FilmMember`), never as backbone copies.
@@ -116,34 +117,71 @@ def film_member_stage(
     The member record is an intermediate file marked non-private: it holds the raw training
     record (sample count, clipped fraction, batch size, time); the evaluation job splits it
     into the ledger's public entry and the run's diagnostics."""
-    from ..training.film import train_film
-    from ..training.heads import DPSGDConfig
+    run = _MemberRun(dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
+                     backbone_name)  # fmt: skip
+    if not 0 <= task < run.n_tasks:
+        raise ValueError(f"task {task} outside the scenario's {run.n_tasks} tasks")
+    run.train(task, physical_batch, device, out_member, out_record)
 
-    sc = Scenario.from_dict(read_json(scenario_path))
-    _refuse_permuted(sc)
-    labels = read_json(labels_path)
-    if not 0 <= task < len(sc.train_indices):
-        raise ValueError(f"task {task} outside the scenario's {len(sc.train_indices)} tasks")
-    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], "peft_film")
-    cfg = DPSGDConfig(**dpsgd_cfg)
-    noise = _noise(labels, cfg)
-    backbone, pre = load_film_backbone(backbone_cfg)
-    _, tasks = _task_images(dataset, root, dataset_cfg, sc)
-    x, y = tasks[task]
-    o_t = sorted(labels["tasks"][task]["labels"])
-    keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-    rows = np.searchsorted(np.asarray(o_t, dtype=np.int64), y_kept)
-    t0 = time.perf_counter()
-    member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, float(noise["noise_multiplier"]),
-                              _rng_for("peft_film", labels, _backbone_key(backbone_name, backbone_cfg))(task), pre,
-                              physical_batch=physical_batch, device=device, progress=True)  # fmt: skip
-    record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
-              "samples": int(keep.sum()), "labels": o_t,
-              "lr": cfg.lr, "tuned": protocol is not None}  # fmt: skip
-    log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
-         f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
-    write_npz(out_member, **member.to_arrays())
-    write_json(out_record, record)
+
+def film_members_stage(
+    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
+    labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str, out_dir: str | Path,
+    tuned_path: str | Path | None = None, backbone_name: str | None = None,
+) -> list[Path]:  # fmt: skip
+    """Every member of one run, in one process: ``out_dir/task{t}.npz`` and ``task{t}.json`` for
+    each task t, exactly as :func:`film_member_stage` writes them one by one (the same data,
+    noise streams and files), loading the images, the backbone and σ once. The workflow runs
+    one such job per run: 980 jobs for the paper grid's 9,800 members rather than 9,800."""
+    run = _MemberRun(dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
+                     backbone_name)  # fmt: skip
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for t in range(run.n_tasks):
+        run.train(t, physical_batch, device, out_dir / f"task{t}.npz", out_dir / f"task{t}.json")
+        written += [out_dir / f"task{t}.npz", out_dir / f"task{t}.json"]
+    return written
+
+
+class _MemberRun:
+    """What every member of one PEFT FiLM run shares: scenario, label file, DP-SGD config and
+    noise, backbone and the tasks' images (loaded once)."""
+
+    def __init__(self, dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
+                 backbone_name) -> None:  # fmt: skip
+        from ..training.heads import DPSGDConfig
+
+        self.sc = Scenario.from_dict(read_json(scenario_path))
+        _refuse_permuted(self.sc)
+        self.labels = read_json(labels_path)
+        self.n_tasks = len(self.sc.train_indices)
+        dpsgd_cfg, self.protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], "peft_film")
+        self.cfg = DPSGDConfig(**dpsgd_cfg)
+        self.noise = _noise(self.labels, self.cfg)
+        self.backbone, self.pre = load_film_backbone(backbone_cfg)
+        _, self.tasks = _task_images(dataset, root, dataset_cfg, self.sc)
+        self.rng_for = _rng_for("peft_film", self.labels, _backbone_key(backbone_name, backbone_cfg))
+
+    def train(self, task: int, physical_batch: int, device: str, out_member, out_record) -> None:
+        from ..training.film import train_film
+
+        labels, cfg, noise = self.labels, self.cfg, self.noise
+        x, y = self.tasks[task]
+        o_t = sorted(labels["tasks"][task]["labels"])
+        keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
+        rows = np.searchsorted(np.asarray(o_t, dtype=np.int64), y_kept)
+        t0 = time.perf_counter()
+        member, info = train_film(self.backbone, x[keep], rows, len(o_t), cfg, float(noise["noise_multiplier"]),
+                                  self.rng_for(task), self.pre, physical_batch=physical_batch, device=device,
+                                  progress=True)  # fmt: skip
+        record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
+                  "samples": int(keep.sum()), "labels": o_t,
+                  "lr": cfg.lr, "tuned": self.protocol is not None}  # fmt: skip
+        log(f"peft_film seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
+            f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        write_npz(out_member, **member.to_arrays())
+        write_json(out_record, record)
 
 
 def film_eval_stage(
