@@ -340,9 +340,14 @@ def noise_multiplier_info(
     Returns ``{"noise_multiplier", "accountant", "epsilon_achieved"}``; ``accountant`` is
     "rdp" when PRV was requested but failed (a RuntimeWarning says so).
     """
+    from .cache import memo
+
     epsilon, delta = _check_epsilon(epsilon), _check_delta(delta)
     q, n = _check_sample_rate(sample_rate), _check_steps(steps)
-    return _solve(lambda s: [(s, q, n)], epsilon, delta, _check_accountant(accountant))
+    acc = _check_accountant(accountant)
+    # a pure function of public parameters, cached on disk across processes (dpcl.privacy.cache)
+    return memo("noise_multiplier_info", (epsilon, delta, q, n, acc),
+                lambda: _solve(lambda s: [(s, q, n)], epsilon, delta, acc))  # fmt: skip
 
 
 def noise_multiplier(
@@ -392,8 +397,13 @@ def compose_noise_multiplier(
 
 @functools.lru_cache(maxsize=1024)
 def _single_phase_epsilon(sigma: float, q: float, n: int, delta: float, accountant: str) -> tuple[float, str]:
-    """ε of one (σ, q, steps) phase (cached: every run of a sweep writes the same ledger entries)."""
-    return _epsilon_of_history([(sigma, q, n)], delta, accountant)
+    """ε of one (σ, q, steps) phase (cached, also on disk: every run of a sweep writes the same
+    ledger entries)."""
+    from .cache import memo
+
+    eps, used = memo("single_phase_epsilon", (sigma, q, n, delta, accountant),
+                     lambda: list(_epsilon_of_history([(sigma, q, n)], delta, accountant)))  # fmt: skip
+    return float(eps), str(used)
 
 
 def accountant_record(

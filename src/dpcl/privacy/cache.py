@@ -1,0 +1,74 @@
+"""Disk cache of the DP-SGD accountant's results, shared by every process of a machine.
+
+Calibrating σ for (ε, δ, q, steps) takes the PRV accountant 0.5-2.5 s on a CPU, whatever the
+model size; the paper grid asks the same question for every member, label method and task
+of an (ε, seed) (9,800 FiLM members), and the miniature paper run more often than it trains.
+The answers are pure functions of public parameters, so they are cached on disk: the key
+is the function, its arguments and a hash of the accounting code (this package's modules)
+and of the accountant packages' versions, so any change to either computes afresh. A hit
+returns exactly what the computation returned (floats survive JSON unchanged).
+
+Folder: ``$DPCL_ACCOUNTING_CACHE``, else ``$XDG_CACHE_HOME/dpcl/accounting`` (default
+``~/.cache/dpcl/accounting``); ``DPCL_ACCOUNTING_CACHE=off`` turns the cache off. An
+unwritable folder only costs the speed-up.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENV = "DPCL_ACCOUNTING_CACHE"
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when switched off."""
+    v = os.environ.get(ENV, "")
+    if v.lower() == "off":
+        return None
+    if v:
+        return Path(v)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dpcl" / "accounting"
+
+
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256()
+    for p in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for pkg in ("opacus", "dp-accounting", "numpy", "scipy"):
+        try:
+            h.update(f"{pkg}={version(pkg)}\0".encode())
+        except PackageNotFoundError:
+            h.update(f"{pkg}=none\0".encode())
+    return h.hexdigest()
+
+
+def memo(name: str, args: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, or its cached result for (``name``, ``args``) under the current code."""
+    root = cache_dir()
+    if root is None:
+        return compute()
+    key = hashlib.sha256(json.dumps([name, list(args), _code_key()]).encode()).hexdigest()
+    path = root / key[:2] / f"{key}.json"
+    try:
+        return json.loads(path.read_text())["value"]
+    except (OSError, ValueError, KeyError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"function": name, "args": list(args), "value": value}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return value
