@@ -222,3 +222,25 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
         tune_dpsgd(y, 8.0, 1e-5, 3, lambda *a: train_and_score(*a, fail_at=2), **kw, journal=other)
     calls.clear()
     assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 5
+
+
+def test_incremental_ensemble_votes_equal_aggregating_all_members_so_far():
+    """EnsembleVotes (each member's logits processed once) predicts what aggregate() over members
+    0..t does after every t, for every rule, with empty, overlapping and disjoint label spaces."""
+    from dpcl.learners.aggregation import RULES, EnsembleVotes
+
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, m = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        votes, zs, labs = EnsembleVotes(n), [], []
+        assert (votes.predict("entropy") == -1).all() and (votes.predict("argmax") == -1).all()
+        for _k in range(m):
+            lab = np.sort(rng.choice(20, int(rng.integers(0, 8)), replace=False))
+            z = rng.normal(size=(n, lab.size)) * rng.uniform(0.1, 5)
+            zs.append(z)
+            labs.append(lab)
+            votes.add(z, lab)
+            for rule in RULES:
+                assert (votes.predict(rule) == aggregate(zs, labs, rule)).all(), rule
+    with pytest.raises(ValueError, match="do not fit"):
+        EnsembleVotes(3).add(np.zeros((2, 4)), np.arange(4))

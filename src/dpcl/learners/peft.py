@@ -23,7 +23,7 @@ import numpy as np
 
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..training.heads import DPSGDConfig, LinearHead, train_head
-from .aggregation import RULES, aggregate
+from .aggregation import RULES, EnsembleVotes, aggregate
 
 if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM learner runs
     from ..backbones import Preprocessing
@@ -100,6 +100,8 @@ def run_head_learner(
         head = LinearHead(dim, n_universe)
         active = np.zeros(n_universe, dtype=bool)
     members: list[tuple[LinearHead, np.ndarray]] = []
+    votes = [EnsembleVotes(len(xt)) for xt, _ in test_sets]  # each member's logits on a test set once
+    added = [0] * len(test_sets)
     for t, (x, y) in enumerate(task_data):
         o_t = sorted(label_spaces[t])
         if learner == "peft_head":
@@ -115,14 +117,16 @@ def run_head_learner(
         row = []
         for i, (xt, _) in enumerate(test_sets[: t + 1]):
             if learner == "peft_head":
-                logits, spaces = [m.logits(xt) for m, _ in members], [o for _, o in members]
-                row.append(aggregate(logits, spaces, aggregation))
+                for m in range(added[i], len(members)):
+                    votes[i].add(members[m][0].logits(xt), members[m][1])
+                added[i] = len(members)
+                row.append(votes[i].predict(aggregation))
                 if by_rule is not None:
                     for rule in RULES:
                         rows = by_rule.setdefault(rule, [])
                         if i == 0:
                             rows.append([])
-                        rows[t].append(row[-1] if rule == aggregation else aggregate(logits, spaces, rule))
+                        rows[t].append(row[-1] if rule == aggregation else votes[i].predict(rule))
             else:
                 ids = np.flatnonzero(active)
                 row.append(aggregate([head.logits(xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1))
@@ -178,7 +182,8 @@ def run_film_learner(
         return preds, [rec] * n_tasks, [(member, union_arr)]
     preds, records = [], []
     members: list[tuple[FilmMember, np.ndarray]] = []
-    cache: dict[tuple[int, int], np.ndarray] = {}  # (member, test set) -> logits; members are final
+    votes = [EnsembleVotes(len(xt)) for xt, _ in test_sets]  # each member's logits on a test set once
+    added = [0] * len(test_sets)
     if learner == "naive_film":
         model = pretrained_member(backbone, n_universe)
         active = np.zeros(n_universe, dtype=bool)
@@ -197,14 +202,10 @@ def run_film_learner(
         row = []
         for i, (xt, _) in enumerate(test_sets[: t + 1]):
             if learner == "peft_film":
-                for m, (mem, _) in enumerate(members):
-                    if (m, i) not in cache:
-                        cache[(m, i)] = logits(mem, xt)
-                row.append(
-                    aggregate(
-                        [cache[(m, i)] for m in range(len(members))], [o for _, o in members], aggregation
-                    )
-                )
+                for m in range(added[i], len(members)):
+                    votes[i].add(logits(members[m][0], xt), members[m][1])
+                added[i] = len(members)
+                row.append(votes[i].predict(aggregation))
             else:
                 ids = np.flatnonzero(active)
                 row.append(

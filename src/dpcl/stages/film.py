@@ -192,7 +192,7 @@ def film_eval_stage(
 ) -> None:  # fmt: skip
     """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
     checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
-    from ..learners.aggregation import RULES, aggregate
+    from ..learners.aggregation import RULES, EnsembleVotes
     from ..metrics import accuracy_matrix
     from ..training.film import FilmMember, film_logits
     from ..training.heads import DPSGDConfig
@@ -226,18 +226,19 @@ def film_eval_stage(
             members.append(FilmMember.from_arrays({k: z[k] for k in z.files}))
     spaces = [np.asarray(sorted(t["labels"]), dtype=np.int64) for t in labels["tasks"]]
     tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
-    logits = {}  # (member, test set) -> logits; every member is final once trained
+    # test set i after task t: members 0..t, each member's logits on a test set computed once
+    votes = [EnsembleVotes(len(xt)) for xt, _ in tests]
+    added = [0] * n_tasks
     by_rule: dict[str, list[list[np.ndarray]]] = {rule: [] for rule in RULES}
     for t in range(n_tasks):
         for rule in RULES:
             by_rule[rule].append([])
         for i, (xt, _) in enumerate(tests[: t + 1]):
-            for m in range(t + 1):
-                if (m, i) not in logits:
-                    logits[(m, i)] = film_logits(backbone, members[m], xt, pre, device=device)
-            zs = [logits[(m, i)] for m in range(t + 1)]
+            for m in range(added[i], t + 1):
+                votes[i].add(film_logits(backbone, members[m], xt, pre, device=device), spaces[m])
+            added[i] = t + 1
             for rule in RULES:
-                by_rule[rule][t].append(aggregate(zs, spaces[: t + 1], rule))
+                by_rule[rule][t].append(votes[i].predict(rule))
     test_y = [y for _, y in tests]
     accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
     extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None,
