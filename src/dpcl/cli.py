@@ -243,7 +243,49 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("path")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=_validate)
+
+    fx = sub.add_parser("fixtures", help="synthetic data in the real file formats").add_subparsers(
+        dest="cmd", required=True
+    )
+    pm = fx.add_parser("paper-mini", help="every data set of config/paper.yaml, in miniature, where "
+                       "config/paper_mini.yaml reads them")  # fmt: skip
+    pm.add_argument("dir", nargs="?", default="resources/paper_mini_raw",
+                    help="folder to write (default: resources/paper_mini_raw, the overlay's local_dir)")  # fmt: skip
+    pm.add_argument("--seed", type=int, default=0)
+    pm.set_defaults(func=_fixtures_paper_mini)
+
+    mini = sub.add_parser("miniature", help="checks of a miniature paper run").add_subparsers(
+        dest="cmd", required=True
+    )
+    mc = mini.add_parser("check", help="every rule of the paper DAG ran, every published table cell has "
+                         "ours, tables and report say 'miniature' (exit 1 otherwise)")  # fmt: skip
+    mc.add_argument("results", help="the run's results folder (results/paper_mini)")
+    mc.add_argument("--log", required=True, help="the run's Snakemake output")
+    mc.add_argument("--paper-dryrun", required=True,
+                    help="output of: snakemake -n --quiet rules --configfile config/paper.yaml")  # fmt: skip
+    mc.set_defaults(func=_miniature_check)
     return p
+
+
+def _miniature_check(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from .miniature import check_miniature
+
+    rep = check_miniature(args.results, Path(args.log).read_text(errors="replace"),
+                          Path(args.paper_dryrun).read_text(errors="replace"))  # fmt: skip
+    print(rep.summary())
+    if not rep.ok:
+        raise SystemExit(1)
+
+
+def _fixtures_paper_mini(args: argparse.Namespace) -> None:
+    from .fixtures import write_paper_mini
+
+    for name, folder in write_paper_mini(args.dir, seed=args.seed).items():
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        size = sum(p.stat().st_size for p in files)
+        print(f"{name}: {len(files)} files, {size / 1e6:.1f} MB in {folder}")
 
 
 def main(argv: list[str] | None = None) -> None:
