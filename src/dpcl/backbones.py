@@ -317,11 +317,11 @@ def backbone_from_config(cfg: dict, num_classes: int | None = 0):
     For fixed-input-size models (ViTs: timm's pretrained config says ``fixed_input_size``)
     an ``image_size`` other than the checkpoint's builds the model at that size (timm
     resamples the position embeddings of hub weights), e.g. a 32 px test ViT; other
-    models are simply fed ``image_size`` inputs.
+    models are simply fed ``image_size`` inputs. ``model_kwargs`` go to timm as well.
     """
     arch, weights = cfg["arch"], cfg.get("weights", "timm-pretrained")
     size = cfg.get("image_size")
-    kwargs = {}
+    kwargs = dict(cfg.get("model_kwargs") or {})
     if size is not None:
         pcfg = pretrained_preprocessing(arch)
         if pcfg.get("fixed_input_size") and int(size) != int(pcfg.get("input_size", (3, 224, 224))[-1]):

@@ -212,8 +212,11 @@ def _child(conn: socket.socket) -> None:
             else:
                 print(exc.code, file=sys.stderr)
                 code = 1
-        except BaseException:  # noqa: BLE001 - reported like an uncaught exception, then the status goes back
-            traceback.print_exc()
+        except BaseException as exc:  # noqa: BLE001 - reported like an uncaught exception, then the status goes back
+            tb = exc.__traceback__  # from the script's own frame on, as a fresh interpreter prints it
+            while tb is not None and tb.tb_frame.f_code.co_filename != sys.argv[0]:
+                tb = tb.tb_next
+            traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
             code = 1
     finally:
         with contextlib.suppress(Exception):

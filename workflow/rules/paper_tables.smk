@@ -26,6 +26,7 @@ rule paper_tables:
         runs=_paper_table_runs(),
         benchmarks=config["benchmarks"],
         tuning=config["tuning"],  # a table note says how the runs were tuned
+        miniature=config["miniature"],  # config/paper_mini.yaml: every table says so first
     threads: 1
     resources:
         mem_mb=2000,

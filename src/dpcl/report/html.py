@@ -54,6 +54,7 @@ _CSS = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 h1{border-bottom:2px solid #444}h2{border-bottom:1px solid #aaa;margin-top:2em}
 .item{margin:1.5em 0}img{max-width:100%;border:1px solid #ddd}
+.miniature{background:#fff3cd;border:1px solid #e0b000;padding:.6em 1em}
 table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f0f0f0}
 pre{background:#f7f7f7;padding:0.6em;overflow-x:auto;font-size:0.85em}
@@ -278,6 +279,10 @@ def build_html_report(sections: list[Section], config: dict, out: str | Path, ti
              f"<h1>{_esc(title)}</h1><p>dpcl {_esc(version)} ({_esc(made)}). Every table and figure of "
              "this run; each section shows the config entries that produced it, the full config is at the end."
              "</p>"]  # fmt: skip
+    if config.get("miniature"):
+        from .paper_tables import MINIATURE_NOTE
+
+        parts.append(f'<p class="miniature"><strong>{_esc(MINIATURE_NOTE)}</strong></p>')
     toc = ["<nav><h2>Contents</h2><ul>"]
     body = []
     for i, sec in enumerate(sections):

@@ -643,6 +643,13 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
     return t
 
 
+
+#: First note of every table, and the report's header, of a miniature run (config key ``miniature``).
+MINIATURE_NOTE = ("Miniature run: random weights, synthetic data (config/paper_mini.yaml). These numbers check "
+                  "that every step of the paper's workflow runs end to end; they say nothing about the published "
+                  "accuracies.")
+
+
 def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mapping[str, Mapping],
                        reference: pd.DataFrame | None = None, notes: Sequence[str] = ()) -> list[PaperTable]:  # fmt: skip
     """Tables A3-A10, F1, F2 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
