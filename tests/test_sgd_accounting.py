@@ -96,6 +96,16 @@ def test_full_batch_matches_exact_gaussian(sigma, steps, delta):
     assert epsilon(sigma, 1.0, steps, delta, accountant="rdp") >= exact
 
 
+
+@pytest.fixture(autouse=True)
+def _no_accounting_cache(monkeypatch):
+    """These tests replace the accountant (failures, fallbacks): compute every number afresh and
+    keep their results out of the session's disk cache and the in-process one."""
+    monkeypatch.setenv("DPCL_ACCOUNTING_CACHE", "off")
+    sa._single_phase_epsilon.cache_clear()
+    yield
+    sa._single_phase_epsilon.cache_clear()
+
 # ----------------------------------------------------------------------------- fallback
 
 

@@ -360,11 +360,17 @@ def noise_multiplier(
 def epsilon(
     noise_multiplier: float, sample_rate: float, steps: int, delta: float, accountant: str = "prv"
 ) -> float:
-    """ε spent by ``steps`` DP-SGD steps with noise multiplier σ at sample rate q (upper bound)."""
-    history = [
-        (_check_noise_multiplier(noise_multiplier), _check_sample_rate(sample_rate), _check_steps(steps))
-    ]
-    return _epsilon_of_history(history, _check_delta(delta), _check_accountant(accountant))[0]
+    """ε spent by ``steps`` DP-SGD steps with noise multiplier σ at sample rate q (upper bound;
+    cached on disk like :func:`_single_phase_epsilon`, dpcl.privacy.cache)."""
+    sigma, q, n = (
+        _check_noise_multiplier(noise_multiplier), _check_sample_rate(sample_rate), _check_steps(steps)
+    )
+    from .cache import memo
+
+    delta, acc = _check_delta(delta), _check_accountant(accountant)
+    eps, _ = memo("single_phase_epsilon", (sigma, q, n, delta, acc),
+                  lambda: list(_epsilon_of_history([(sigma, q, n)], delta, acc)))  # fmt: skip
+    return float(eps)
 
 
 def compose_epsilon(phases: list[Phase], delta: float, accountant: str = "prv") -> float:
