@@ -194,7 +194,7 @@ def film_eval_stage(
     checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
     from ..learners.aggregation import RULES, EnsembleVotes
     from ..metrics import accuracy_matrix
-    from ..training.film import FilmMember, film_logits
+    from ..training.film import FilmMember, film_logits_each
     from ..training.heads import DPSGDConfig
 
     sc = Scenario.from_dict(read_json(scenario_path))
@@ -226,19 +226,17 @@ def film_eval_stage(
             members.append(FilmMember.from_arrays({k: z[k] for k in z.files}))
     spaces = [np.asarray(sorted(t["labels"]), dtype=np.int64) for t in labels["tasks"]]
     tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
-    # test set i after task t: members 0..t, each member's logits on a test set computed once
+    # test set i after task t: members 0..t. Member t joins every test set's votes at task t (a
+    # test set seen later has members 0..t already when it is first scored): each member's
+    # values are swapped in once and its logits on a test set computed once
     votes = [EnsembleVotes(len(xt)) for xt, _ in tests]
-    added = [0] * n_tasks
     by_rule: dict[str, list[list[np.ndarray]]] = {rule: [] for rule in RULES}
     for t in range(n_tasks):
+        sets = film_logits_each(backbone, members[t], [xt for xt, _ in tests], pre, device=device)
+        for i, z in enumerate(sets):
+            votes[i].add(z, spaces[t])
         for rule in RULES:
-            by_rule[rule].append([])
-        for i, (xt, _) in enumerate(tests[: t + 1]):
-            for m in range(added[i], t + 1):
-                votes[i].add(film_logits(backbone, members[m], xt, pre, device=device), spaces[m])
-            added[i] = t + 1
-            for rule in RULES:
-                by_rule[rule][t].append(votes[i].predict(rule))
+            by_rule[rule].append([votes[i].predict(rule) for i in range(t + 1)])
     test_y = [y for _, y in tests]
     accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
     extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None,

@@ -483,12 +483,22 @@ def film_logits(
     device: str = "auto",
 ) -> np.ndarray:  # fmt: skip
     """Logits (n × |O_t|, float32) of one member, its FiLM values swapped into the shared backbone."""
-    images = np.asarray(images)
-    out = np.empty((len(images), member.n_out), dtype=np.float32)
+    return next(film_logits_each(backbone, member, [images], pre, batch_size, device))
+
+
+def film_logits_each(
+    backbone, member: FilmMember, image_sets: list[np.ndarray], pre: Preprocessing, batch_size: int = 128,
+    device: str = "auto",
+) -> Iterator[np.ndarray]:  # fmt: skip
+    """:func:`film_logits` of one member on each image set in turn, its values swapped in once
+    (one set's logits in memory at a time: 100,000 labels × 1,000 images is 400 MB)."""
     with film_net(backbone, member, device=device) as net, torch.inference_mode():
         net.eval()
         dev = net.head.weight.device
-        for start in range(0, len(images), batch_size):
-            x = preprocess_batch(images[start : start + batch_size], pre).to(dev)
-            out[start : start + len(x)] = net(x).float().cpu().numpy()
-    return out
+        for images in image_sets:
+            images = np.asarray(images)
+            out = np.empty((len(images), member.n_out), dtype=np.float32)
+            for start in range(0, len(images), batch_size):
+                x = preprocess_batch(images[start : start + batch_size], pre).to(dev)
+                out[start : start + len(x)] = net(x).float().cpu().numpy()
+            yield out
