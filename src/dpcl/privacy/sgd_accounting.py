@@ -144,15 +144,15 @@ def _check_phase_shapes(phases_shape: Sequence[tuple[float, int]]) -> list[tuple
 # ----------------------------------------------------------------------------- accountants
 
 
-def _prv_grid_size(history: Sequence[Phase], delta_error: float) -> float:
-    """Upper bound on the number of points opacus's PRVAccountant will discretise on.
-
-    Its domain rule (``compute_safe_domain_size``, Gopi et al. 2021 Remark 5.6) with the RDP
-    bounds taken over the integer orders among opacus's defaults only: a subset, so the width
-    is never underestimated, at a tenth of the cost (fractional orders are slow in opacus).
+def _prv_half_width(history: Sequence[Phase], delta_error: float, eps_error: float = PRV_EPS_ERROR) -> float:
+    """Half-width L of the PRV discretisation domain [-L, L]: opacus's rule
+    (``compute_safe_domain_size``, Gopi et al. 2021 Remark 5.6, ``max(L, eps_error) + 3``) with
+    its RDP bounds taken over the integer orders among opacus's defaults only. An RDP bound
+    over a subset of the orders is never smaller, so this domain contains the one opacus would
+    size (the mass it truncates is never larger; the mesh does not depend on L), at a tenth of
+    the cost: opacus's fractional orders take ~90 % of a PRV evaluation's time.
     """
-    counts = [n for _, _, n in history]
-    total = sum(counts)
+    total = sum(n for _, _, n in history)
 
     def rdp_eps(hist: list[Phase], delta: float) -> float:
         acc = RDPAccountant()
@@ -162,9 +162,31 @@ def _prv_grid_size(history: Sequence[Phase], delta_error: float) -> float:
     half_width = rdp_eps([tuple(p) for p in history], delta_error / 4)
     for s, q, _ in history:
         half_width = max(half_width, rdp_eps([(s, q, 1)], delta_error / (8 * total)))
-    half_width = max(half_width, PRV_EPS_ERROR) + 3
-    mesh = PRV_EPS_ERROR / math.sqrt(total * math.log(12 / delta_error) / 2)
-    return 2 * half_width / mesh
+    return max(half_width, eps_error) + 3
+
+
+def _prv_mesh(history: Sequence[Phase], delta_error: float, eps_error: float = PRV_EPS_ERROR) -> float:
+    """opacus's PRV mesh size (independent of the domain's width)."""
+    total = sum(n for _, _, n in history)
+    return eps_error / math.sqrt(total * math.log(12 / delta_error) / 2)
+
+
+def _prv_grid_size(history: Sequence[Phase], delta_error: float) -> float:
+    """Number of points the PRV accountant discretises on (:func:`_prv_half_width`)."""
+    return 2 * _prv_half_width(history, delta_error) / _prv_mesh(history, delta_error)
+
+
+class _PRVAccountant(PRVAccountant):
+    """opacus's ``PRVAccountant`` with its discretisation domain sized by :func:`_prv_half_width`
+    (a superset of opacus's own domain, computed without fractional RDP orders); everything
+    else (truncation, discretisation, composition, the ε upper bound) is opacus's."""
+
+    def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
+        from opacus.accountants.analysis.prv import Domain
+
+        history = [(p.noise_multiplier, p.sample_rate, n) for p, n in zip(prvs, num_self_compositions, strict=True)]
+        half = _prv_half_width(history, delta_error, eps_error)
+        return Domain.create_aligned(-half, half, _prv_mesh(history, delta_error, eps_error))
 
 
 def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
@@ -178,7 +200,7 @@ def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
             grid = _prv_grid_size(history, delta_error)
             if not grid <= MAX_PRV_GRID:
                 raise _PRVFailure(f"the PRV grid would need {grid:.3g} points (limit {MAX_PRV_GRID})")
-            acc = PRVAccountant()
+            acc = _PRVAccountant()
             acc.history = [tuple(p) for p in history]
             eps = float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR, delta_error=delta_error))
         except _PRVFailure:
