@@ -104,7 +104,9 @@ class EnsembleVotes:
         self._score = np.zeros((self.n, 0))
 
     def add(self, logits: np.ndarray, labels: np.ndarray) -> None:
-        z = np.asarray(logits, dtype=float)
+        z = np.asarray(logits)  # float32 logits stay float32, as aggregate() computes with them
+        if not np.issubdtype(z.dtype, np.floating):
+            z = z.astype(float)
         labels = np.asarray(labels, dtype=np.int64)
         if z.shape != (self.n, labels.size):
             raise ValueError(f"logits of shape {z.shape} do not fit {self.n} samples and {labels.size} labels")
@@ -119,13 +121,19 @@ class EnsembleVotes:
             self._best[rule][better] = s[better]
             self._pred[rule][better] = labels[j[better]]
         w = np.exp(-self.gamma * entropy(z))
-        union = np.union1d(self._union, labels)
-        if union.size != self._union.size:
+        if labels.size == self._union.size and np.array_equal(labels, self._union):
+            self._score += w[:, None] * z  # the same label space again (Public Labels: every task)
+            return
+        cols = np.searchsorted(self._union, labels)
+        inside = cols < self._union.size
+        inside[inside] = self._union[cols[inside]] == labels[inside]
+        if not inside.all():  # new labels: grow the union (sorted) and move the scores along
+            union = np.union1d(self._union, labels)
             grown = np.zeros((self.n, union.size))
             grown[:, np.searchsorted(union, self._union)] = self._score
             self._union, self._score = union, grown
-        cols = np.searchsorted(self._union, labels)
-        if np.unique(cols).size == cols.size:
+            cols = np.searchsorted(self._union, labels)
+        if labels.size < 2 or bool(np.all(np.diff(labels) > 0)):  # distinct labels: plain indexing
             self._score[:, cols] += w[:, None] * z
         else:
             np.add.at(self._score, (slice(None), cols), w[:, None] * z)
