@@ -2,11 +2,16 @@
 # every (learner, ε, label method) of one seed in one job.
 
 
+# (ε tag, method) of every run a heads job makes: at ε = inf only the nonprivate_label_methods
+# (config/paper.yaml: base; the 1000x public label spaces without DP were most of a job's time)
+HEAD_PAIRS = [(e, m) for e in EPS for m in HEAD_METHODS
+              if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS]
+
+
 def _head_outputs(kind):
-    return expand(
-        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=HEAD_LEARNERS, eps=EPS, method=HEAD_METHODS,
-    )
+    # learner-major, then HEAD_PAIRS in the order of the label files (runs_by_learner)
+    return [f"{R}/runs/{learner}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{e}/{m}/{kind}.json"
+            for learner in HEAD_LEARNERS for e, m in HEAD_PAIRS]
 
 
 TUNE = config["tuning"]["enabled"]
@@ -53,7 +58,7 @@ if HEAD_LEARNERS:
             train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=HEAD_METHODS),
+            labels=[f"{R}/labels/{{dataset}}/{{scenario}}/seed{{seed}}/eps{e}/{m}.json" for e, m in HEAD_PAIRS],
             tuned=_tuning_files,
         output:
             metrics=_head_outputs("metrics"),
