@@ -7,14 +7,7 @@ import os
 
 import pytest
 
-from dpcl.fixtures import (  # noqa: F401 - re-exported for the tests
-    make_fake_cifar,
-    make_fake_fashion_mnist,
-    make_fake_imagenet_r,
-    make_fake_mnist,
-    make_fake_notmnist,
-    make_fake_svhn,
-)
+from dpcl.fixtures import make_fake_fashion_mnist
 
 
 @pytest.fixture

@@ -107,8 +107,7 @@ def test_unknown_weights_file_is_a_clear_error(tmp_path):
 
 
 def test_cache_features_of_a_cifar_split(tmp_path):
-    from conftest import make_fake_cifar
-
+    from dpcl.fixtures import make_fake_cifar
     from dpcl.stages.data import obtain_dataset
     from dpcl.stages.features import cache_features
 
@@ -342,8 +341,7 @@ def test_local_checkpoint_roundtrip_and_head_mismatch(tiny_vit, tmp_path, suffix
 
 def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
     """The pipeline stage end to end: a decoded ImageNet-R split through a (random) ViT at 224 px."""
-    from conftest import make_fake_imagenet_r
-
+    from dpcl.fixtures import make_fake_imagenet_r
     from dpcl.stages.data import obtain_dataset
     from dpcl.stages.features import cache_features
 

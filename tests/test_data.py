@@ -168,9 +168,8 @@ def test_iblurry_properties():
 
 @pytest.mark.parametrize("variant", ["cifar100", "cifar10"])
 def test_cifar_download_extract_and_load(tmp_path, variant):
-    from conftest import make_fake_cifar
-
     from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, load_dataset, obtain_cifar
+    from dpcl.fixtures import make_fake_cifar
 
     src = tmp_path / "mirror"
     src.mkdir()
@@ -261,9 +260,8 @@ def test_obtained_files_are_hashed_and_checked_on_every_read(tmp_path):
     import json
     import shutil
 
-    from conftest import make_fake_fashion_mnist
-
     from dpcl.data.manifest import ManifestError
+    from dpcl.fixtures import make_fake_fashion_mnist
     from dpcl.stages.data import dataset_subset, obtain_dataset
 
     raw, other = tmp_path / "raw", tmp_path / "other"

@@ -6,14 +6,6 @@ import json
 
 import numpy as np
 import pytest
-from conftest import (
-    make_fake_cifar,
-    make_fake_fashion_mnist,
-    make_fake_imagenet_r,
-    make_fake_mnist,
-    make_fake_notmnist,
-    make_fake_svhn,
-)
 
 from dpcl.data.datasets import CIFAR_ARCHIVES, DatasetError, RemoteFile, base_name, load_dataset
 from dpcl.data.scenarios import make_scenario
@@ -28,6 +20,14 @@ from dpcl.data.sources import (
     obtain_notmnist,
     obtain_svhn,
     to_rgb32,
+)
+from dpcl.fixtures import (
+    make_fake_cifar,
+    make_fake_fashion_mnist,
+    make_fake_imagenet_r,
+    make_fake_mnist,
+    make_fake_notmnist,
+    make_fake_svhn,
 )
 
 OFFLINE = "file:///nonexistent/"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import make_fake_fashion_mnist
+
+from dpcl.fixtures import make_fake_fashion_mnist
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

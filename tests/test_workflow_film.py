@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 import yaml
-from conftest import make_fake_fashion_mnist
 from test_workflow import _snakemake
+
+from dpcl.fixtures import make_fake_fashion_mnist
 
 pytestmark = pytest.mark.slow
 FILM = ("peft_film", "naive_film", "noncl_film", "agem_film")

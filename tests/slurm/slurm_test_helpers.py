@@ -56,7 +56,7 @@ def tiny_config(raw: Path, weights: str = "random") -> dict:
 
 
 def prepare(work: Path) -> None:
-    from conftest import make_fake_fashion_mnist
+    from dpcl.fixtures import make_fake_fashion_mnist
 
     raw = work / "raw"
     raw.mkdir(parents=True, exist_ok=True)
