@@ -35,6 +35,7 @@ EPS = [eps_tag(e) for e in config["epsilons"]]
 METHODS = config["label_methods"]
 SEEDS = config["seeds"]
 
+
 wildcard_constraints:
     seed=r"\d+",
     eps=r"[0-9.e+-]+|inf",
@@ -64,6 +65,7 @@ include: "workflow/rules/paper_tables.smk"
 include: "workflow/rules/active.smk"
 include: "workflow/rules/paper_figures.smk"  # keep last: report.html collects every other target
 
+
 # Under a cluster executor (snakemake --profile slurm) these cheap steps run on the
 # submitting machine instead of waiting in the queue; a download also needs the internet,
 # which compute nodes often lack. No effect on local runs. Resources: see the rules and
@@ -82,6 +84,7 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         all_reports(),
         aggregation_figure_files(),
@@ -89,7 +92,6 @@ rule all:
         html_report_files(),
         paper_table_files(),
         active_report_files(),
-    default_target: True
 
 
 # Every rule reruns when the library code its script reaches changes (issue 18 item 8): its

@@ -43,11 +43,15 @@ def main() -> None:
         full_t.append(time.perf_counter() - t0)
     assert np.array_equal(a, b)
     out = {
-        "labels": args.labels, "dim": args.dim, "rows": args.rows,
-        "blocked_s": round(statistics.median(blocked_t), 3), "full_matrix_s": round(statistics.median(full_t), 3),
+        "labels": args.labels,
+        "dim": args.dim,
+        "rows": args.rows,
+        "blocked_s": round(statistics.median(blocked_t), 3),
+        "full_matrix_s": round(statistics.median(full_t), 3),
         "ratio_blocked_over_full": round(statistics.median(blocked_t) / statistics.median(full_t), 3),
-        "full_matrix_mb": round(args.rows * args.labels * 4 / 2**20, 1), "blocked_max_mb": 64,
-    }  # fmt: skip
+        "full_matrix_mb": round(args.rows * args.labels * 4 / 2**20, 1),
+        "blocked_max_mb": 64,
+    }
     print(json.dumps(out))
 
 

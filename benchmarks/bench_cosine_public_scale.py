@@ -60,17 +60,31 @@ def main() -> None:
         t_update += t1 - t0
         rows_scored += len(xs)
         acc = float(np.mean(pred == np.concatenate([b for _, b in tests])))
-        print(f"task {t}: {len(xs)} test rows, accuracy {100 * acc:.1f} %, "
-              f"{time.perf_counter() - t_all:.1f} s so far", flush=True)  # fmt: skip
+        print(
+            f"task {t}: {len(xs)} test rows, accuracy {100 * acc:.1f} %, "
+            f"{time.perf_counter() - t_all:.1f} s so far",
+            flush=True,
+        )
     total = time.perf_counter() - t_all
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(json.dumps({
-        "labels": n_labels, "dim": args.dim, "tasks": args.tasks, "test_rows_scored": rows_scored,
-        "screen": args.screen, "total_s": round(total, 1), "update_s": round(t_update, 1), "predict_s": round(t_predict, 1),
-        "gflops_scoring": round(2 * rows_scored * n_labels * args.dim / t_predict / 1e9, 1),
-        "peak_rss_gb": round(peak_gb, 2), "full_score_matrix_gb_per_task": round(6000 * n_labels * 4 / 2**30, 1),
-        "bar": "total_s <= 120 and peak_rss_gb <= 4",
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "labels": n_labels,
+                "dim": args.dim,
+                "tasks": args.tasks,
+                "test_rows_scored": rows_scored,
+                "screen": args.screen,
+                "total_s": round(total, 1),
+                "update_s": round(t_update, 1),
+                "predict_s": round(t_predict, 1),
+                "gflops_scoring": round(2 * rows_scored * n_labels * args.dim / t_predict / 1e9, 1),
+                "peak_rss_gb": round(peak_gb, 2),
+                "full_score_matrix_gb_per_task": round(6000 * n_labels * 4 / 2**30, 1),
+                "bar": "total_s <= 120 and peak_rss_gb <= 4",
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -46,10 +46,16 @@ def main() -> None:
         for _ in range(args.repeats):
             p.append(epoch(private, 1.0))
             n.append(epoch(public, 0.0))
-    out = {"n": args.n, "dim": args.dim, "classes": args.classes, "expected_batch": args.batch,
-           "steps": private.steps, "private_epoch_s": round(statistics.median(p), 3),
-           "nonprivate_epoch_s": round(statistics.median(n), 3),
-           "ratio": round(statistics.median(p) / statistics.median(n), 3)}  # fmt: skip
+    out = {
+        "n": args.n,
+        "dim": args.dim,
+        "classes": args.classes,
+        "expected_batch": args.batch,
+        "steps": private.steps,
+        "private_epoch_s": round(statistics.median(p), 3),
+        "nonprivate_epoch_s": round(statistics.median(n), 3),
+        "ratio": round(statistics.median(p) / statistics.median(n), 3),
+    }
     print(json.dumps(out))
 
 

@@ -57,11 +57,13 @@ def main() -> None:
         r.append(raw())
         e.append(extraction())
     out = {
-        "image_size": args.image_size, "batch_size": args.batch_size, "threads": torch.get_num_threads(),
+        "image_size": args.image_size,
+        "batch_size": args.batch_size,
+        "threads": torch.get_num_threads(),
         "raw_forward_img_per_s": round(statistics.median(r), 1),
         "extraction_img_per_s": round(statistics.median(e), 1),
         "ratio": round(statistics.median(e) / statistics.median(r), 3),
-    }  # fmt: skip
+    }
     print(json.dumps(out))
 
 

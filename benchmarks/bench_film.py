@@ -58,8 +58,18 @@ def main() -> None:
 
     def step_time(cfg: DPSGDConfig, sigma: float) -> float:
         t0 = time.perf_counter()
-        train_film(backbone, images, labels, args.classes, cfg, sigma, np.random.default_rng(1), pre,
-                   physical_batch=physical, device=args.device)  # fmt: skip
+        train_film(
+            backbone,
+            images,
+            labels,
+            args.classes,
+            cfg,
+            sigma,
+            np.random.default_rng(1),
+            pre,
+            physical_batch=physical,
+            device=args.device,
+        )
         return (time.perf_counter() - t0) / cfg.steps  # train_film copies the member to the CPU: synced
 
     step_time(private, 1.0)  # warm-up (allocations, kernels)
@@ -69,11 +79,18 @@ def main() -> None:
         p.append(step_time(private, 1.0))
         n.append(step_time(public, 0.0))
     dev = "cuda" if (args.device == "auto" and cuda) else ("cpu" if args.device == "auto" else args.device)
-    out = {"arch": args.arch, "image_size": args.image_size, "batch": args.batch, "physical_batch": physical,
-           "device": torch.cuda.get_device_name() if dev.startswith("cuda") else "cpu",
-           "threads": torch.get_num_threads(), "film_parameters": film_parameter_count(backbone),
-           "private_step_s": round(statistics.median(p), 4), "nonprivate_step_s": round(statistics.median(n), 4),
-           "ratio": round(statistics.median(p) / statistics.median(n), 3)}  # fmt: skip
+    out = {
+        "arch": args.arch,
+        "image_size": args.image_size,
+        "batch": args.batch,
+        "physical_batch": physical,
+        "device": torch.cuda.get_device_name() if dev.startswith("cuda") else "cpu",
+        "threads": torch.get_num_threads(),
+        "film_parameters": film_parameter_count(backbone),
+        "private_step_s": round(statistics.median(p), 4),
+        "nonprivate_step_s": round(statistics.median(n), 4),
+        "ratio": round(statistics.median(p) / statistics.median(n), 3),
+    }
     print(json.dumps(out))
 
 

@@ -49,9 +49,12 @@ def _ours(plan: ALPlan) -> dict:
     t0 = time.perf_counter()
     sched = build_schedule("step_amplification", plan)
     eps = sched.check()
-    return {"seconds": round(time.perf_counter() - t0, 2), "group_epsilons": eps,
-            "segments": sched.to_dict()["segments"],
-            "expected_batch": [sched.expected_batch(s) for s in sched.segments]}  # fmt: skip
+    return {
+        "seconds": round(time.perf_counter() - t0, 2),
+        "group_epsilons": eps,
+        "segments": sched.to_dict()["segments"],
+        "expected_batch": [sched.expected_batch(s) for s in sched.segments],
+    }
 
 
 def main() -> None:
@@ -68,25 +71,40 @@ def main() -> None:
     for delta in args.delta:
         for esel in args.selection_epsilon:
             plan = ALPlan(EPSILON, delta, esel, INITIAL, QUERIES, BATCH, args.epochs)
-            res = {"plan": {"epsilon": EPSILON, "delta": delta, "selection_epsilon": esel, "initial_size": INITIAL,
-                            "query_sizes": list(QUERIES), "batch_size": BATCH, "epochs": args.epochs},
-                   "sigma_corr": not args.no_sigma_corr,
-                   "authors": _authors(plan, not args.no_sigma_corr)}  # fmt: skip
+            res = {
+                "plan": {
+                    "epsilon": EPSILON,
+                    "delta": delta,
+                    "selection_epsilon": esel,
+                    "initial_size": INITIAL,
+                    "query_sizes": list(QUERIES),
+                    "batch_size": BATCH,
+                    "epochs": args.epochs,
+                },
+                "sigma_corr": not args.no_sigma_corr,
+                "authors": _authors(plan, not args.no_sigma_corr),
+            }
             if not args.skip_ours:
                 res["ours"] = _ours(plan)
             results.append(res)
             a = res["authors"]
-            print(f"δ = {delta:g}, ε_Sel = {esel:g}: authors' schedule in {a['seconds']:.1f} s, σ̂ = {a['sigma_naive']:.4f}, "
-                  f"steps {[s['steps'] for s in a['segments']]}, σ {[round(s['noise_multiplier'], 4) for s in a['segments']]}")  # fmt: skip
+            print(
+                f"δ = {delta:g}, ε_Sel = {esel:g}: authors' schedule in {a['seconds']:.1f} s, σ̂ = {a['sigma_naive']:.4f}, "
+                f"steps {[s['steps'] for s in a['segments']]}, σ {[round(s['noise_multiplier'], 4) for s in a['segments']]}"
+            )
             print("  group  paid   believed  own-history ε (opacus default α)  project ε   ours")
             for g in a["groups"]:
                 ours = f"{res['ours']['group_epsilons'][g['group']]:.4f}" if "ours" in res else "-"
-                print(f"  {g['group']:5d}  {g['paid']:.2f}   {g['believed_epsilon']:.4f}    {g['own_history_epsilon']:.4f}"
-                      f"{'  > ε' if g['own_history_epsilon'] > EPSILON else '     '}"
-                      f"                        {g['project_epsilon']:.4f}    {ours}")  # fmt: skip
+                print(
+                    f"  {g['group']:5d}  {g['paid']:.2f}   {g['believed_epsilon']:.4f}    {g['own_history_epsilon']:.4f}"
+                    f"{'  > ε' if g['own_history_epsilon'] > EPSILON else '     '}"
+                    f"                        {g['project_epsilon']:.4f}    {ours}"
+                )
             if "ours" in res:
-                print(f"  ours: build_schedule('step_amplification') in {res['ours']['seconds']:.1f} s, "
-                      f"steps {[s['steps'] for s in res['ours']['segments']]}")  # fmt: skip
+                print(
+                    f"  ours: build_schedule('step_amplification') in {res['ours']['seconds']:.1f} s, "
+                    f"steps {[s['steps'] for s in res['ours']['segments']]}"
+                )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

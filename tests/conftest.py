@@ -18,8 +18,6 @@ def fake_fmnist(tmp_path):
     return root, files
 
 
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _accounting_cache(tmp_path_factory):
     """One accountant cache per test session (dpcl.privacy.cache), shared with the workflow runs

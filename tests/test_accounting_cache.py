@@ -20,7 +20,9 @@ def test_hit_equals_the_computation_and_keys_differ_by_parameters(tmp_path, monk
     assert first == fresh and len(_entries(tmp_path)) == 1
     again = noise_multiplier_info(2.0, 1e-5, 0.3, 7)  # read back
     assert again == fresh and isinstance(again["noise_multiplier"], float)
-    other = noise_multiplier_info(2.0, 1e-5, 0.3, 8)  # one more step: its own entry, a smaller budget per step
+    other = noise_multiplier_info(
+        2.0, 1e-5, 0.3, 8
+    )  # one more step: its own entry, a smaller budget per step
     assert len(_entries(tmp_path)) == 2 and other["noise_multiplier"] > fresh["noise_multiplier"]
     stored = json.loads(_entries(tmp_path)[0].read_text())
     assert stored["function"] == "noise_multiplier_info" and stored["value"] in (fresh, other)

@@ -18,7 +18,9 @@ from dpcl.privacy.ledger import LedgerError, verify_privacy
 from dpcl.seeding import rng
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
-PLAN = dict(epsilon=8.0, delta=1e-5, initial_size=1000, query_sizes=(1000, 300, 100, 100), batch_size=256, epochs=12)
+PLAN = dict(
+    epsilon=8.0, delta=1e-5, initial_size=1000, query_sizes=(1000, 300, 100, 100), batch_size=256, epochs=12
+)
 KINDS = ("naive", "step_amplification", "noise_reduction", "continual")
 
 
@@ -40,8 +42,11 @@ def _dp_accounting_epsilon(history, delta):
     logging.getLogger("absl").setLevel(logging.ERROR)
     acc = rdp.RdpAccountant([float(a) for a in range(2, 64)] + [128, 256, 512, 1024])
     for sigma, q, n in history:
-        acc.compose(dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), n))  # fmt: skip
+        acc.compose(
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), n
+            )
+        )
     return acc.get_epsilon(delta) if history else 0.0
 
 
@@ -141,11 +146,21 @@ SMALL = ALPlan(8.0, 1e-5, 2.0, 120, (120, 60), 32, 3)
 
 @pytest.fixture(scope="module")
 def small_schedules():
-    return {s: build_schedule("step_amplification", ALPlan(8.0, 1e-5, s, 120, (120, 60), 32, 3)) for s in (0.0, 2.0)}
+    return {
+        s: build_schedule("step_amplification", ALPlan(8.0, 1e-5, s, 120, (120, 60), 32, 3))
+        for s in (0.0, 2.0)
+    }
 
 
-@pytest.mark.parametrize("acq,selection,mode", [("entropy", "dp", "sound"), ("entropy", "dp", "paper"),
-                                                ("random", "random", "sound"), ("margin", "nondp", "paper")])
+@pytest.mark.parametrize(
+    "acq,selection,mode",
+    [
+        ("entropy", "dp", "sound"),
+        ("entropy", "dp", "paper"),
+        ("random", "random", "sound"),
+        ("margin", "nondp", "paper"),
+    ],
+)
 def test_privacy_json_is_neighbour_invariant_and_verifies(small_schedules, acq, selection, mode):
     x, y = _pool()
     test = _pool(300, seed=1)
@@ -154,8 +169,9 @@ def test_privacy_json_is_neighbour_invariant_and_verifies(small_schedules, acq, 
     method = ActiveMethod(acq, selection, mode)
     outs = []
     for xs, ys in ((x, y), (x[:-1], y[:-1])):  # D and D minus one record, same seed
-        m, p, d, _ = run_active((xs, ys), test, pub, 5, 1200, method, sched, 0.05, 1.0,
-                                lambda *k: rng(0, "t", *k), mc_passes=4)  # fmt: skip
+        m, p, d, _ = run_active(
+            (xs, ys), test, pub, 5, 1200, method, sched, 0.05, 1.0, lambda *k: rng(0, "t", *k), mc_passes=4
+        )
         outs.append(json.dumps(p, sort_keys=True))
         assert d["labelled"] > 0 and 0 <= m["final_accuracy"] <= 1
     assert outs[0] == outs[1]
@@ -175,9 +191,18 @@ def test_privacy_json_is_neighbour_invariant_and_verifies(small_schedules, acq, 
 
 def test_group_ledger_verifier_rejects_tampering(small_schedules):
     x, y = _pool()
-    _, p, _, _ = run_active((x, y), _pool(300, seed=1), _pool(400, seed=2)[0], 5, 1200,
-                            ActiveMethod("entropy", "dp", "sound"), small_schedules[2.0], 0.05, 1.0,
-                            lambda *k: rng(0, "t", *k))  # fmt: skip
+    _, p, _, _ = run_active(
+        (x, y),
+        _pool(300, seed=1),
+        _pool(400, seed=2)[0],
+        5,
+        1200,
+        ActiveMethod("entropy", "dp", "sound"),
+        small_schedules[2.0],
+        0.05,
+        1.0,
+        lambda *k: rng(0, "t", *k),
+    )
     verify_group_ledger(p)
     bad = json.loads(json.dumps(p))
     bad["selection"]["laplace_scale"] /= 2  # half the noise: twice the ε per selection
@@ -200,8 +225,18 @@ def test_group_ledger_verifier_rejects_tampering(small_schedules):
 def test_dp_selection_refuses_a_zero_selection_budget(small_schedules):
     x, y = _pool()
     with pytest.raises(ValueError, match="selection_epsilon > 0"):
-        run_active((x, y), _pool(300, seed=1), _pool(400, seed=2)[0], 5, 1200, ActiveMethod("entropy", "dp", "sound"),
-                   small_schedules[0.0], 0.05, 1.0, lambda *k: rng(0, "t", *k))  # fmt: skip
+        run_active(
+            (x, y),
+            _pool(300, seed=1),
+            _pool(400, seed=2)[0],
+            5,
+            1200,
+            ActiveMethod("entropy", "dp", "sound"),
+            small_schedules[0.0],
+            0.05,
+            1.0,
+            lambda *k: rng(0, "t", *k),
+        )
     with pytest.raises(ValueError, match="paper mode only"):
         ActiveMethod("entropy", "nondp", "sound")
 
@@ -210,9 +245,18 @@ def test_sound_selection_hits_the_planned_sizes_in_expectation(small_schedules):
     x, y = _pool(3000)
     sizes = []
     for seed in range(6):
-        _, _, d, _ = run_active((x, y), _pool(300, seed=1), _pool(1500, seed=2)[0], 5, 3000,
-                                ActiveMethod("entropy", "dp", "sound"), small_schedules[2.0], 0.05, 1.0,
-                                lambda *k, _s=seed: rng(_s, "t", *k))  # fmt: skip
+        _, _, d, _ = run_active(
+            (x, y),
+            _pool(300, seed=1),
+            _pool(1500, seed=2)[0],
+            5,
+            3000,
+            ActiveMethod("entropy", "dp", "sound"),
+            small_schedules[2.0],
+            0.05,
+            1.0,
+            lambda *k, _s=seed: rng(_s, "t", *k),
+        )
         sizes.append(d["group_sizes"])
     mean = np.mean(sizes, axis=0)
     # Poisson initial set (sd √120 ≈ 11 per run) and threshold selections calibrated on a public
@@ -225,9 +269,15 @@ def test_grid_parses_methods_and_dedupes_cells():
     assert parse_method("bald-nondp-cl").schedule == "continual"
     with pytest.raises(ValueError, match="unknown active-learning method"):
         parse_method("entropy-sa")
-    active = {"epsilon": 8, "selection_epsilon": 2, "methods": ["random-nal", "entropy-dp-sa", "entropy-nondp-sa"],
-              "modes": ["paper", "sound"], "table2_settings": [[8, 2], [16, 4]], "fig5_selection_epsilons": [1],
-              "table5": True}  # fmt: skip
+    active = {
+        "epsilon": 8,
+        "selection_epsilon": 2,
+        "methods": ["random-nal", "entropy-dp-sa", "entropy-nondp-sa"],
+        "modes": ["paper", "sound"],
+        "table2_settings": [[8, 2], [16, 4]],
+        "fig5_selection_epsilons": [1],
+        "table5": True,
+    }
     cells = run_cells(active)
     keys = [c["key"] for c in cells]
     assert len(keys) == len(set(keys))
@@ -242,9 +292,18 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
     x, y = _pool()
     paths = []
     for mode in ("sound", "paper"):
-        _, p, _, _ = run_active((x, y), _pool(300, seed=1), _pool(400, seed=2)[0], 5, 1200,
-                                ActiveMethod("entropy", "dp", mode), small_schedules[2.0], 0.05, 1.0,
-                                lambda *k: rng(0, "t", *k))  # fmt: skip
+        _, p, _, _ = run_active(
+            (x, y),
+            _pool(300, seed=1),
+            _pool(400, seed=2)[0],
+            5,
+            1200,
+            ActiveMethod("entropy", "dp", mode),
+            small_schedules[2.0],
+            0.05,
+            1.0,
+            lambda *k: rng(0, "t", *k),
+        )
         paths.append(tmp_path / f"{mode}.json")
         paths[-1].write_text(json.dumps(p))
     main(["ledger", "verify", str(paths[0]), str(paths[1])])
@@ -276,7 +335,11 @@ def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
     import subprocess
     import sys
 
-    code = ("import sys, logging, dpcl.config, dpcl.active.grid; "
-            "print('opacus' in sys.modules, len(logging.getLogger().handlers))")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import sys, logging, dpcl.config, dpcl.active.grid; "
+        "print('opacus' in sys.modules, len(logging.getLogger().handlers))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out == ["False", "0"]

@@ -30,8 +30,13 @@ MODES = ("paper", "sound")
 
 def _parts(method: str) -> tuple[str, str, str]:
     bits = method.split("-")
-    sched = {"nal": "single", "naive": "naive", "sa": "step_amplification", "cl": "continual",
-             "nr": "noise_reduction"}[bits[-1]]  # fmt: skip
+    sched = {
+        "nal": "single",
+        "naive": "naive",
+        "sa": "step_amplification",
+        "cl": "continual",
+        "nr": "noise_reduction",
+    }[bits[-1]]
     return bits[0], ("random" if len(bits) == 2 else bits[1]), sched
 
 
@@ -41,8 +46,9 @@ def _acc(method: str, pool: str, mode: str, eps: float, sel: float, seed: int) -
     return round(base + 0.01 * (seed - 1) * (1 + (pool == "imbalanced")), 6)
 
 
-def _summary(tmp_path: Path, methods_at: dict[tuple[float, float], list[str]], pools=POOLS, modes=MODES,
-             seeds=SEEDS) -> Path:  # fmt: skip
+def _summary(
+    tmp_path: Path, methods_at: dict[tuple[float, float], list[str]], pools=POOLS, modes=MODES, seeds=SEEDS
+) -> Path:
     rows = []
     for (eps, sel), methods in methods_at.items():
         for m in methods:
@@ -51,11 +57,21 @@ def _summary(tmp_path: Path, methods_at: dict[tuple[float, float], list[str]], p
             for pool in pools:
                 for mode in modes:
                     for seed in seeds:
-                        rows.append({"pool": pool, "mode": mode, "method": m, "acquisition": acq,
-                                     "selection": selection, "schedule": sched, "epsilon": eps,
-                                     "selection_epsilon": s, "seed": seed,
-                                     "final_accuracy": _acc(m, pool, mode, eps, s, seed),
-                                     "guarantee_holds": mode == "sound" and selection != "nondp"})  # fmt: skip
+                        rows.append(
+                            {
+                                "pool": pool,
+                                "mode": mode,
+                                "method": m,
+                                "acquisition": acq,
+                                "selection": selection,
+                                "schedule": sched,
+                                "epsilon": eps,
+                                "selection_epsilon": s,
+                                "seed": seed,
+                                "final_accuracy": _acc(m, pool, mode, eps, s, seed),
+                                "guarantee_holds": mode == "sound" and selection != "nondp",
+                            }
+                        )
     path = tmp_path / "summary.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
@@ -95,8 +111,10 @@ def test_published_matches_paper_text():
     rows = [ln for ln in lines if re.match(r"^(Random|Least|Minimum|Entropy|MC BALD)", ln)][:11]
     for (method, name, *_), line in zip(TABLE1_ROWS, rows, strict=True):
         assert line.startswith(name)
-        nums = [(float(a), float(b)) for a, b in re.findall(r"(\d+\.\d+)\s*(?:\$\\pm\$|<math>\\pm</math>)\s*(\d+\.\d+)",
-                                                             line)]  # fmt: skip
+        nums = [
+            (float(a), float(b))
+            for a, b in re.findall(r"(\d+\.\d+)\s*(?:\$\\pm\$|<math>\\pm</math>)\s*(\d+\.\d+)", line)
+        ]
         pub = PUBLISHED["table1"][method]
         assert nums[0] == pub["CIFAR-10 ResNet-9"] and nums[3] == pub["RetinalOCT ResNet-9"], line
 
@@ -106,8 +124,9 @@ def test_main_setting(tmp_path):
 
     df = load_summary(_summary(tmp_path, FULL))
     assert main_setting(df) == (8.0, 2.0)  # every ε_Sel has 12 entropy-dp-sa runs: most runs overall
-    df2 = load_summary(_summary(tmp_path, {(8.0, 2.0): ["entropy-dp-sa"], (5.0, 1.0): ["entropy-dp-sa"]},
-                                seeds=(0, 1)))  # fmt: skip
+    df2 = load_summary(
+        _summary(tmp_path, {(8.0, 2.0): ["entropy-dp-sa"], (5.0, 1.0): ["entropy-dp-sa"]}, seeds=(0, 1))
+    )
     extra = load_summary(_summary(tmp_path, {(5.0, 1.0): ["entropy-dp-sa"]}, seeds=(5,)))
     assert main_setting(pd.concat([df2, extra])) == (5.0, 1.0)
     assert main_setting(load_summary(_summary(tmp_path, {(4.0, 0.0): ["random-nal"]}))) == (4.0, None)
@@ -129,8 +148,12 @@ def test_tables_full(tmp_path):
     t1 = _md_table(tmp_path / "out" / "table1.md")
     header, body = t1[0], t1[2:]
     assert header[:3] == ["Method", "SA", "DP"]
-    assert header[3:7] == ["balanced pool, paper mode", "balanced pool, sound mode", "imbalanced pool, paper mode",
-                           "imbalanced pool, sound mode"]  # fmt: skip
+    assert header[3:7] == [
+        "balanced pool, paper mode",
+        "balanced pool, sound mode",
+        "imbalanced pool, paper mode",
+        "imbalanced pool, sound mode",
+    ]
     assert "CIFAR-10 ResNet-9" in header[7] and "RetinalOCT ResNet-9" in header[8] and len(header) == 9
     assert [r[0] for r in body] == [name for _, name, *_ in TABLE1_ROWS]
     assert [r[2] for r in body] == ["✓"] * 3 + ["×"] * 4 + ["✓"] * 4
@@ -190,8 +213,9 @@ def test_tables_full(tmp_path):
 
 def test_tables_skip_and_missing(tmp_path):
     # Random baselines only: Table I (with "–" for every AL row) and Table II; no Table V
-    summary = _summary(tmp_path, {(8.0, 2.0): ["random-nal", "random-sa"]}, pools=("balanced",), modes=("sound",),
-                       seeds=(0,))  # fmt: skip
+    summary = _summary(
+        tmp_path, {(8.0, 2.0): ["random-nal", "random-sa"]}, pools=("balanced",), modes=("sound",), seeds=(0,)
+    )
     paths = active_tables(summary, tmp_path / "out")
     assert sorted(p.name for p in paths) == ["table1.csv", "table1.md", "table2.csv", "table2.md"]
     assert not (tmp_path / "out" / "table5.md").exists()

@@ -70,8 +70,10 @@ def test_buffer_is_filled_only_from_reference_parts(monkeypatch):
     x = np.column_stack([ids.astype(float), x])
     sc = disjoint_scenario(y, 3, seed=1)
     tasks = [(x[i], y[i], ids[i]) for i in sc.train_indices]
-    tests = [(np.column_stack([np.zeros(np.isin(yt, c).sum()), xt[np.isin(yt, c)]]), yt[np.isin(yt, c)])
-             for c in sc.task_classes]  # fmt: skip
+    tests = [
+        (np.column_stack([np.zeros(np.isin(yt, c).sum()), xt[np.isin(yt, c)]]), yt[np.isin(yt, c)])
+        for c in sc.task_classes
+    ]
     seen = []
     real = agem_mod.train_agem_task
 
@@ -83,8 +85,18 @@ def test_buffer_is_filled_only_from_reference_parts(monkeypatch):
     agem = AGEMConfig(buffer_fraction=0.3)
     noise, noise_ref = agem_noise(math.inf, 0.0, CFG, agem, 3)
     spaces = [list(range(6))] * 3
-    run_agem_head(tasks, tests, spaces, 6, CFG, agem, noise, noise_ref,
-                  lambda t, p: np.random.default_rng([t, len(p)]), split_seed=5)  # fmt: skip
+    run_agem_head(
+        tasks,
+        tests,
+        spaces,
+        6,
+        CFG,
+        agem,
+        noise,
+        noise_ref,
+        lambda t, p: np.random.default_rng([t, len(p)]),
+        split_seed=5,
+    )
     refs = [set(i[reference_mask(i, 0.3, 5)].tolist()) for _, _, i in tasks]
     assert seen[0][1] is None  # no buffer mechanism at task 0
     for t, (train_ids, buf_ids) in enumerate(seen):
@@ -127,8 +139,14 @@ def test_buffer_noise_is_calibrated_for_all_later_tasks():
 def _gauss(eps, delta, **kw):
     from dpcl.privacy.gaussian import gaussian_sigma
 
-    return {"mechanism": "gaussian", "epsilon": eps, "delta": delta, "sigma": gaussian_sigma(eps, delta),
-            "query": "class_sums_of_unit_norm_features", **kw}  # fmt: skip
+    return {
+        "mechanism": "gaussian",
+        "epsilon": eps,
+        "delta": delta,
+        "sigma": gaussian_sigma(eps, delta),
+        "query": "class_sums_of_unit_norm_features",
+        **kw,
+    }
 
 
 def test_disjoint_parts_compose_in_parallel_and_shared_entries_add():
@@ -144,11 +162,20 @@ def test_disjoint_parts_compose_in_parallel_and_shared_entries_add():
 
 
 def _labels(y_tasks, n_base, eps, delta, method, seed):
-    res = output_label_spaces(parse_label_method(method), y_tasks, n_base,
-                              Budget(eps, delta) if math.isfinite(eps) else Budget(math.inf, 0.0), seed,
-                              run_key=(eps_tag(eps),))  # fmt: skip
-    res.update(seed=seed, scenario="disjoint-t3", epsilon_tag=eps_tag(eps),
-               stream={"dataset": "synthetic", "scenario": "disjoint-t3"})
+    res = output_label_spaces(
+        parse_label_method(method),
+        y_tasks,
+        n_base,
+        Budget(eps, delta) if math.isfinite(eps) else Budget(math.inf, 0.0),
+        seed,
+        run_key=(eps_tag(eps),),
+    )
+    res.update(
+        seed=seed,
+        scenario="disjoint-t3",
+        epsilon_tag=eps_tag(eps),
+        stream={"dataset": "synthetic", "scenario": "disjoint-t3"},
+    )
     return res
 
 
@@ -160,9 +187,12 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
     labels = _labels([y[i] for i in sc.train_indices], 6, eps, 1e-5, method, 0)
     write_json(tmp_path / "labels.json", labels)  # the on-disk format the workflow reads
     labels = read_json(tmp_path / "labels.json")
-    metrics, privacy, diag = run_agem((x, y, ids), (xt, yt), sc, labels, 0, asdict(CFG),
-                                      {"buffer_fraction": 0.1})  # fmt: skip
-    assert next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 3  # sizes live here, not in metrics
+    metrics, privacy, diag = run_agem(
+        (x, y, ids), (xt, yt), sc, labels, 0, asdict(CFG), {"buffer_fraction": 0.1}
+    )
+    assert (
+        next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 3
+    )  # sizes live here, not in metrics
     assert "tasks" not in metrics
     write_json(tmp_path / "privacy.json", privacy)
     p = json.loads((tmp_path / "privacy.json").read_text())
@@ -229,8 +259,15 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
     original = agem_mod.train_agem_task
 
     def spy(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest):
-        calls.append((set(np.unique(y_t)), None if buf_y is None else set(np.unique(buf_y)), q_ref, sigma_ref,
-                      cfg.steps))  # fmt: skip
+        calls.append(
+            (
+                set(np.unique(y_t)),
+                None if buf_y is None else set(np.unique(buf_y)),
+                q_ref,
+                sigma_ref,
+                cfg.steps,
+            )
+        )
         return original(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest)
 
     monkeypatch.setattr(agem_mod, "train_agem_task", spy)
@@ -242,7 +279,9 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
         assert MIN_BATCH / n_tr <= q <= 1.0
         # two pseudo-tasks over the class rows {0, 1} and {2, 3}; the buffer holds task 0's rows only
         assert first[0] == {0, 1} and first[1] is None and second[0] == {2, 3} and second[1] <= {0, 1}
-        assert second[2] == q and second[3] == pytest.approx(noise_multiplier(4.0, 1e-5, q, second[4], accountant="rdp"))
+        assert second[2] == q and second[3] == pytest.approx(
+            noise_multiplier(4.0, 1e-5, q, second[4], accountant="rdp")
+        )
     best = max(res["trials"], key=lambda t: t["accuracy"])["params"]
     assert res["best_buffer_sample_rate"] == best["buffer_sample_rate"]
     assert res == tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=3, epochs=1)
@@ -252,4 +291,7 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="two tasks of classes covering"):
         tune_agem_head(x, y, 4.0, 1e-5, 0, 0.3, n_trials=1, epochs=1, tasks=[[2, 5], [7]])
     write_json(tmp_path / "t.json", res)
-    assert tuned_agem({"buffer_fraction": 0.3}, tmp_path / "t.json")["buffer_sample_rate"] == best["buffer_sample_rate"]
+    assert (
+        tuned_agem({"buffer_fraction": 0.3}, tmp_path / "t.json")["buffer_sample_rate"]
+        == best["buffer_sample_rate"]
+    )

@@ -61,8 +61,22 @@ def _run(vit, stream, eps, seed, agem=AGEM, calls=None):  # noqa: F811
             calls.append((t, part))
         return rng(seed, "agem_film", "task", t, part)
 
-    return run_agem_film(tasks, tests, spaces, 6, vit, PRE, CFG, agem, noise, noise_ref, rng_for, seed,
-                         physical_batch=16, device="cpu")  # fmt: skip
+    return run_agem_film(
+        tasks,
+        tests,
+        spaces,
+        6,
+        vit,
+        PRE,
+        CFG,
+        agem,
+        noise,
+        noise_ref,
+        rng_for,
+        seed,
+        physical_batch=16,
+        device="cpu",
+    )
 
 
 def test_buffer_holds_exactly_the_past_reference_parts(vit, stream, monkeypatch):  # noqa: F811
@@ -72,8 +86,12 @@ def test_buffer_holds_exactly_the_past_reference_parts(vit, stream, monkeypatch)
     real = agem_film_mod.train_film
 
     def spy(backbone, images, rows, *args, buffer=None, **kwargs):
-        seen.append(([id_of[x.tobytes()] for x in images],
-                     None if buffer is None else [id_of[x.tobytes()] for x in buffer.images]))  # fmt: skip
+        seen.append(
+            (
+                [id_of[x.tobytes()] for x in images],
+                None if buffer is None else [id_of[x.tobytes()] for x in buffer.images],
+            )
+        )
         if buffer is not None:  # labels travel with their images
             assert set(buffer.rows.tolist()) <= set(range(2 * len(seen) - 2))
         return real(backbone, images, rows, *args, buffer=buffer, **kwargs)
@@ -114,8 +132,20 @@ def test_projection_only_when_the_dot_product_is_negative(vit, stream, monkeypat
 
     def train(seed: int):
         buf = BufferMechanism(x0, y0, 0.5, 2.0, rng(seed, "ref"))
-        return train_film(vit, x1, y1, 6, cfg, 2.0, rng(seed, "train"), PRE, init=None, active=active,
-                          device="cpu", buffer=buf)  # fmt: skip
+        return train_film(
+            vit,
+            x1,
+            y1,
+            6,
+            cfg,
+            2.0,
+            rng(seed, "train"),
+            PRE,
+            init=None,
+            active=active,
+            device="cpu",
+            buffer=buf,
+        )
 
     monkeypatch.setattr(film_mod, "project", spy)
     member, info = train(3)
@@ -171,8 +201,19 @@ def test_empty_buffer_sample_still_draws_its_own_noise(vit, stream, monkeypatch)
     assert len(draws) == CFG.steps
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(draws, g_noise, strict=True))
     with pytest.raises(ValueError, match="buffer sample_rate"):
-        train_film(vit, x1, y1, 6, CFG, 1.5, rng(0, "t"), PRE, active=active, device="cpu",
-                   buffer=BufferMechanism(empty.images, empty.rows, 0.0, 1.0, rng(0)))  # fmt: skip
+        train_film(
+            vit,
+            x1,
+            y1,
+            6,
+            CFG,
+            1.5,
+            rng(0, "t"),
+            PRE,
+            active=active,
+            device="cpu",
+            buffer=BufferMechanism(empty.images, empty.rows, 0.0, 1.0, rng(0)),
+        )
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +231,9 @@ def test_ledger_holds_the_target_and_buffer_composes_over_later_tasks(private_ru
     noise, noise_ref = agem_noise(4.0, 1e-5, CFG, agem, T)
     ledger = Ledger(Budget(4.0, 1e-5), T)
     for t, entries in enumerate(records):
-        ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})  # the task's (data-independent) label space
+        ledger.add(
+            t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0}
+        )  # the task's (data-independent) label space
         for e in entries:
             ledger.add(t, split_public(e)[0])  # counts and statistics go to the diagnostics
     priv = ledger.to_dict()  # raises if any individual's total exceeds the target

@@ -195,8 +195,9 @@ def test_gaussian_sums_with_too_little_noise_are_caught(rule):
     sigma = gaussian_sigma(eps, DELTA) / 4  # a bug: a quarter of the calibrated noise
     # The audit has the power to see it: its floor at the σ-derived threshold exceeds the claim.
     t, _ = planned_gaussian_threshold(sigma, DELTA, TRIALS, ALPHA)
-    floor = attainable_lower_bound(float(ndtr(-t / sigma)), float(ndtr(-(t - 1) / sigma)), TRIALS, DELTA, ALPHA,
-                                   FLOOR_Q)  # fmt: skip
+    floor = attainable_lower_bound(
+        float(ndtr(-t / sigma)), float(ndtr(-(t - 1) / sigma)), TRIALS, DELTA, ALPHA, FLOOR_Q
+    )
     assert floor > eps
     res = audit_gaussian_sums(sigma, eps, DELTA, dim=3, trials=TRIALS, seed=3, alpha=ALPHA, threshold=rule)
     assert res["epsilon_lower_bound"] > eps

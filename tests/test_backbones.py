@@ -85,13 +85,22 @@ def test_a_changed_or_truncated_feature_cache_is_refused_by_name(tmp_path):
     path = tmp_path / "train.npz"
     meta = save_feature_cache(path, feats, labels, np.arange(40), {"backbone": "x"})
     load_feature_cache(path)  # verified by default
-    np.savez(tmp_path / "shuffled.npz", features=feats, labels=rng.permutation(labels), index=np.arange(40),
-             meta=np.array(json.dumps(meta)))  # fmt: skip
-    with pytest.raises(FeatureCacheError, match=r"shuffled.npz does not match the content hash.*--forcerun features"):
+    np.savez(
+        tmp_path / "shuffled.npz",
+        features=feats,
+        labels=rng.permutation(labels),
+        index=np.arange(40),
+        meta=np.array(json.dumps(meta)),
+    )
+    with pytest.raises(
+        FeatureCacheError, match=r"shuffled.npz does not match the content hash.*--forcerun features"
+    ):
         load_feature_cache(tmp_path / "shuffled.npz")
     data = path.read_bytes()
     (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
-    with pytest.raises(FeatureCacheError, match=r"cut.npz is unreadable or incomplete \(BadZipFile.*delete .*cut.npz"):
+    with pytest.raises(
+        FeatureCacheError, match=r"cut.npz is unreadable or incomplete \(BadZipFile.*delete .*cut.npz"
+    ):
         load_feature_cache(tmp_path / "cut.npz")
     with pytest.raises(FileNotFoundError):
         load_feature_cache(tmp_path / "missing.npz")
@@ -100,7 +109,10 @@ def test_a_changed_or_truncated_feature_cache_is_refused_by_name(tmp_path):
 def test_unknown_weights_file_is_a_clear_error(tmp_path):
     with pytest.raises(BackboneError, match="does not exist"):
         create_backbone("tf_efficientnet_lite0", str(tmp_path / "missing.pth"))
-    for name in ("damaged.pth", "damaged.safetensors"):  # a file that is no checkpoint: named, not a raw trace
+    for name in (
+        "damaged.pth",
+        "damaged.safetensors",
+    ):  # a file that is no checkpoint: named, not a raw trace
         (tmp_path / name).write_bytes(b"not a checkpoint" * 10)
         with pytest.raises(BackboneError, match=rf"checkpoint file .*{name} could not be read"):
             create_backbone("tf_efficientnet_lite0", str(tmp_path / name))
@@ -116,17 +128,35 @@ def test_cache_features_of_a_cifar_split(tmp_path):
     make_fake_cifar(src, "cifar100", n_train=24, n_test=8)
     manifest = tmp_path / "resources" / "cifar100" / "MANIFEST.json"
     obtain_dataset("cifar100", manifest, {"source": "local", "local_dir": str(src), "verify": False})
-    meta = cache_features("cifar100", manifest.parent, "test", {}, "tiny",
-                          {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 5},
-                          tmp_path / "f.npz", progress=False)  # fmt: skip
+    meta = cache_features(
+        "cifar100",
+        manifest.parent,
+        "test",
+        {},
+        "tiny",
+        {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 5},
+        tmp_path / "f.npz",
+        progress=False,
+    )
     feats, labels, index, stored = load_feature_cache(tmp_path / "f.npz", verify=True)
     assert feats.shape == (8, 1280) and meta["n"] == 8 and list(index) == list(range(8))
     # the applied transform is recorded: Lite0's crop_pct 0.875, 32 -> floor(32 / 0.875) = 36, centre 32
-    assert stored["transform"] == meta["transform"] == {
-        "input_size": [32, 32], "resize_shorter_to": 36, "resize_to": [36, 36], "interpolation": "bicubic",
-        "antialias": False, "crop_pct": 0.875, "crop_mode": "center", "crop": [2, 2, 32, 32],
-        "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5],
-    }  # fmt: skip
+    assert (
+        stored["transform"]
+        == meta["transform"]
+        == {
+            "input_size": [32, 32],
+            "resize_shorter_to": 36,
+            "resize_to": [36, 36],
+            "interpolation": "bicubic",
+            "antialias": False,
+            "crop_pct": 0.875,
+            "crop_mode": "center",
+            "crop": [2, 2, 32, 32],
+            "mean": [0.5, 0.5, 0.5],
+            "std": [0.5, 0.5, 0.5],
+        }
+    )
 
 
 # --- the paper's ViT-B/16 (timm) and preprocessing from the pretrained config -------------
@@ -262,8 +292,11 @@ def test_antialias_only_when_downsizing(monkeypatch):
     assert calls == [] and x.shape == (2, 3, 32, 32)  # the shorter side is already 35: only the crop
     # squash resizes both sides to 35: per axis, antialiased only where it shrinks
     squash = Preprocessing(32, (0.5,) * 3, (0.5,) * 3, "bicubic", crop_pct=0.9, crop_mode="squash")
-    assert transform_plan(60, 20, squash) == {"resize_to": (35, 35), "crop": (2, 2, 32, 32),
-                                              "antialias": (True, False)}  # fmt: skip
+    assert transform_plan(60, 20, squash) == {
+        "resize_to": (35, 35),
+        "crop": (2, 2, 32, 32),
+        "antialias": (True, False),
+    }
 
 
 def test_crop_pct_is_checked_and_overrides_the_checkpoint():
@@ -351,9 +384,16 @@ def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
     manifest = tmp_path / "resources" / "imagenet_r" / "MANIFEST.json"
     cfg = {"source": "local", "local_dir": str(src), "verify": False, "split_seed": 0, "image_size": 32}
     obtain_dataset("imagenet_r", manifest, cfg)
-    meta = cache_features("imagenet_r", manifest.parent, "test", cfg, "vit_tiny",
-                          {"arch": "vit_tiny_patch16_224", "weights": "random", "batch_size": 2},
-                          tmp_path / "f.npz", progress=False)  # fmt: skip
+    meta = cache_features(
+        "imagenet_r",
+        manifest.parent,
+        "test",
+        cfg,
+        "vit_tiny",
+        {"arch": "vit_tiny_patch16_224", "weights": "random", "batch_size": 2},
+        tmp_path / "f.npz",
+        progress=False,
+    )
     feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)
     assert (
         meta["image_size"] == 224

@@ -41,9 +41,20 @@ def test_bad_arguments_exit_with_usage_error(capsys):
 
 
 def test_console_script_validates_default_config():
-    out = subprocess.run([sys.executable, "-m", "dpcl.cli", "config", "validate",
-                          str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"), "--json"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dpcl.cli",
+            "config",
+            "validate",
+            str(Path(__file__).resolve().parents[1] / "config" / "config.yaml"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     cfg = json.loads(out.stdout)["config"]
     assert cfg["epsilons"] == [1.0, 8.0, "inf"] and "split_fmnist" in cfg["benchmarks"]
 
@@ -51,8 +62,20 @@ def test_console_script_validates_default_config():
 def test_noise_multiplier_json(capsys):
     from dpcl.privacy.sgd_accounting import epsilon
 
-    out = _run(capsys, "privacy", "noise-multiplier", "--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.01",
-               "--steps", "1000", "--json")  # fmt: skip
+    out = _run(
+        capsys,
+        "privacy",
+        "noise-multiplier",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--sample-rate",
+        "0.01",
+        "--steps",
+        "1000",
+        "--json",
+    )
     assert out["accountant"] == "prv"
     assert epsilon(out["noise_multiplier"], 0.01, 1000, 1e-5) <= 1.0
     for bad in (["--sample-rate", "0", "--steps", "5"], ["--sample-rate", "0.1", "--steps", "0"]):

@@ -41,9 +41,16 @@ def _override(*entries: str) -> dict:
         ('tuning={"enabled": False}', ("tuning", "enabled"), False),
         ('tuning={"trials": 3}', ("tuning", "trials"), 3),
         ('dpsgd={"lr": 0.05}', ("dpsgd", "lr"), 0.05),
-        ("datasets={fashion_mnist: {train_per_class: 50}}", ("datasets", "fashion_mnist", "train_per_class"), 50),
-        ("backbones={effnet_lite0: {interpolation: bicubic}}", ("backbones", "effnet_lite0", "interpolation"),
-         "bicubic"),
+        (
+            "datasets={fashion_mnist: {train_per_class: 50}}",
+            ("datasets", "fashion_mnist", "train_per_class"),
+            50,
+        ),
+        (
+            "backbones={effnet_lite0: {interpolation: bicubic}}",
+            ("backbones", "effnet_lite0", "interpolation"),
+            "bicubic",
+        ),
         ("label_methods=[oracle, base, release-f0.1]", "label_methods", ["oracle", "base", "release-f0.1"]),
     ],
 )
@@ -58,7 +65,10 @@ def test_an_override_merges_into_its_block_and_keeps_the_rest():
     cfg = _override('tuning={"trials": 3}', "datasets={fashion_mnist: {train_per_class: 50}}")
     assert cfg["tuning"]["enabled"] is True and cfg["tuning"]["trials"] == 3
     fm = cfg["datasets"]["fashion_mnist"]
-    assert fm["train_per_class"] == 50 and fm["test_per_class"] == DEFAULT["datasets"]["fashion_mnist"]["test_per_class"]
+    assert (
+        fm["train_per_class"] == 50
+        and fm["test_per_class"] == DEFAULT["datasets"]["fashion_mnist"]["test_per_class"]
+    )
 
 
 def test_a_wrongly_typed_override_is_still_refused_with_its_key():
@@ -71,9 +81,14 @@ def test_a_wrongly_typed_override_is_still_refused_with_its_key():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda c: c.update(epsilon=c.pop("epsilons")), "unknown key 'epsilon' at top level; did you mean 'epsilons'?"),
-        (lambda c: c["datasets"]["fashion_mnist"].update(train_per_clas=5),
-         "unknown key 'train_per_clas' in 'datasets.fashion_mnist'; did you mean 'train_per_class'?"),
+        (
+            lambda c: c.update(epsilon=c.pop("epsilons")),
+            "unknown key 'epsilon' at top level; did you mean 'epsilons'?",
+        ),
+        (
+            lambda c: c["datasets"]["fashion_mnist"].update(train_per_clas=5),
+            "unknown key 'train_per_clas' in 'datasets.fashion_mnist'; did you mean 'train_per_class'?",
+        ),
         (lambda c: c.update(zzz=1), "unknown key 'zzz' at top level (allowed keys: "),
     ],
 )
@@ -89,9 +104,21 @@ def test_a_misspelled_key_is_named_without_the_filled_in_config(edit, message):
 
 def test_snakemake_dry_run_takes_typed_overrides(tmp_path):
     """The README's override examples through the real Snakefile (a dry run of the default)."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "-n", "--config", "seeds=[0]", "epsilons=[1,inf]", 'tuning={"trials": 3}',
-           "datasets={fashion_mnist: {train_per_class: 50}}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "-n",
+        "--config",
+        "seeds=[0]",
+        "epsilons=[1,inf]",
+        'tuning={"trials": 3}',
+        "datasets={fashion_mnist: {train_per_class: 50}}",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
@@ -125,12 +152,19 @@ def test_values_that_would_fail_inside_jobs_are_refused_at_validation(tmp_path):
             validate_config(cfg)
 
     bench = lambda c: c["benchmarks"]["split_fmnist"]  # noqa: E731
-    check(lambda c: c["backbones"]["effnet_lite0"].update(weights=str(tmp_path / "nope.pth")),
-          r"'backbones.effnet_lite0.weights': checkpoint file .*nope.pth' does not exist")
-    check(lambda c: bench(c).update(n_tasks=11), r"'benchmarks.split_fmnist.n_tasks': value 11 is more tasks than "
-          r"fashion_mnist's 10 classes")  # fmt: skip
-    check(lambda c: c.update(label_methods=c["label_methods"] + ["public-x1-c50-parent"]),
-          r"'benchmarks.split_fmnist.label_methods': \['public-x1-c50-parent'\] map labels to parents.*cifar100")
+    check(
+        lambda c: c["backbones"]["effnet_lite0"].update(weights=str(tmp_path / "nope.pth")),
+        r"'backbones.effnet_lite0.weights': checkpoint file .*nope.pth' does not exist",
+    )
+    check(
+        lambda c: bench(c).update(n_tasks=11),
+        r"'benchmarks.split_fmnist.n_tasks': value 11 is more tasks than "
+        r"fashion_mnist's 10 classes",
+    )
+    check(
+        lambda c: c.update(label_methods=c["label_methods"] + ["public-x1-c50-parent"]),
+        r"'benchmarks.split_fmnist.label_methods': \['public-x1-c50-parent'\] map labels to parents.*cifar100",
+    )
     check(lambda c: bench(c).update(scenario="datasets"), r"scenario 'datasets' is 5-datasets'")
     (tmp_path / "w.pth").write_bytes(b"x")
     cfg = copy.deepcopy(DEFAULT)
@@ -138,5 +172,7 @@ def test_values_that_would_fail_inside_jobs_are_refused_at_validation(tmp_path):
     validate_config(cfg)  # an existing file passes (its format is checked when it is loaded)
     cfg = copy.deepcopy(DEFAULT)
     bench(cfg)["n_tasks"] = 3
-    with pytest.warns(ConfigWarning, match="10 classes of fashion_mnist do not split evenly into 3 tasks: 4/3/3"):
+    with pytest.warns(
+        ConfigWarning, match="10 classes of fashion_mnist do not split evenly into 3 tasks: 4/3/3"
+    ):
         validate_config(cfg)

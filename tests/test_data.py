@@ -144,8 +144,12 @@ def test_iblurry_properties():
         assert all(len(tasks_of[c]) == 1 for c in disjoint)  # disjoint classes: one task each
         blurry = sc.class_order[10:]
         owner = {c: t for t in range(5) for c in blurry[2 * t : 2 * t + 2]}  # 2 blurry classes per task
-        outside = sum(int(np.sum(labels[idx] == c)) for t, idx in enumerate(sc.train_indices) for c in blurry
-                      if owner[c] != t)  # fmt: skip
+        outside = sum(
+            int(np.sum(labels[idx] == c))
+            for t, idx in enumerate(sc.train_indices)
+            for c in blurry
+            if owner[c] != t
+        )
         # M % of each task's 60 blurry samples are pooled and dealt evenly over 5 tasks, so about
         # 1/5 of the pool returns to its owner: outside ~ 0.8 * pool, hypergeometric spread
         pool = 5 * round(m / 100 * 60)
@@ -284,7 +288,9 @@ def test_obtained_files_are_hashed_and_checked_on_every_read(tmp_path):
     with pytest.raises(ManifestError, match=rf"{images}, obtained with .*MANIFEST.json, is missing"):
         dataset_subset("fashion_mnist", root, "test", cfg)
     (root / "MANIFEST.json").write_text("garbage {")
-    with pytest.raises(ManifestError, match=r"MANIFEST.json is not a dpcl manifest.*delete .*MANIFEST.json and rerun"):
+    with pytest.raises(
+        ManifestError, match=r"MANIFEST.json is not a dpcl manifest.*delete .*MANIFEST.json and rerun"
+    ):
         dataset_subset("fashion_mnist", root, "train", cfg)
     (root / "MANIFEST.json").write_text(json.dumps({"dataset": "mnist", "files": {}}))
     with pytest.raises(ManifestError, match="written for data set 'mnist', not 'fashion_mnist'"):

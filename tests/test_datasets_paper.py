@@ -92,8 +92,12 @@ def test_notmnist_zip_decodes_and_skips_corrupt_files(tmp_path, capsys):
             assert got[tuple(img.ravel())] == ord(letter) - ord("A")
     # no checksum is published for this archive: a wrong one given by a user is still enforced
     with pytest.raises(DatasetError, match="checksum mismatch"):
-        obtain_notmnist(tmp_path / "r2", urls=(src.as_uri() + "/",), file=RemoteFile(NOTMNIST_FILE.name, "0" * 32, ""),
-                        retries=1)  # fmt: skip
+        obtain_notmnist(
+            tmp_path / "r2",
+            urls=(src.as_uri() + "/",),
+            file=RemoteFile(NOTMNIST_FILE.name, "0" * 32, ""),
+            retries=1,
+        )
     obtain_notmnist(tmp_path / "r3", local_dir=src, file=RemoteFile(NOTMNIST_FILE.name, md5, ""))
 
 
@@ -107,8 +111,9 @@ def imagenet_r(tmp_path):
 def test_imagenet_r_split_decode_and_crop(tmp_path, imagenet_r, capsys):
     src, f, wnids, colours = imagenet_r
     res = tmp_path / "res"
-    out = obtain_imagenet_r(res, urls=(src.as_uri() + "/",), file=f, split_seed=3, image_size=24, retries=1,
-                            progress=False)  # fmt: skip
+    out = obtain_imagenet_r(
+        res, urls=(src.as_uri() + "/",), file=f, split_seed=3, image_size=24, retries=1, progress=False
+    )
     n = 6 + 9 + 5 + 10 + 1  # readable images (one corrupt file skipped)
     assert out["skipped"] == 1 and "skipped 1 unreadable" in capsys.readouterr().err
     assert out["counts"]["test"] in (6, 5)  # round(0.2 * 32) members, less the corrupt one if drawn there
@@ -125,14 +130,19 @@ def test_imagenet_r_split_decode_and_crop(tmp_path, imagenet_r, capsys):
             if y != 0 or abs(img.astype(int) - colours[0]).max() <= 12:
                 assert np.abs(img.reshape(-1, 3).mean(0) - colours[y]).max() <= 12
     # the wide red-centred image: its square centre crop is all red
-    wide = [img for ds in (train, test) for img, y in zip(ds.images, ds.labels, strict=True)
-            if y == 0 and abs(img.astype(int) - colours[0]).max() > 12]  # fmt: skip
+    wide = [
+        img
+        for ds in (train, test)
+        for img, y in zip(ds.images, ds.labels, strict=True)
+        if y == 0 and abs(img.astype(int) - colours[0]).max() > 12
+    ]
     assert len(wide) == 1
     centre = wide[0][4:20, 4:20].reshape(-1, 3).astype(int)
     assert (centre[:, 0] > 200).all() and (centre[:, 2] < 60).all()
     # the split is a function of split_seed alone; another seed gives another split
-    again = obtain_imagenet_r(tmp_path / "again", local_dir=src, file=f, split_seed=3, image_size=24,
-                              progress=False)  # fmt: skip
+    again = obtain_imagenet_r(
+        tmp_path / "again", local_dir=src, file=f, split_seed=3, image_size=24, progress=False
+    )
     assert again["counts"] == out["counts"]
     assert np.array_equal(load_dataset("imagenet_r", tmp_path / "again", "test").images, test.images)
     obtain_imagenet_r(tmp_path / "other", local_dir=src, file=f, split_seed=4, image_size=24, progress=False)
@@ -171,8 +181,12 @@ def _five_sources(tmp_path):
     make_fake_notmnist(local / "notmnist", n_train_per_class=2, n_test_per_class=1, n_corrupt=1)
     fm_table = make_fake_fashion_mnist(local / "fashion_mnist", n_train_per_class=2, n_test_per_class=1)
     _, cifar_md5, cifar = make_fake_cifar(local / "cifar10", "cifar10", n_train=20, n_test=10)
-    overrides = {"mnist": {"files": mnist_table}, "svhn": {"files": svhn_table}, "fashion_mnist": {"files": fm_table},
-                 "cifar10": {"archives": {"cifar10": RemoteFile(CIFAR_ARCHIVES["cifar10"].name, cifar_md5, "")}}}  # fmt: skip
+    overrides = {
+        "mnist": {"files": mnist_table},
+        "svhn": {"files": svhn_table},
+        "fashion_mnist": {"files": fm_table},
+        "cifar10": {"archives": {"cifar10": RemoteFile(CIFAR_ARCHIVES["cifar10"].name, cifar_md5, "")}},
+    }
     return local, overrides, mnist, svhn, cifar
 
 

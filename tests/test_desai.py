@@ -76,7 +76,9 @@ def test_lemma2_sigma_is_the_smallest_meeting_the_budget(which, request):
     # the terms are what the accountant says for (σ, q, steps) and (σ, q_ref, steps) at δ/2
     e_i = sgd_epsilon(sigma, CFG.sample_rate, CFG.steps, half, n["accountant"])
     e_p = sgd_epsilon(sigma, q_ref, CFG.steps, half, n["accountant"])
-    assert n["epsilon_i"] == pytest.approx(e_i, rel=1e-12) and n["epsilon_prime_i"] == pytest.approx(e_p, rel=1e-12)
+    assert n["epsilon_i"] == pytest.approx(e_i, rel=1e-12) and n["epsilon_prime_i"] == pytest.approx(
+        e_p, rel=1e-12
+    )
     assert e_i + e_p <= EPS * (1 + 1e-12)
     # the smallest such σ: 1 % less noise overspends the task's budget
     low = 0.99 * sigma
@@ -171,7 +173,9 @@ def test_claim_fails_when_rereads_outgrow_the_one_charge(noise_same):
     # q_ref = q: ε_i = ε'_i = ε/2; block 0's rereads over (T−1)·steps exceed ε for T large enough
     verdicts = {t: desai_claim(noise_same, CFG, AGEM_SAME, t) for t in (1, 2, 3, 10)}
     assert verdicts[1]["holds"] and verdicts[1]["epsilon_block0_accounted"] is None
-    assert verdicts[2]["holds"] and verdicts[3]["holds"]  # 2·steps still within ε here: the claim is not refuted
+    assert (
+        verdicts[2]["holds"] and verdicts[3]["holds"]
+    )  # 2·steps still within ε here: the claim is not refuted
     c = verdicts[10]
     assert not c["holds"] and c["accounted_epsilon"] > 1.3 * c["claimed_epsilon"]
     assert c["source"] == "paper 002 Lemma 2" and "every step of every later task" in c["reason"]
@@ -185,9 +189,13 @@ def test_ledger_shows_the_claim_beside_the_accounted_composition(noise_same, tmp
     claim = desai_claim(noise_same, CFG, AGEM_SAME, n_tasks)
     assert claim["holds"] is (n_tasks == 2)  # T = 6: block 0's 5 tasks of rereads exceed ε_i + ε'_i
     target = Budget(EPS, DELTA)  # training budget = target: the label spaces here are data-independent
-    entries = {t: [split_public(r)[0] for r in desai_mod.task_records(t, n_tasks, CFG, AGEM_SAME, noise_same,
-                                                                       10, 2, {})]
-               for t in range(n_tasks)}  # fmt: skip
+    entries = {
+        t: [
+            split_public(r)[0]
+            for r in desai_mod.task_records(t, n_tasks, CFG, AGEM_SAME, noise_same, 10, 2, {})
+        ]
+        for t in range(n_tasks)
+    }
 
     def fill(ledger):
         for t in range(n_tasks):
@@ -225,14 +233,22 @@ def test_private_run_records_verify_and_hold_no_counts(noise):
         # the descriptions name parts and tasks only (data-independent)
         assert recs[0]["data"] == f"train part of D_{t}"
         if t < 2:
-            assert recs[1]["data"] == (f"mini-memory block M_{t} (reference part of D_{t}, raw), one block drawn "
-                                       f"uniformly at every step of tasks {t + 1}..2")  # fmt: skip
-        assert recs[0]["part"] == "train" and recs[0]["epsilon"] == pytest.approx(noise["epsilon_i"], rel=1e-12)
-        assert {"mean_clipped_fraction", "projected_fraction", "block_counts"} <= set(split_public(recs[0])[1])
+            assert recs[1]["data"] == (
+                f"mini-memory block M_{t} (reference part of D_{t}, raw), one block drawn "
+                f"uniformly at every step of tasks {t + 1}..2"
+            )
+        assert recs[0]["part"] == "train" and recs[0]["epsilon"] == pytest.approx(
+            noise["epsilon_i"], rel=1e-12
+        )
+        assert {"mean_clipped_fraction", "projected_fraction", "block_counts"} <= set(
+            split_public(recs[0])[1]
+        )
         if t < 2:
             ref = recs[1]
             assert ref["mechanism"] == "dpsgd_buffer" and ref["later_tasks"] == 2 - t
-            assert ref["epsilon"] >= noise["epsilon_prime_i"] * (1 - 1e-12)  # the accounted ε, never the claim
+            assert ref["epsilon"] >= noise["epsilon_prime_i"] * (
+                1 - 1e-12
+            )  # the accounted ε, never the claim
     assert records[0][1]["epsilon"] > noise["epsilon_prime_i"] * 1.2  # block 0: two later tasks
     assert st[1]["block_counts"] == [CFG.steps] and sum(st[2]["block_counts"]) == CFG.steps
     # neighbour invariance of the public part: D minus one individual of task 1 gives the same entries
@@ -270,7 +286,9 @@ def test_same_seed_gives_identical_predictions(noise):
     tasks, tests, spaces, k = _tasks(n_tasks=3)
     runs = [run_desai_head(tasks, tests, spaces, k, CFG, AGEM, noise, _rng_for(s), 3) for s in (7, 7, 8)]
     (p1, r1, s1), (p2, r2, s2), (p3, _, _) = runs
-    assert all(np.array_equal(a, b) for pa, pb in zip(p1, p2, strict=True) for a, b in zip(pa, pb, strict=True))
+    assert all(
+        np.array_equal(a, b) for pa, pb in zip(p1, p2, strict=True) for a, b in zip(pa, pb, strict=True)
+    )
     assert s1 == s2 and json.dumps(r1, default=str) == json.dumps(r2, default=str)
     # and the seed matters (the noise is fresh per seed): another seed trains another head
     assert s1 != runs[2][2] or not all(np.array_equal(a, b) for a, b in zip(p1[-1], p3[-1], strict=True))

@@ -137,8 +137,9 @@ def test_head_learners_deterministic_and_shaped(learner):
     noise = dpsgd_noise(8.0, 1e-5, cfg)
 
     def run():
-        return run_head_learner(learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise,
-                                lambda t: np.random.default_rng([7, t]))  # fmt: skip
+        return run_head_learner(
+            learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise, lambda t: np.random.default_rng([7, t])
+        )
 
     (p1, r1), (p2, _) = run(), run()
     assert len(p1) == 2 and len(r1) == 2
@@ -147,8 +148,18 @@ def test_head_learners_deterministic_and_shaped(learner):
     assert all(r["mechanism"] == "dpsgd" for r in r1)
     if learner == "peft_head":  # every aggregation rule on the same members; the chosen one is p1
         by_rule: dict = {}
-        p3, _ = run_head_learner(learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise,
-                                 lambda t: np.random.default_rng([7, t]), "median", by_rule)  # fmt: skip
+        p3, _ = run_head_learner(
+            learner,
+            data,
+            tests,
+            [[0, 1], [2, 3]],
+            4,
+            cfg,
+            noise,
+            lambda t: np.random.default_rng([7, t]),
+            "median",
+            by_rule,
+        )
         assert sorted(by_rule) == ["argmax", "entropy", "median"]
         for preds in by_rule.values():
             assert [len(row) for row in preds] == [1, 2]

@@ -154,7 +154,9 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, mas
             manual = torch.stack(manual)
             ref_norms = manual.norm(dim=1)
             clip = float(ref_norms.median())  # clips about half of the samples
-            gsm = GradSampleModule(net.backbone, batch_first=True, loss_reduction="sum", force_functorch=False)
+            gsm = GradSampleModule(
+                net.backbone, batch_first=True, loss_reduction="sum", force_functorch=False
+            )
             try:
                 assert params[-2] is net.head.weight and params[-1] is net.head.bias
                 sums, norms = clipped_grad_sum(gsm, net.head, params, x, yt, clip, active)
@@ -267,8 +269,9 @@ def test_tiny_film_run_learns_easy_task_at_eps_inf(vit, tmp_path):
     cfg = DPSGDConfig(sample_rate=0.5, epochs=5.0, lr=1e-2, clip=1.0, normaliser=32.0)
     noise = dpsgd_noise(math.inf, 1e-5, cfg)
     before = film_state(vit)
-    member, info = train_film(vit, x, y, 3, cfg, noise["noise_multiplier"], rng(0, "learn"), PRE,
-                              physical_batch=16, device="cpu")  # fmt: skip
+    member, info = train_film(
+        vit, x, y, 3, cfg, noise["noise_multiplier"], rng(0, "learn"), PRE, physical_batch=16, device="cpu"
+    )
     acc = float((film_logits(vit, member, xt, PRE, device="cpu").argmax(1) == yt).mean())
     assert acc >= 0.8, acc
     assert any(not torch.equal(member.film[k], before[k]) for k in before)  # FiLM itself was trained
@@ -300,8 +303,9 @@ def test_member_round_trips_through_npz(vit, tmp_path):
     with np.load(tmp_path / "member.npz") as z:
         back = FilmMember.from_arrays(dict(z))
     images = np.full((2, SIZE, SIZE, 3), 128, np.uint8)
-    np.testing.assert_array_equal(film_logits(vit, back, images, PRE, device="cpu"),
-                                  film_logits(vit, member, images, PRE, device="cpu"))  # fmt: skip
+    np.testing.assert_array_equal(
+        film_logits(vit, back, images, PRE, device="cpu"), film_logits(vit, member, images, PRE, device="cpu")
+    )
 
 
 # ----------------------------------------------------------------------------- learners
@@ -333,9 +337,19 @@ def test_film_learners_run_and_records_fit_the_ledger(vit, two_tasks, learner_no
     cfg, (eps, delta), noise = LEARNER_CFG, LEARNER_BUDGET, dict(learner_noise)
     before = film_state(vit)
     preds, records, members = run_film_learner(
-        learner, tasks, tests, spaces, 3, vit, PRE, cfg, noise, lambda t: rng(0, learner, "task", t),
-        physical_batch=16, device="cpu",
-    )  # fmt: skip
+        learner,
+        tasks,
+        tests,
+        spaces,
+        3,
+        vit,
+        PRE,
+        cfg,
+        noise,
+        lambda t: rng(0, learner, "task", t),
+        physical_batch=16,
+        device="cpu",
+    )
     assert all(torch.equal(v, film_state(vit)[k]) for k, v in before.items())
     assert len(preds) == 2 and len(records) == 2
     final = preds[-1]
@@ -360,8 +374,19 @@ def test_naive_film_softmax_restricted_to_seen_labels(vit, two_tasks):
     tasks, tests, spaces = two_tasks
     cfg = DPSGDConfig(sample_rate=0.5, epochs=1.0, lr=1e-2, clip=1.0, normaliser=16.0)
     noise = dpsgd_noise(math.inf, 1e-5, cfg)
-    _, _, members = run_film_learner("naive_film", tasks[:1], tests[:1], spaces[:1], 3, vit, PRE, cfg, noise,
-                                     lambda t: rng(0, "naive", t), device="cpu")  # fmt: skip
+    _, _, members = run_film_learner(
+        "naive_film",
+        tasks[:1],
+        tests[:1],
+        spaces[:1],
+        3,
+        vit,
+        PRE,
+        cfg,
+        noise,
+        lambda t: rng(0, "naive", t),
+        device="cpu",
+    )
     model = members[0][0]
     assert (
         model.n_out == 3 and bool(model.weight[:2].any()) and not model.weight[2].any() and model.bias[2] == 0
@@ -371,8 +396,19 @@ def test_naive_film_softmax_restricted_to_seen_labels(vit, two_tasks):
 def test_unknown_learner_is_named(vit, two_tasks):
     tasks, tests, spaces = two_tasks
     with pytest.raises(ValueError, match="peft_film"):
-        run_film_learner("film", tasks, tests, spaces, 3, vit, PRE, DPSGDConfig(), {"noise_multiplier": 0.0},
-                         lambda t: rng(0), device="cpu")  # fmt: skip
+        run_film_learner(
+            "film",
+            tasks,
+            tests,
+            spaces,
+            3,
+            vit,
+            PRE,
+            DPSGDConfig(),
+            {"noise_multiplier": 0.0},
+            lambda t: rng(0),
+            device="cpu",
+        )
 
 
 # ----------------------------------------------------------------------------- tuning (App. D.1)
@@ -422,8 +458,18 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
         sample_rate=p0["batch_size"] / n_tr, epochs=1.0, lr=p0["lr"], clip=p0["clip"], normaliser=16.0
     )
     sigma = noise_multiplier(eps, delta, c0.sample_rate, c0.steps, accountant="rdp")
-    member, _ = train_film(vit, x[tr], rows[tr], 3, c0, sigma, rng(3, "tuning", "film", "trial", 0), PRE,
-                           physical_batch=16, device="cpu")  # fmt: skip
+    member, _ = train_film(
+        vit,
+        x[tr],
+        rows[tr],
+        3,
+        c0,
+        sigma,
+        rng(3, "tuning", "film", "trial", 0),
+        PRE,
+        physical_batch=16,
+        device="cpu",
+    )
     acc = float((film_logits(vit, member, x[va], PRE, device="cpu").argmax(1) == rows[va]).mean())
     assert acc == res["trials"][0]["accuracy"]
     assert tune_film(vit, x, y, eps, delta, 3, PRE, **kw) == res  # deterministic per seed
@@ -449,10 +495,21 @@ def test_tuned_config_replaces_the_configured_one_for_its_epsilon_only(tmp_path)
     tuned = {"sample_rate": 0.5, "epochs": 2.0, "lr": 3e-4, "clip": 2.5, "normaliser": 128.0}
     all_tasks = {**tuned, "lr": 9e-4}
     for eps, tag in ((1.0, "1"), (math.inf, "inf")):
-        write_json(tmp_path / f"eps{tag}.json", {"best": tuned, "dpsgd": tuned, "dpsgd_all_tasks": all_tasks,
-                                                 "protocol": "public", "epsilon": eps})  # fmt: skip
+        write_json(
+            tmp_path / f"eps{tag}.json",
+            {
+                "best": tuned,
+                "dpsgd": tuned,
+                "dpsgd_all_tasks": all_tasks,
+                "protocol": "public",
+                "epsilon": eps,
+            },
+        )
         assert resolve_dpsgd(configured, tmp_path / f"eps{tag}.json", tag, "peft_film") == (tuned, "public")
-        assert resolve_dpsgd(configured, tmp_path / f"eps{tag}.json", tag, "noncl_film") == (all_tasks, "public")
+        assert resolve_dpsgd(configured, tmp_path / f"eps{tag}.json", tag, "noncl_film") == (
+            all_tasks,
+            "public",
+        )
     with pytest.raises(ValueError, match="tuned for ε = inf, but the run's budget is ε = 1"):
         resolve_dpsgd(configured, tmp_path / "epsinf.json", "1", "peft_film")
     write_json(tmp_path / "other.json", {"epsilon": 1.0})
@@ -475,15 +532,38 @@ def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path
     write_json(tmp_path / "labels.json", {"epsilon_tag": "1", "tasks": [{"labels": [0, 1]}, {"labels": [2]}]})
     configured = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
     tuned = {**configured, "sample_rate": 0.25, "lr": 3e-4}
-    write_json(tmp_path / "tuned.json", {"best": tuned, "dpsgd": tuned, "dpsgd_all_tasks": tuned, "protocol": "public",
-                                         "epsilon": 1.0})  # fmt: skip
+    write_json(
+        tmp_path / "tuned.json",
+        {"best": tuned, "dpsgd": tuned, "dpsgd_all_tasks": tuned, "protocol": "public", "epsilon": 1.0},
+    )
     cfg = DPSGDConfig(**configured)
     for t, labels in enumerate([[0, 1], [2]]):  # records of members trained with the configured values
-        write_json(tmp_path / f"task{t}.json", {"labels": labels, "sample_rate": cfg.sample_rate, "steps": cfg.steps,
-                                                "clip": cfg.clip, "normaliser": cfg.normaliser, "lr": cfg.lr})  # fmt: skip
-    args = ("fashion_mnist", tmp_path, {}, {}, tmp_path / "scenario.json", tmp_path / "labels.json",
-            [tmp_path / "task0.npz", tmp_path / "task1.npz"], [tmp_path / "task0.json", tmp_path / "task1.json"],
-            configured, "argmax", "cpu", tmp_path / "metrics.json", tmp_path / "privacy.json")  # fmt: skip
+        write_json(
+            tmp_path / f"task{t}.json",
+            {
+                "labels": labels,
+                "sample_rate": cfg.sample_rate,
+                "steps": cfg.steps,
+                "clip": cfg.clip,
+                "normaliser": cfg.normaliser,
+                "lr": cfg.lr,
+            },
+        )
+    args = (
+        "fashion_mnist",
+        tmp_path,
+        {},
+        {},
+        tmp_path / "scenario.json",
+        tmp_path / "labels.json",
+        [tmp_path / "task0.npz", tmp_path / "task1.npz"],
+        [tmp_path / "task0.json", tmp_path / "task1.json"],
+        configured,
+        "argmax",
+        "cpu",
+        tmp_path / "metrics.json",
+        tmp_path / "privacy.json",
+    )
     with pytest.raises(ValueError, match=r"member 0 was trained with .*'sample_rate': 0.5.*\(tuned\).*rerun"):
         film_eval_stage(*args, tuned_path=tmp_path / "tuned.json")
     assert not (tmp_path / "metrics.json").exists()

@@ -80,8 +80,14 @@ def test_one_record_moves_the_released_vector_by_at_most_sqrt2(k):
     v0 = released_vector(*coefficients(base_z, base_rows, k))
     # random records (on the sphere and inside the ball) and adversarial ones (±axis vectors,
     # which maximise the upper triangle of z zᵀ), each with every label of the task
-    cands = np.vstack([_unit_rows(gen, 200, dim), _unit_rows(gen, 50, dim) * gen.uniform(0, 1, (50, 1)),
-                       np.eye(dim), -np.eye(dim)])  # fmt: skip
+    cands = np.vstack(
+        [
+            _unit_rows(gen, 200, dim),
+            _unit_rows(gen, 50, dim) * gen.uniform(0, 1, (50, 1)),
+            np.eye(dim),
+            -np.eye(dim),
+        ]
+    )
     worst = 0.0
     for z in cands:
         for row in range(k):
@@ -90,7 +96,9 @@ def test_one_record_moves_the_released_vector_by_at_most_sqrt2(k):
             assert change <= SENSITIVITY * (1 + 1e-12)
             # the closed form of the module docstring: ‖Δb‖² = (1 − 1/K)‖z‖², ‖Δ triu A‖² = ½(‖z‖⁴ + Σ z_i⁴)
             n2 = float(z @ z)
-            assert change == pytest.approx(math.sqrt((1 - 1 / k) * n2 + 0.5 * (n2**2 + np.sum(z**4))), rel=1e-9)
+            assert change == pytest.approx(
+                math.sqrt((1 - 1 / k) * n2 + 0.5 * (n2**2 + np.sum(z**4))), rel=1e-9
+            )
             worst = max(worst, change)
     # the attained sup is √(2 − 1/K): the √2 bound is tight to within 10 % for K ≥ 3 and loose
     # by √(2/(2 − 1/K)) for K = 1, 2 (documented; the ledger's query has one K-free value)
@@ -105,8 +113,9 @@ def test_records_must_be_projected_and_in_the_label_space():
     with pytest.raises(ValueError, match="outside O_t"):
         coefficients(np.array([[0.5, 0.5]]), np.array([2]), 2)
     with pytest.raises(ValueError, match="output label space"):
-        FMHead(4, 2).learn_task(np.array([[0.5, 0.5]]), np.array([3]), [0, 1], 0.0, np.random.default_rng(0),
-                                FMConfig(dim=2))  # fmt: skip
+        FMHead(4, 2).learn_task(
+            np.array([[0.5, 0.5]]), np.array([3]), [0, 1], 0.0, np.random.default_rng(0), FMConfig(dim=2)
+        )
 
 
 def test_projection_is_public_pca_with_norm_at_most_one_and_deterministic():
@@ -185,8 +194,9 @@ def test_noise_has_std_sigma_and_is_fresh_per_task(monkeypatch):
     resid = {0: [], 1: []}
     for seed in range(5):
         captured.clear()
-        _, records, _ = run_fm_agem([same, same], tests[:1], [[0, 1], [0, 1]], 6, proj, cfg, 1.0, 1e-5,
-                                    _rng_for(seed))  # fmt: skip
+        _, records, _ = run_fm_agem(
+            [same, same], tests[:1], [[0, 1], [0, 1]], 6, proj, cfg, 1.0, 1e-5, _rng_for(seed)
+        )
         assert [r["sigma"] for r in records] == [sigma, sigma]
         for t, (r, a_tilde) in enumerate(captured):
             assert np.array_equal(a_tilde, a_tilde.T)  # mirrored
@@ -238,7 +248,9 @@ def _walk_arrays(obj, seen=None):
 
 
 def test_memory_holds_only_released_coefficients(monkeypatch):
-    tasks, tests, xp = _synthetic(per_class=37, test_per_class=5)  # 74 records per task: not a coefficient shape
+    tasks, tests, xp = _synthetic(
+        per_class=37, test_per_class=5
+    )  # 74 records per task: not a coefficient shape
     heads = []
 
     class Spy(FMHead):
@@ -274,7 +286,9 @@ def test_agem_projects_against_the_memory_at_every_step_of_later_tasks(monkeypat
 
     def spy(g, g_ref):
         out, did = real(g, g_ref)
-        calls.append((float(g @ g_ref), float(out @ g_ref), did, float(np.linalg.norm(g) * np.linalg.norm(g_ref))))
+        calls.append(
+            (float(g @ g_ref), float(out @ g_ref), did, float(np.linalg.norm(g) * np.linalg.norm(g_ref)))
+        )
         return out, did
 
     monkeypatch.setattr(fm, "project", spy)
@@ -285,7 +299,9 @@ def test_agem_projects_against_the_memory_at_every_step_of_later_tasks(monkeypat
     assert any(did for *_, did, _ in calls)
     for dot_in, dot_out, did, scale in calls:
         assert did == (dot_in < 0)
-        assert dot_out >= -1e-9 * scale  # the projected step does not increase the memory's surrogate (1st order)
+        assert (
+            dot_out >= -1e-9 * scale
+        )  # the projected step does not increase the memory's surrogate (1st order)
     assert stats[0]["projected_fraction"] == 0.0 and stats[1]["projected_fraction"] > 0
 
 
@@ -328,7 +344,9 @@ def test_postprocessing_centres_b_whose_true_columns_sum_to_zero():
 def _ledger(records, eps, delta, n_tasks):
     ledger = Ledger(Budget(eps, delta), n_tasks)
     for t, rec in enumerate(records):
-        ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})  # the task's label space
+        ledger.add(
+            t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0}
+        )  # the task's label space
         ledger.add(t, split_public(rec)[0])
     return ledger
 
@@ -336,12 +354,15 @@ def _ledger(records, eps, delta, n_tasks):
 def test_learns_separable_tasks_non_privately_and_ledger_says_nonprivate():
     tasks, tests, xp = _synthetic()
     cfg = FMConfig()
-    preds, records, stats = run_fm_agem(tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, math.inf, 1e-5,
-                                        _rng_for(0))  # fmt: skip
+    preds, records, stats = run_fm_agem(
+        tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, math.inf, 1e-5, _rng_for(0)
+    )
     assert _final_accuracy(preds, tests) >= 0.8
     assert [len(p) for p in preds] == [1, 2, 3]
     assert all(s["trained"] for s in stats)
-    assert all(r["mechanism"] == "nonprivate" and r["epsilon"] == math.inf and r["delta"] == 0.0 for r in records)
+    assert all(
+        r["mechanism"] == "nonprivate" and r["epsilon"] == math.inf and r["delta"] == 0.0 for r in records
+    )
     ledger = _ledger(records, math.inf, 0.0, 3)
     assert ledger.check() == Budget(math.inf, 0.0)
 
@@ -350,8 +371,9 @@ def test_private_run_verifies_and_composes_in_parallel():
     tasks, tests, xp = _synthetic()
     cfg = FMConfig()
     eps, delta = 1.0, 1e-5
-    preds, records, _ = run_fm_agem(tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, eps, delta,
-                                    _rng_for(0))  # fmt: skip
+    preds, records, _ = run_fm_agem(
+        tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, eps, delta, _rng_for(0)
+    )
     assert all(np.isin(p, [0, 1, 2, 3, 4, 5]).all() for p in preds[-1])
     ledger = _ledger(records, eps, delta, 3)
     total = ledger.check()
@@ -373,8 +395,17 @@ def test_empty_and_single_label_spaces_still_release_and_train_nothing():
     cfg = FMConfig(dim=8)
     empty = (tasks[0][0][:0], tasks[0][1][:0])
     one = (tasks[1][0][tasks[1][1] == 2], tasks[1][1][tasks[1][1] == 2])
-    preds, records, stats = run_fm_agem([empty, one, tasks[2]], tests, [[], [2], [4, 5]], 6,
-                                        fit_projection(xp, 8), cfg, 1.0, 1e-5, _rng_for(0))  # fmt: skip
+    preds, records, stats = run_fm_agem(
+        [empty, one, tasks[2]],
+        tests,
+        [[], [2], [4, 5]],
+        6,
+        fit_projection(xp, 8),
+        cfg,
+        1.0,
+        1e-5,
+        _rng_for(0),
+    )
     assert [s["trained"] for s in stats] == [False, False, True]
     assert np.all(preds[0][0] == -1)  # nothing seen yet
     assert np.all(preds[1][1] == 2)  # one label seen
@@ -384,13 +415,19 @@ def test_empty_and_single_label_spaces_still_release_and_train_nothing():
 
 def test_config_validation_names_the_key():
     assert FMConfig.from_config({"dim": 8, "label_methods": ["base"]}) == FMConfig(dim=8)
-    for block, key in (({"lr": 2.0}, "fm_agem.lr"), ({"dim": 0}, "fm_agem.dim"), ({"steps": -1}, "fm_agem.steps"),
-                       ({"steps": 1.5}, "fm_agem.steps"), ({"dimm": 8}, "fm_agem.dimm")):  # fmt: skip
+    for block, key in (
+        ({"lr": 2.0}, "fm_agem.lr"),
+        ({"dim": 0}, "fm_agem.dim"),
+        ({"steps": -1}, "fm_agem.steps"),
+        ({"steps": 1.5}, "fm_agem.steps"),
+        ({"dimm": 8}, "fm_agem.dimm"),
+    ):
         with pytest.raises(ValueError, match=key):
             FMConfig.from_config(block)
     with pytest.raises(ValueError, match="fm_agem.dim"):
-        run_fm_agem([], [], [], 6, Projection(np.zeros(3), np.eye(3)[:, :2]), FMConfig(dim=3), 1.0, 1e-5,
-                    _rng_for(0))  # fmt: skip
+        run_fm_agem(
+            [], [], [], 6, Projection(np.zeros(3), np.eye(3)[:, :2]), FMConfig(dim=3), 1.0, 1e-5, _rng_for(0)
+        )
 
 
 # ---------------------------------------------------------------- (f) determinism, (g) neighbours

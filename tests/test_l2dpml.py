@@ -75,10 +75,16 @@ def test_non_private_run_learns_each_task_and_runs_are_reproducible():
     tasks = _tasks()
     kw = {"label_spaces": [[0, 1], [2, 3]], "n_universe": 4, "cfg": CFG, "epsilon": math.inf}
     preds, records, stats, _ = run_l2dpml(tasks, tasks, rng_for=lambda t, p: rng(0, "t", t, p), **kw)
-    assert np.mean(preds[0][0] == tasks[0][1]) >= 0.8  # the current task is learnt (forgetting is the paper's issue)
+    assert (
+        np.mean(preds[0][0] == tasks[0][1]) >= 0.8
+    )  # the current task is learnt (forgetting is the paper's issue)
     again, *_ = run_l2dpml(tasks, tasks, rng_for=lambda t, p: rng(0, "t", t, p), **kw)
-    assert all(np.array_equal(a, b) for ra, rb in zip(preds, again, strict=True) for a, b in zip(ra, rb, strict=True))
-    assert records[0]["mechanism"] == "nonprivate" and stats[0]["steps"] == CFG.epochs * 10  # 80 records / λ = 8
+    assert all(
+        np.array_equal(a, b) for ra, rb in zip(preds, again, strict=True) for a, b in zip(ra, rb, strict=True)
+    )
+    assert (
+        records[0]["mechanism"] == "nonprivate" and stats[0]["steps"] == CFG.epochs * 10
+    )  # 80 records / λ = 8
 
 
 def test_theorem_2_claim_as_written():
@@ -94,15 +100,18 @@ def test_theorem_2_claim_as_written():
 def test_ledger_says_the_guarantee_does_not_hold_and_counts_stay_out_of_it():
     tasks = _tasks()
     _, records, _, _ = run_l2dpml(tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, lambda t, p: rng(0, "t", t, p))
-    ledger = Ledger(Budget(1.0, 1e-5), 2, claim={"source": "paper 001 Theorem 2", "holds": False,
-                                                  "reasons": WHY_NOT_DP})  # fmt: skip
+    ledger = Ledger(
+        Budget(1.0, 1e-5), 2, claim={"source": "paper 001 Theorem 2", "holds": False, "reasons": WHY_NOT_DP}
+    )
     for t, rec in enumerate(records):
         ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})
         public, private = split_public(rec)
         assert {"samples", "steps", "claimed_epsilon_full"} <= set(private)  # data-dependent: diagnostics
         ledger.add(t, public)
     p = ledger.to_dict()
-    assert p["guarantee_holds"] is False and p["leaky_baseline"] is True and math.isinf(p["overall"]["epsilon"])
+    assert (
+        p["guarantee_holds"] is False and p["leaky_baseline"] is True and math.isinf(p["overall"]["epsilon"])
+    )
     assert p["published_claim"]["holds"] is False
     assert verify_privacy(p)["guarantee_holds"] is False
     # an L2DP-ML entry cannot claim a finite ε

@@ -129,23 +129,69 @@ def test_cli_invalid_inputs_fail_without_a_number(argv):
 
 def test_cli_plan_and_release_json():
     def run(*argv):
-        out = subprocess.run([sys.executable, "-m", "dpcl.cli", *argv, "--json"], capture_output=True, text=True,
-                             check=True)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "dpcl.cli", *argv, "--json"], capture_output=True, text=True, check=True
+        )
         return json.loads(out.stdout)
 
-    plan = run("labels", "plan", "--class-sizes", *["500"] * 100, "--epsilon", "1", "--delta", "1e-5",
-               "--fraction", "0.025")  # fmt: skip
+    plan = run(
+        "labels",
+        "plan",
+        "--class-sizes",
+        *["500"] * 100,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--fraction",
+        "0.025",
+    )
     assert plan["expected_released"] == pytest.approx(90.5, abs=0.05)
-    frac = run("labels", "plan", "--class-sizes", "41", "334", "--epsilon", "8", "--delta", "1e-5",
-               "--min-keep-prob", "0.99")  # fmt: skip
+    frac = run(
+        "labels",
+        "plan",
+        "--class-sizes",
+        "41",
+        "334",
+        "--epsilon",
+        "8",
+        "--delta",
+        "1e-5",
+        "--min-keep-prob",
+        "0.99",
+    )
     assert 0 < frac["fraction"] < 1
-    rel = run("labels", "release", "--class-counts", "0", "100", "11", "--epsilon", "1", "--delta", "1e-5",
-              "--repeat", "2000", "--seed", "3")  # fmt: skip
+    rel = run(
+        "labels",
+        "release",
+        "--class-counts",
+        "0",
+        "100",
+        "11",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--repeat",
+        "2000",
+        "--seed",
+        "3",
+    )
     assert rel["repeat"] == 2000 and rel["kept_counts"][0] == 0 and rel["kept_counts"][1] == 2000
     p = keep_probability(11, 1.0, 1e-5)
     assert abs(rel["kept_counts"][2] / 2000 - p) <= 5 * math.sqrt(p * (1 - p) / 2000)
-    kp = run("labels", "keep-prob", "--class-size", "12", "--epsilon", "1", "--delta", "1e-7",
-             "--mechanism", "laplace")  # fmt: skip
+    kp = run(
+        "labels",
+        "keep-prob",
+        "--class-size",
+        "12",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-7",
+        "--mechanism",
+        "laplace",
+    )
     assert kp["keep_probability"] == pytest.approx(float(keep_probabilities(12, 1.0, 1e-7, "laplace")))
     assert kp["drop_lower_bound"] == pytest.approx(float(drop_lower_bound(12, 1.0, 1e-7)))
 

@@ -37,10 +37,20 @@ def _data(per_class=30, n_classes=10, dim=8, seed=0):
 
 def _labels(sc, y, eps, method, stream=("synthetic", "disjoint-t5"), seed=0):
     budget = Budget(eps, 1e-5) if math.isfinite(eps) else Budget(math.inf, 0.0)
-    res = output_label_spaces(parse_label_method(method), [y[i] for i in sc.train_indices], 10, budget, seed,
-                              run_key=("release", *stream, eps_tag(eps)))  # fmt: skip
-    res.update(seed=seed, scenario=stream[1], epsilon_tag=eps_tag(eps),
-               stream={"dataset": stream[0], "scenario": stream[1]})  # fmt: skip
+    res = output_label_spaces(
+        parse_label_method(method),
+        [y[i] for i in sc.train_indices],
+        10,
+        budget,
+        seed,
+        run_key=("release", *stream, eps_tag(eps)),
+    )
+    res.update(
+        seed=seed,
+        scenario=stream[1],
+        epsilon_tag=eps_tag(eps),
+        stream={"dataset": stream[0], "scenario": stream[1]},
+    )
     return json.loads(json.dumps(res, default=str).replace("Infinity", '"inf"'))
 
 
@@ -51,8 +61,15 @@ def ledgers(tmp_path_factory):
     x, y, xt, yt = _data()
     sc = disjoint_scenario(y, T, seed=0)
     _, cos, _, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "base"), 0)
-    _, agem, _ = run_agem((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "release-f0.1"), 0,
-                          asdict(CFG), {"buffer_fraction": 0.2})  # fmt: skip
+    _, agem, _ = run_agem(
+        (x, y, np.arange(len(y))),
+        (xt, yt),
+        sc,
+        _labels(sc, y, 1.0, "release-f0.1"),
+        0,
+        asdict(CFG),
+        {"buffer_fraction": 0.2},
+    )
     _, oracle, _, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), 0)
     out = {}
     for name, p in (("cosine", cos), ("agem", agem), ("oracle", oracle)):
@@ -71,7 +88,9 @@ def test_written_ledgers_verify(ledgers):
     s = verify_privacy(led["agem"], target=Budget(1.0, 1e-5), n_tasks=T)
     assert s["guarantee_holds"] and s["entries"] == T + T + (T - 1)  # label release + train + buffer parts
     oracle = verify_privacy(led["oracle"])
-    assert oracle["guarantee_holds"] is False and math.isinf(oracle["overall"]["epsilon"])  # reported, not skipped
+    assert oracle["guarantee_holds"] is False and math.isinf(
+        oracle["overall"]["epsilon"]
+    )  # reported, not skipped
 
 
 def _forge(p, how):
@@ -83,8 +102,15 @@ def _forge(p, how):
 def _nonprivate_claims_eps(p):
     e = _entry(p, 1, "dpsgd")
     e.clear()
-    e.update(mechanism="nonprivate", epsilon=0.9, delta=0.0, noise_multiplier=0.0, sample_rate=0.5, steps=4,
-             part="train")  # fmt: skip
+    e.update(
+        mechanism="nonprivate",
+        epsilon=0.9,
+        delta=0.0,
+        noise_multiplier=0.0,
+        sample_rate=0.5,
+        steps=4,
+        part="train",
+    )
 
 
 def _tiny_sensitivity(p):
@@ -97,7 +123,9 @@ def _buffer_one_later_task(p):
 
     e = _entry(p, 0, "dpsgd_buffer")  # task 0 of 5 is reread by 4 later tasks
     e["later_tasks"], e["steps"] = 1, e["steps_per_task"]
-    e["epsilon"] = sgd_epsilon(e["noise_multiplier"], e["sample_rate"], e["steps"], e["delta"])  # self-consistent
+    e["epsilon"] = sgd_epsilon(
+        e["noise_multiplier"], e["sample_rate"], e["steps"], e["delta"]
+    )  # self-consistent
 
 
 def _no_training_entry(p):
@@ -122,7 +150,11 @@ def _understated_dpsgd(p):
     [
         ("agem", _nonprivate_claims_eps, r"task 1, entry \d+ \('nonprivate'\).*must say ε = inf"),
         ("cosine", _tiny_sensitivity, r"task 2, entry \d+ \('gaussian'\).*sensitivity 0.001.*sensitivity 1"),
-        ("agem", _buffer_one_later_task, r"task 0, entry \d+ \('dpsgd_buffer'\).*1 later tasks.*rereads it in 4"),
+        (
+            "agem",
+            _buffer_one_later_task,
+            r"task 0, entry \d+ \('dpsgd_buffer'\).*1 later tasks.*rereads it in 4",
+        ),
         ("cosine", _no_training_entry, r"task 3 has no training entry"),
         ("cosine", _count_in_entry, r"task 0, entry \d+ \('gaussian'\).*\['samples'\].*not public"),
         ("cosine", _understated_overall, r"overall: the file states"),
@@ -152,8 +184,20 @@ def test_a_buffer_count_is_checked_against_the_runs_task_count(ledgers):
 
 def test_cli_verifies_and_rejects(ledgers, tmp_path, capsys):
     folder, led = ledgers
-    main(["ledger", "verify", str(folder / "cosine.json"), str(folder / "agem.json"), "--epsilon", "1",
-          "--delta", "1e-5", "--tasks", str(T)])  # fmt: skip
+    main(
+        [
+            "ledger",
+            "verify",
+            str(folder / "cosine.json"),
+            str(folder / "agem.json"),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--tasks",
+            str(T),
+        ]
+    )
     out = capsys.readouterr().out
     assert out.count("verified") == 2 and "guarantee holds" in out
     bad = tmp_path / "forged.json"
@@ -207,8 +251,14 @@ def test_label_release_noise_is_keyed_by_the_data_stream():
     y = np.repeat(np.arange(200), k)  # every class at the threshold: kept with probability ~1/2
 
     def kept(stream):
-        res = output_label_spaces(parse_label_method("release-f0.1"), [y], 200, Budget(1.0, 1e-5), 0,
-                                  run_key=("release", *stream, "1"))  # fmt: skip
+        res = output_label_spaces(
+            parse_label_method("release-f0.1"),
+            [y],
+            200,
+            Budget(1.0, 1e-5),
+            0,
+            run_key=("release", *stream, "1"),
+        )
         return set(res["tasks"][0]["labels"])
 
     a, b = kept(("cifar100", "disjoint-t10")), kept(("cifar100", "iblurry-n50-m10-t10"))

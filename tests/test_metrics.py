@@ -11,11 +11,13 @@ from dpcl.metrics import (
 
 NAN = np.nan
 # Hand-computed example: 3 tasks.
-ACC = np.array([
-    [0.90, NAN, NAN],
-    [0.70, 0.80, NAN],
-    [0.60, 0.85, 0.50],
-])  # fmt: skip
+ACC = np.array(
+    [
+        [0.90, NAN, NAN],
+        [0.70, 0.80, NAN],
+        [0.60, 0.85, 0.50],
+    ]
+)
 
 
 def test_average_accuracy_by_hand():

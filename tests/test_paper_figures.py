@@ -31,15 +31,36 @@ from dpcl.report.paper_figures import (
 from dpcl.seeding import rng
 from dpcl.stages.paper_figures import paper_figures
 
-FULL_METHODS = ["oracle", "base", "public-x10", "public-x100", "public-x1000",
-                "release-f0.025", "release-f0.1", "release-f0.5", "release-laplace-f0.1"]  # fmt: skip
+FULL_METHODS = [
+    "oracle",
+    "base",
+    "public-x10",
+    "public-x100",
+    "public-x1000",
+    "release-f0.025",
+    "release-f0.1",
+    "release-f0.5",
+    "release-laplace-f0.1",
+]
 BENCHMARKS = {
     "split_a": {"dataset": "ds", "backbone": "bb", "scenario": "disjoint", "n_tasks": 5},
-    "blur_m25": {"dataset": "ds", "backbone": "bb", "scenario": "iblurry", "n_tasks": 5, "disjoint_pct": 50,
-                 "blurry_pct": 25},
-    "blur_m75": {"dataset": "ds", "backbone": "bb", "scenario": "iblurry", "n_tasks": 5, "disjoint_pct": 50,
-                 "blurry_pct": 75},
-}  # fmt: skip
+    "blur_m25": {
+        "dataset": "ds",
+        "backbone": "bb",
+        "scenario": "iblurry",
+        "n_tasks": 5,
+        "disjoint_pct": 50,
+        "blurry_pct": 25,
+    },
+    "blur_m75": {
+        "dataset": "ds",
+        "backbone": "bb",
+        "scenario": "iblurry",
+        "n_tasks": 5,
+        "disjoint_pct": 50,
+        "blurry_pct": 75,
+    },
+}
 
 
 def _accuracy(method: str, eps: str, blurry: float) -> float:
@@ -59,9 +80,18 @@ def _record(bench: str, learner: str, eps: str, method: str, seed: int, n_tasks:
     )
     rf = release_fraction(method)
     released = [2] * n_tasks if not rf or rf[1] >= 0.1 else [1] * n_tasks
-    return {"learner": learner, "label_method": method, "epsilon": eps, "seed": seed, "delta": 1e-5,
-            "final_accuracy": acc, "final_forgetting": 0.0, "average_accuracy": [acc] * n_tasks,
-            "average_forgetting": [0.0] * n_tasks, "released_labels": released}  # fmt: skip
+    return {
+        "learner": learner,
+        "label_method": method,
+        "epsilon": eps,
+        "seed": seed,
+        "delta": 1e-5,
+        "final_accuracy": acc,
+        "final_forgetting": 0.0,
+        "average_accuracy": [acc] * n_tasks,
+        "average_forgetting": [0.0] * n_tasks,
+        "released_labels": released,
+    }
 
 
 def _records(
@@ -116,8 +146,12 @@ def test_full_sweep_figures_have_no_gaps(tmp_path):
     assert plot_fig4_label_methods(recs, _outs(tmp_path, "fig4")) == []
     assert plot_fig5_release_fraction(recs, _outs(tmp_path, "fig5")) == []
     assert plot_fig6_public_labels(recs, _outs(tmp_path, "fig6")) == []
-    groups = {"g": {m: _records(b, FULL_METHODS) for m, b in blurry_groups(BENCHMARKS)[next(iter(
-        blurry_groups(BENCHMARKS)))].items()}}  # fmt: skip
+    groups = {
+        "g": {
+            m: _records(b, FULL_METHODS)
+            for m, b in blurry_groups(BENCHMARKS)[next(iter(blurry_groups(BENCHMARKS)))].items()
+        }
+    }
     assert plot_fig7_blurriness(groups, _outs(tmp_path, "fig7")) == []
     for n in (4, 5, 6, 7):
         _assert_figure(tmp_path / f"fig{n}")
@@ -149,8 +183,16 @@ def test_stage_reads_metrics_files_and_writes_every_figure(tmp_path):
     for bench in BENCHMARKS:
         paths = []
         for r in _records(bench, ["oracle", "base", "public-x1000", "release-f0.1"], seeds=range(3)):
-            p = (tmp_path / "runs" / r["learner"] / bench / f"seed{r['seed']}" / f"eps{r['epsilon']}"
-                 / r["label_method"] / "metrics.json")  # fmt: skip
+            p = (
+                tmp_path
+                / "runs"
+                / r["learner"]
+                / bench
+                / f"seed{r['seed']}"
+                / f"eps{r['epsilon']}"
+                / r["label_method"]
+                / "metrics.json"
+            )
             write_json(p, {**r, "epsilon": float(r["epsilon"])})
             paths.append(str(p))
         runs[bench] = paths
@@ -183,12 +225,18 @@ def _task_record(bench: str, learner: str, eps: str, method: str, seed: int, n_t
     af = np.where(t == 0, np.nan, 0.02 * t + np.abs(noise))
     if learner.startswith("noncl"):
         aa[:-1], af[:] = np.nan, np.nan
-    return {**r, "average_accuracy": aa.tolist(), "average_forgetting": af.tolist(), "final_accuracy": aa[-1],
-            "final_forgetting": af[-1]}  # fmt: skip
+    return {
+        **r,
+        "average_accuracy": aa.tolist(),
+        "average_forgetting": af.tolist(),
+        "final_accuracy": aa[-1],
+        "final_forgetting": af[-1],
+    }
 
 
-def _task_records(bench: str, methods=("oracle", "base"), learners=TASK_LEARNERS, epsilons=("1", "8", "inf"),
-                  seeds=range(5)) -> list[dict]:  # fmt: skip
+def _task_records(
+    bench: str, methods=("oracle", "base"), learners=TASK_LEARNERS, epsilons=("1", "8", "inf"), seeds=range(5)
+) -> list[dict]:
     return [
         _task_record(bench, lr, e, m, s) for lr in learners for e in epsilons for m in methods for s in seeds
     ]
@@ -207,10 +255,19 @@ def test_task_figure_ids_follow_the_appendix():
 
 def test_task_series_is_median_min_max_over_seeds_and_skips_undefined_entries():
     """Hand-computed: three seeds, AF_1 undefined, a Non-CL run defined only at t = T."""
-    base = [{"learner": "cosine", "epsilon": "1", "average_accuracy": [a, b], "average_forgetting": [math.nan, f]}
-            for a, b, f in ((0.9, 0.5, 0.1), (0.7, 0.6, 0.3), (0.8, 0.4, 0.2))]  # fmt: skip
-    base += [{"learner": "noncl_head", "epsilon": "1", "average_accuracy": [math.nan, v],
-              "average_forgetting": [math.nan, math.nan]} for v in (0.6, 0.8)]  # fmt: skip
+    base = [
+        {"learner": "cosine", "epsilon": "1", "average_accuracy": [a, b], "average_forgetting": [math.nan, f]}
+        for a, b, f in ((0.9, 0.5, 0.1), (0.7, 0.6, 0.3), (0.8, 0.4, 0.2))
+    ]
+    base += [
+        {
+            "learner": "noncl_head",
+            "epsilon": "1",
+            "average_accuracy": [math.nan, v],
+            "average_forgetting": [math.nan, math.nan],
+        }
+        for v in (0.6, 0.8)
+    ]
     acc = task_series(base, "accuracy")["1"]
     assert list(acc) == ["cosine", "noncl_head"]
     t, lo, med, hi = acc["cosine"]
@@ -239,8 +296,9 @@ def test_per_task_figures_draw_every_learner_and_note_what_is_undefined(tmp_path
 
 def test_per_task_figures_without_base_runs_say_which_key_to_set(tmp_path):
     cfg = BENCHMARKS["split_a"]
-    notes = plot_task_metric(_task_records("split_a", methods=("oracle",)), "accuracy", "split_a", cfg,
-                             _outs(tmp_path, "nobase"))  # fmt: skip
+    notes = plot_task_metric(
+        _task_records("split_a", methods=("oracle",)), "accuracy", "split_a", cfg, _outs(tmp_path, "nobase")
+    )
     assert notes == [notes[0]] and "label method 'base'" in notes[0] and "head_label_methods" in notes[0]
     # the Cosine Classifier ran Base Dataset, the DP-SGD learners did not (base not in head_label_methods)
     mixed = _task_records("split_a", learners=("cosine",)) + _task_records(
@@ -248,22 +306,28 @@ def test_per_task_figures_without_base_runs_say_which_key_to_set(tmp_path):
     )
     notes = plot_task_metric(mixed, "accuracy", "split_a", cfg, _outs(tmp_path, "mixed"))
     assert notes == ["no Base Dataset runs for PEFT Ensemble (head-only): add base to head_label_methods"]
-    assert "no runs for benchmark split_a" in plot_task_metric([], "forgetting", "split_a", cfg,
-                                                               _outs(tmp_path, "empty"))[0]  # fmt: skip
+    assert (
+        "no runs for benchmark split_a"
+        in plot_task_metric([], "forgetting", "split_a", cfg, _outs(tmp_path, "empty"))[0]
+    )
     for stem in ("nobase", "mixed", "empty"):
         _assert_figure(tmp_path / stem)
 
 
 def test_figA4_compares_learners_over_epsilon_per_benchmark(tmp_path):
-    recs = {"split_a": _task_records("split_a"), "imr": _task_records("imr", learners=("cosine", "noncl_head")),
-            "five": _task_records("five")}  # fmt: skip
+    recs = {
+        "split_a": _task_records("split_a"),
+        "imr": _task_records("imr", learners=("cosine", "noncl_head")),
+        "five": _task_records("five"),
+    }
     assert plot_figA4_privacy_utility(recs, TASK_BENCHMARKS, _outs(tmp_path, "a4")) == []
     _assert_figure(tmp_path / "a4")
     sparse = {"split_a": _task_records("split_a", methods=("oracle",)), "imr": []}
     notes = plot_figA4_privacy_utility(sparse, TASK_BENCHMARKS, _outs(tmp_path, "a4s"))
     assert notes[0].startswith("split_a: no runs with label method 'base'") and notes[1] == "imr: no runs"
-    only_blurry = plot_figA4_privacy_utility({"blur_m25": _task_records("blur_m25")}, TASK_BENCHMARKS,
-                                             _outs(tmp_path, "a4b"))  # fmt: skip
+    only_blurry = plot_figA4_privacy_utility(
+        {"blur_m25": _task_records("blur_m25")}, TASK_BENCHMARKS, _outs(tmp_path, "a4b")
+    )
     assert only_blurry == ["no disjoint-split or 5-dataset benchmarks in this config"]
     for stem in ("a4s", "a4b"):
         _assert_figure(tmp_path / stem)
@@ -291,8 +355,16 @@ def test_stage_writes_appendix_figures_from_metrics_files(tmp_path):
         for r in _task_records(
             bench, methods=("oracle", "base", "public-x1000", "release-f0.1"), seeds=range(3)
         ):
-            p = (tmp_path / "runs" / r["learner"] / bench / f"seed{r['seed']}" / f"eps{r['epsilon']}"
-                 / r["label_method"] / "metrics.json")  # fmt: skip
+            p = (
+                tmp_path
+                / "runs"
+                / r["learner"]
+                / bench
+                / f"seed{r['seed']}"
+                / f"eps{r['epsilon']}"
+                / r["label_method"]
+                / "metrics.json"
+            )
             write_json(p, {**r, "epsilon": float(r["epsilon"])})
             paths.append(str(p))
         runs[bench] = paths
@@ -361,21 +433,39 @@ def test_html_report_shows_every_file_with_its_config(tmp_path):
     res = tmp_path / "results"
     (res / "figures" / "paper").mkdir(parents=True)
     (res / "tables").mkdir()
-    figs = [res / "figures" / "bench_a_cosine_avg_acc.png", res / "figures" / "fig2_label_drop_probability.png",
-            res / "figures" / "paper" / "fig4.png"]  # fmt: skip
+    figs = [
+        res / "figures" / "bench_a_cosine_avg_acc.png",
+        res / "figures" / "fig2_label_drop_probability.png",
+        res / "figures" / "paper" / "fig4.png",
+    ]
     for f in figs:
         _png(f)
-    write_text(res / "tables" / "bench_a_cosine.md",
-               "### bench_a: final accuracy (%)\n\n| ε | Classifier | Label Oracle |\n|---|---|---|\n"
-               "| 1 | Cosine <b> | (75.0), 75.4, (75.6) |\n\nFinal average accuracy over 5 seeds.\n")  # fmt: skip
+    write_text(
+        res / "tables" / "bench_a_cosine.md",
+        "### bench_a: final accuracy (%)\n\n| ε | Classifier | Label Oracle |\n|---|---|---|\n"
+        "| 1 | Cosine <b> | (75.0), 75.4, (75.6) |\n\nFinal average accuracy over 5 seeds.\n",
+    )
     write_text(res / "tables" / "bench_a_cosine.csv", "learner,acc_median\ncosine,75.4\n")
     write_text(res / "tables" / "privacy_audit.csv", "mechanism,verdict\nlabel release (tsgd),consistent\n")
-    files = [*figs, *(f.with_suffix(".pdf") for f in figs), res / "tables" / "bench_a_cosine.md",
-             res / "tables" / "bench_a_cosine.csv", res / "tables" / "privacy_audit.csv"]  # fmt: skip
-    config = {"seeds": [0, 1], "epsilons": [1, "inf"], "delta": 1e-5, "label_methods": ["oracle"],
-              "datasets": {"dsx": {"source": "local"}}, "backbones": {"bbx": {"arch": "tiny_arch_name"}},
-              "benchmarks": {"bench_a": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 5},
-                             "bench": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 2}}}  # fmt: skip
+    files = [
+        *figs,
+        *(f.with_suffix(".pdf") for f in figs),
+        res / "tables" / "bench_a_cosine.md",
+        res / "tables" / "bench_a_cosine.csv",
+        res / "tables" / "privacy_audit.csv",
+    ]
+    config = {
+        "seeds": [0, 1],
+        "epsilons": [1, "inf"],
+        "delta": 1e-5,
+        "label_methods": ["oracle"],
+        "datasets": {"dsx": {"source": "local"}},
+        "backbones": {"bbx": {"arch": "tiny_arch_name"}},
+        "benchmarks": {
+            "bench_a": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 5},
+            "bench": {"dataset": "dsx", "backbone": "bbx", "scenario": "disjoint", "n_tasks": 2},
+        },
+    }
     sections = group_files(files, config)
     titles = [s.title for s in sections]
     assert titles[0] == "Benchmark bench_a"  # longest benchmark name wins over its prefix 'bench'
@@ -395,8 +485,13 @@ def test_html_report_shows_every_file_with_its_config(tmp_path):
     # self-contained: nothing loaded from elsewhere
     assert not [a for t, a in parser.tags if t in ("script", "link") or (t != "a" and "href" in a)]
     text = " ".join(parser.text)
-    for stem in ("bench_a_cosine_avg_acc", "fig2_label_drop_probability", "fig4", "bench_a_cosine",
-                 "privacy_audit"):  # fmt: skip
+    for stem in (
+        "bench_a_cosine_avg_acc",
+        "fig2_label_drop_probability",
+        "fig4",
+        "bench_a_cosine",
+        "privacy_audit",
+    ):
         assert f"{stem}" in [d.strip() for d in parser.text], stem
     assert caption("fig4") in text and caption("fig2_label_drop_probability") in text
     assert "Cosine <b>" in text and "<b>" not in page.replace("&lt;b&gt;", "")  # escaped

@@ -45,15 +45,28 @@ MINI = yaml.safe_load((REPO / "config" / "paper_mini.yaml").read_text())
 def test_overlay_shrinks_sizes_and_keeps_the_grid():
     # every key the overlay sets is a size, a location, the tiny backbone or the miniature flag
     allowed_top = {"results", "resources", "miniature", "seeds"}
-    allowed = {("dpsgd", "epochs"), ("film", "dpsgd", "epochs"), ("film", "physical_batch"), ("film", "device"),
-               ("film", "threads"), ("tuning", "trials"), ("benchmarks", "five_datasets", "seeds")}  # fmt: skip
+    allowed = {
+        ("dpsgd", "epochs"),
+        ("film", "dpsgd", "epochs"),
+        ("film", "physical_batch"),
+        ("film", "device"),
+        ("film", "threads"),
+        ("tuning", "trials"),
+        ("benchmarks", "five_datasets", "seeds"),
+    }
     for path in _leaves(MINI):
         if len(path) == 1:
             assert path[0] in allowed_top, path
         elif path[0] == "datasets":
             assert path[1] in PAPER["datasets"], f"the overlay declares a data set the paper has not: {path}"
-            assert path[2] in {"source", "local_dir", "verify", "image_size", "nominal_train_size",
-                               "test_per_class"}, path
+            assert path[2] in {
+                "source",
+                "local_dir",
+                "verify",
+                "image_size",
+                "nominal_train_size",
+                "test_per_class",
+            }, path
         elif path[0] == "backbones":
             assert path[1] in PAPER["backbones"], path  # the paper's backbone name, a tiny random model
         else:
@@ -61,13 +74,22 @@ def test_overlay_shrinks_sizes_and_keeps_the_grid():
     merged = validate_config(_merge(copy.deepcopy(PAPER), MINI))
     paper = validate_config(copy.deepcopy(PAPER))
     # the grid: the same benchmarks with the same scenarios, learners, methods, epsilons
-    for key in ("learners", "label_methods", "epsilons", "head_label_methods", "nonprivate_label_methods",
-                "baseline_label_methods", "agem"):  # fmt: skip
+    for key in (
+        "learners",
+        "label_methods",
+        "epsilons",
+        "head_label_methods",
+        "nonprivate_label_methods",
+        "baseline_label_methods",
+        "agem",
+    ):
         assert merged[key] == paper[key], key
     assert merged["benchmarks"].keys() == paper["benchmarks"].keys()
     for name, bench in paper["benchmarks"].items():
         mini = merged["benchmarks"][name]
-        assert {k: v for k, v in mini.items() if k != "seeds"} == {k: v for k, v in bench.items() if k != "seeds"}
+        assert {k: v for k, v in mini.items() if k != "seeds"} == {
+            k: v for k, v in bench.items() if k != "seeds"
+        }
     assert merged["benchmarks"]["five_datasets"]["seeds"] == [0, 1] and merged["seeds"] == [0, 1]
     assert merged["backbones"]["vit_b16"]["weights"] == "random" and merged["miniature"] is True
     assert merged["tuning"]["protocol"] == PAPER["tuning"]["protocol"] == "paper"
@@ -101,8 +123,21 @@ def test_fixtures_are_read_by_the_real_obtain_and_load_code(tmp_path, capsys):
 
 def _table_csv(path, rows):
     with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["table", "benchmark", "setting", "epsilon", "learner", "label_method",
-                                           "metric", "statistic", "ours", "published"])  # fmt: skip
+        w = csv.DictWriter(
+            fh,
+            fieldnames=[
+                "table",
+                "benchmark",
+                "setting",
+                "epsilon",
+                "learner",
+                "label_method",
+                "metric",
+                "statistic",
+                "ours",
+                "published",
+            ],
+        )
         w.writeheader()
         for r in rows:
             w.writerow(r)
@@ -128,11 +163,24 @@ def test_miniature_check_names_rules_that_never_ran_and_unfilled_cells(tmp_path)
     assert finished_jobs(log) == Counter({"film_member": 2, "all": 1})
     tables = tmp_path / "res" / "tables" / "paper"
     tables.mkdir(parents=True)
-    row = {"table": "A3", "benchmark": "b", "setting": "disjoint", "epsilon": "1", "learner": "cosine",
-           "label_method": "base", "metric": "aa", "statistic": "median"}  # fmt: skip
-    _table_csv(tables / "table_A3.csv", [{**row, "ours": "50.0", "published": "60.1"},
-                                         {**row, "label_method": "oracle", "ours": "", "published": "70.2"},
-                                         {**row, "label_method": "x", "ours": "", "published": ""}])  # fmt: skip
+    row = {
+        "table": "A3",
+        "benchmark": "b",
+        "setting": "disjoint",
+        "epsilon": "1",
+        "learner": "cosine",
+        "label_method": "base",
+        "metric": "aa",
+        "statistic": "median",
+    }
+    _table_csv(
+        tables / "table_A3.csv",
+        [
+            {**row, "ours": "50.0", "published": "60.1"},
+            {**row, "label_method": "oracle", "ours": "", "published": "70.2"},
+            {**row, "label_method": "x", "ours": "", "published": ""},
+        ],
+    )
     (tables / "table_A3.md").write_text("| a |\n\nNotes: something else\n")
     missing, filled = unfilled_cells(tables)
     assert filled == 1 and len(missing) == 1 and "label_method=oracle" in missing[0]

@@ -40,8 +40,16 @@ BENCHMARKS = {
 
 
 def _record(learner, eps, method, seed, acc, forgetting=0.05, released=(10,) * 10):
-    return {"learner": learner, "epsilon": eps, "label_method": method, "delta": 1e-5, "seed": seed,
-            "final_accuracy": acc, "final_forgetting": forgetting, "released_labels": list(released)}  # fmt: skip
+    return {
+        "learner": learner,
+        "epsilon": eps,
+        "label_method": method,
+        "delta": 1e-5,
+        "seed": seed,
+        "final_accuracy": acc,
+        "final_forgetting": forgetting,
+        "released_labels": list(released),
+    }
 
 
 def _records(n_tasks=10, offset=0.0):
@@ -49,8 +57,13 @@ def _records(n_tasks=10, offset=0.0):
     recs = []
     for s in SEEDS:
         for eps in ("1", "8"):
-            for method, shift in (("oracle", 0), ("base", 0), ("public-x1000", 0), ("release-f0.1", 0.01),
-                                  ("release-f0.5", -0.02)):  # fmt: skip
+            for method, shift in (
+                ("oracle", 0),
+                ("base", 0),
+                ("public-x1000", 0),
+                ("release-f0.1", 0.01),
+                ("release-f0.5", -0.02),
+            ):
                 released = [8 + s] + [10] * (n_tasks - 1) if method.startswith("release") else [10] * n_tasks
                 for learner in ("cosine", "peft_head", "naive_head"):
                     recs.append(_record(learner, eps, method, s, ACC[s] + shift + offset, released=released))
@@ -82,8 +95,12 @@ def test_every_table_is_built_in_order(tables):
 
 def test_a3_layout_rows_columns_and_known_cells(tables):
     t = tables["A3"]
-    assert [c[0] for c in t.cols] == ["Label Oracle (Baseline)", "Base Dataset (Baseline)", "Public Labels (Ours)",
-                                      "Release Labels (Ours)"]  # fmt: skip
+    assert [c[0] for c in t.cols] == [
+        "Label Oracle (Baseline)",
+        "Base Dataset (Baseline)",
+        "Public Labels (Ours)",
+        "Release Labels (Ours)",
+    ]
     # CIFAR-100: ours (cosine, head-only) + the paper's FiLM rows; Fashion-MNIST: ours only
     assert t.rows == [
         ("CIFAR-100 (split_cifar100)", "1", "Cosine Classifier"),
@@ -132,8 +149,15 @@ def test_a4_budget_columns_keep_the_papers_and_ours(tables):
     t = tables["A4"]
     names = [c[0] for c in t.cols]
     # the paper's seven fractions have published numbers on CIFAR-100, so all stay; 0.1 and 0.5 also ours
-    assert names == ["Budget: 2.5%", "Budget: 3.59%", "Budget: 5.99%", "Budget: 10%", "Budget: 20%",
-                     "Budget: 30%", "Budget: 50%"]  # fmt: skip
+    assert names == [
+        "Budget: 2.5%",
+        "Budget: 3.59%",
+        "Budget: 5.99%",
+        "Budget: 10%",
+        "Budget: 20%",
+        "Budget: 30%",
+        "Budget: 50%",
+    ]
     c = _tidy(t, benchmark="split_cifar100", epsilon="1", learner="cosine", label_method="release-f0.5")
     assert c.loc["median", "ours"] == pytest.approx(72.0) and c.loc["median", "published"] == 76.7
     c = _tidy(t, benchmark="split_cifar100", epsilon="1", learner="cosine", label_method="release-f0.025")
@@ -178,8 +202,12 @@ def test_a5_counts_released_labels_over_tasks(tables):
 
 def test_a6_public_label_columns(tables):
     t = tables["A6"]
-    assert [c[0] for c in t.cols] == ["Label Oracle (Baseline)", "Base Dataset (Baseline)", "Public Labels (10×)",
-                                      "Public Labels (1000×)"]  # fmt: skip
+    assert [c[0] for c in t.cols] == [
+        "Label Oracle (Baseline)",
+        "Base Dataset (Baseline)",
+        "Public Labels (10×)",
+        "Public Labels (1000×)",
+    ]
     c = _tidy(t, benchmark="split_cifar100", epsilon="8", learner="cosine", label_method="public-x10")
     assert math.isnan(c.loc["median", "ours"]) and c.loc["median", "published"] == 78.9
     assert any("'Public Labels (10×)': no runs; add public-x10" in n for n in t.notes)
@@ -190,8 +218,14 @@ def test_a8_mean_std_with_published_and_diff(tables):
     assert t.col_levels == 2 and len(t.cols) == 6  # (ε 1, 8, non-DP) × (AA, AF)
     assert t.cols[0] == ("ε = 1", "AA (↑)") and t.cols[-1] == ("non-DP", "AF (↓)")
     cif = [r[1] for r in t.rows if r[0].startswith("CIFAR")]
-    assert cif == ["Naive (head-only)", "Cosine Classifier", "PEFT Ensemble (FiLM)", "Non-CL (FiLM)",
-                   "PEFT Ensemble (head-only)", "Non-CL (head-only)"]  # fmt: skip
+    assert cif == [
+        "Naive (head-only)",
+        "Cosine Classifier",
+        "PEFT Ensemble (FiLM)",
+        "Non-CL (FiLM)",
+        "PEFT Ensemble (head-only)",
+        "Non-CL (head-only)",
+    ]
     c = _tidy(t, benchmark="split_cifar100", epsilon="1", learner="cosine", metric="aa")
     assert c.loc["mean", "ours"] == pytest.approx(74.0) and c.loc["std", "ours"] == pytest.approx(STD)
     assert c.loc["mean", "published"] == 72.78 and c.loc["mean", "diff"] == pytest.approx(74 - 72.78)
@@ -224,10 +258,25 @@ def test_tables_without_runs_say_which_config_keys_fill_them(tables, tid, key):
 
 
 def test_a7_blurry_ratio_columns():
-    bm = {f"ib_m{m}": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "iblurry", "disjoint_pct": 50,
-                       "blurry_pct": m, "n_tasks": 10} for m in (10, 50)}  # fmt: skip
-    bm["si"] = {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "siblurry", "disjoint_pct": 50,
-                "blurry_pct": 10, "n_tasks": 10}  # fmt: skip
+    bm = {
+        f"ib_m{m}": {
+            "dataset": "cifar100",
+            "backbone": "vit_b16",
+            "scenario": "iblurry",
+            "disjoint_pct": 50,
+            "blurry_pct": m,
+            "n_tasks": 10,
+        }
+        for m in (10, 50)
+    }
+    bm["si"] = {
+        "dataset": "cifar100",
+        "backbone": "vit_b16",
+        "scenario": "siblurry",
+        "disjoint_pct": 50,
+        "blurry_pct": 10,
+        "n_tasks": 10,
+    }
     recs = {"ib_m10": _records(), "ib_m50": [r for r in _records() if r["learner"] == "cosine"]}
     t = {t.table: t for t in build_paper_tables(recs, bm)}["A7"]
     assert t.cols == [("M = 10",), ("M = 50",)]
@@ -291,8 +340,10 @@ def test_markdown_rows_have_every_column(tables):
 
 def test_stage_reads_metrics_files_and_writes_every_format(tmp_path):
     paths = {}
-    for name, bench, recs in (("split_cifar100", "cifar100/vit_b16/disjoint-t10", _records()),
-                              ("split_fmnist", "fashion_mnist/effnet_lite0/disjoint-t5", _records(5))):  # fmt: skip
+    for name, bench, recs in (
+        ("split_cifar100", "cifar100/vit_b16/disjoint-t10", _records()),
+        ("split_fmnist", "fashion_mnist/effnet_lite0/disjoint-t5", _records(5)),
+    ):
         paths[name] = []
         for r in recs:
             eps = r["epsilon"]
@@ -300,8 +351,16 @@ def test_stage_reads_metrics_files_and_writes_every_format(tmp_path):
                 tmp_path
                 / f"runs/{r['learner']}/{bench}/seed{r['seed']}/eps{eps}/{r['label_method']}/metrics.json"
             )
-            write_json(p, {**r, "epsilon": float(eps), "acc": [[r["final_accuracy"]]],
-                           "average_accuracy": [r["final_accuracy"]], "average_forgetting": [r["final_forgetting"]]})  # fmt: skip
+            write_json(
+                p,
+                {
+                    **r,
+                    "epsilon": float(eps),
+                    "acc": [[r["final_accuracy"]]],
+                    "average_accuracy": [r["final_accuracy"]],
+                    "average_forgetting": [r["final_forgetting"]],
+                },
+            )
             paths[name].append(p)
     out = tmp_path / "tables" / "paper"
     written = stage_build(paths, BENCHMARKS, out)
@@ -312,8 +371,13 @@ def test_stage_reads_metrics_files_and_writes_every_format(tmp_path):
         assert p.stat().st_size > 0
     df = pd.read_csv(out / "table_A3.csv", dtype={"epsilon": str})
     assert list(df.columns) == TIDY_COLUMNS and len(df) == 10 * 4 * 3
-    row = df[(df.benchmark == "split_cifar100") & (df.epsilon == "1") & (df.learner == "cosine")
-             & (df.label_method == "oracle") & (df.statistic == "median")].iloc[0]  # fmt: skip
+    row = df[
+        (df.benchmark == "split_cifar100")
+        & (df.epsilon == "1")
+        & (df.learner == "cosine")
+        & (df.label_method == "oracle")
+        & (df.statistic == "median")
+    ].iloc[0]
     assert (row["ours"], row["published"], row["diff"]) == pytest.approx((74.0, 78.4, -4.4))
     assert pd.read_csv(out / "table_A9.csv").empty
     assert (
@@ -357,8 +421,13 @@ def _cell_of(t, *row):
 def test_f1_mean_std_beside_paper_003(tables):
     t = tables["F1"]
     assert t.kind == "mean" and t.row_header == ["Benchmark", "ε", "Classifier"]
-    assert [c[0] for c in t.cols] == ["Label Oracle (Baseline)", "Base Dataset (Baseline)", "Public Labels (10×)",
-                                      "Public Labels (100×)", "Public Labels (1000×)"]  # fmt: skip
+    assert [c[0] for c in t.cols] == [
+        "Label Oracle (Baseline)",
+        "Base Dataset (Baseline)",
+        "Public Labels (10×)",
+        "Public Labels (100×)",
+        "Public Labels (1000×)",
+    ]
     cif = _cell_of(t, "CIFAR-100 (split_cifar100)", "1", "Cosine Classifier")
     assert cell_texts(t, cif[0]) == ("74.00 ± 3.16", "78.38 ± 0.13", "-4.38")  # ours: mean ± std, ddof = 1
     assert cif[0].ours["std"] == pytest.approx(STD)
@@ -385,31 +454,58 @@ def test_f1_names_the_key_a_partly_filled_column_lacks():
         r for r in _records() if not (r["learner"] == "peft_head" and r["label_method"] == "public-x1000")
     ]
     t = {t.table: t for t in build_paper_tables({"split_cifar100": recs}, BENCHMARKS)}["F1"]
-    assert any("'Public Labels (1000×)': no runs of PEFT Ensemble (head-only) in some rows; add public-x1000 to "
-               "the config key 'head_label_methods'" in n for n in t.notes)  # fmt: skip
+    assert any(
+        "'Public Labels (1000×)': no runs of PEFT Ensemble (head-only) in some rows; add public-x1000 to "
+        "the config key 'head_label_methods'" in n
+        for n in t.notes
+    )
 
 
 F2_BENCHMARKS = {
     **BENCHMARKS,
-    "ib_m10": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "iblurry", "disjoint_pct": 50,
-               "blurry_pct": 10, "n_tasks": 10},
-    "ib_m50": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "iblurry", "disjoint_pct": 50,
-               "blurry_pct": 50, "n_tasks": 10},
-    "si": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "siblurry", "disjoint_pct": 50,
-           "blurry_pct": 10, "n_tasks": 10},
-}  # fmt: skip
+    "ib_m10": {
+        "dataset": "cifar100",
+        "backbone": "vit_b16",
+        "scenario": "iblurry",
+        "disjoint_pct": 50,
+        "blurry_pct": 10,
+        "n_tasks": 10,
+    },
+    "ib_m50": {
+        "dataset": "cifar100",
+        "backbone": "vit_b16",
+        "scenario": "iblurry",
+        "disjoint_pct": 50,
+        "blurry_pct": 50,
+        "n_tasks": 10,
+    },
+    "si": {
+        "dataset": "cifar100",
+        "backbone": "vit_b16",
+        "scenario": "siblurry",
+        "disjoint_pct": 50,
+        "blurry_pct": 10,
+        "n_tasks": 10,
+    },
+}
 
 
 def test_f2_not_blurry_iblurry_50_10_and_siblurry_beside_paper_003():
-    recs = {"split_cifar100": _records(), "ib_m10": _records(offset=0.02), "ib_m50": _records(offset=-0.3),
-            "split_fmnist": _records(5)}  # fmt: skip
+    recs = {
+        "split_cifar100": _records(),
+        "ib_m10": _records(offset=0.02),
+        "ib_m50": _records(offset=-0.3),
+        "split_fmnist": _records(5),
+    }
     t = {t.table: t for t in build_paper_tables(recs, F2_BENCHMARKS)}["F2"]
     assert t.cols == [("Not Blurry",), ("I-Blurry",), ("Si-Blurry",)]
     # CIFAR-100 only (the data set with blurry benchmarks); ours at ε 1, 8, the paper's rows add non-DP
     assert {r[0] for r in t.rows} == {"CIFAR-100"}
-    assert [r[1:] for r in t.rows] == [(e, lr) for e in ("1", "8") for lr in ("Cosine Classifier",
-        "PEFT Ensemble (FiLM)", "PEFT Ensemble (head-only)")] + [("non-DP", "Cosine Classifier"),
-        ("non-DP", "PEFT Ensemble (FiLM)")]  # fmt: skip
+    assert [r[1:] for r in t.rows] == [
+        (e, lr)
+        for e in ("1", "8")
+        for lr in ("Cosine Classifier", "PEFT Ensemble (FiLM)", "PEFT Ensemble (head-only)")
+    ] + [("non-DP", "Cosine Classifier"), ("non-DP", "PEFT Ensemble (FiLM)")]
     row = _cell_of(t, "CIFAR-100", "1", "Cosine Classifier")
     assert cell_texts(t, row[0]) == ("74.00 ± 3.16", "76.16 ± 0.33", "-2.16")  # base runs, ddof = 1
     assert cell_texts(t, row[1]) == ("76.00 ± 3.16", "75.96 ± 0.29", "+0.04")  # i-Blurry(50, 10), not M = 50
@@ -441,8 +537,12 @@ def test_f2_without_blurry_benchmarks_shows_the_disjoint_data_sets_and_says_what
         "(fashion_mnist / effnet_lite0, 5 tasks) with scenario 'iblurry', disjoint_pct 50, blurry_pct 10"
     ) in notes
     assert "Fashion-MNIST: no Si-Blurry benchmark" in notes and "scenario 'siblurry'" in notes
-    none = {t.table: t for t in build_paper_tables({}, {"five": {"dataset": "five_datasets", "backbone": "b",
-                                                                 "scenario": "datasets", "n_tasks": 5}})}  # fmt: skip
+    none = {
+        t.table: t
+        for t in build_paper_tables(
+            {}, {"five": {"dataset": "five_datasets", "backbone": "b", "scenario": "datasets", "n_tasks": 5}}
+        )
+    }
     for tid in ("F1", "F2"):
         assert none[tid].rows == [] and "config key 'benchmarks'" in to_markdown(none[tid])
     assert "iblurry_cifar100_m10" in to_markdown(none["F2"])

@@ -19,9 +19,17 @@ from dpcl.stages.cosine import run_cosine
 
 def _labels(sc, y, eps=math.inf, method="base"):
     budget = Budget(eps, 1e-5) if math.isfinite(eps) else Budget(math.inf, 0.0)
-    res = output_label_spaces(parse_label_method(method), [y[i] for i in sc.train_indices], 4, budget, 0,
-                              run_key=("release", "synthetic", sc.name, "inf"))  # fmt: skip
-    res.update(seed=0, scenario=sc.name, epsilon_tag="inf", stream={"dataset": "synthetic", "scenario": sc.name})
+    res = output_label_spaces(
+        parse_label_method(method),
+        [y[i] for i in sc.train_indices],
+        4,
+        budget,
+        0,
+        run_key=("release", "synthetic", sc.name, "inf"),
+    )
+    res.update(
+        seed=0, scenario=sc.name, epsilon_tag="inf", stream={"dataset": "synthetic", "scenario": sc.name}
+    )
     return res
 
 
@@ -36,8 +44,9 @@ def test_split_gives_every_task_every_class_and_each_sample_one_task():
         sizes = [int(np.sum(y[idx] == c)) for idx in sc.train_indices]
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n  # near-equal parts per class
     again = Scenario.from_dict(sc.to_dict())
-    assert again.feature_permutation and all(np.array_equal(a, b) for a, b in
-                                              zip(again.train_indices, sc.train_indices, strict=True))  # fmt: skip
+    assert again.feature_permutation and all(
+        np.array_equal(a, b) for a, b in zip(again.train_indices, sc.train_indices, strict=True)
+    )
     assert make_scenario("permuted", y, 3, seed=6).train_indices[0].tolist() != sc.train_indices[0].tolist()
 
 
@@ -77,5 +86,17 @@ def test_film_stages_refuse_a_permuted_scenario(tmp_path):
     sc = make_scenario("permuted", np.repeat(np.arange(2), 4), 2, seed=0)
     write_json(tmp_path / "sc.json", sc.to_dict())
     with pytest.raises(ValueError, match="permutes cached feature dimensions"):
-        film_member_stage("fashion_mnist", tmp_path, {}, {}, tmp_path / "sc.json", tmp_path / "labels.json", 0, {},
-                          8, "cpu", tmp_path / "m.npz", tmp_path / "m.json")  # fmt: skip
+        film_member_stage(
+            "fashion_mnist",
+            tmp_path,
+            {},
+            {},
+            tmp_path / "sc.json",
+            tmp_path / "labels.json",
+            0,
+            {},
+            8,
+            "cpu",
+            tmp_path / "m.npz",
+            tmp_path / "m.json",
+        )

@@ -148,8 +148,16 @@ def test_ledger_composes_and_verifies():
     assert d["guarantee_holds"] and len(d["tasks"]) == 3
     # Too little noise is caught when the entry is added.
     with pytest.raises(PrivacyBudgetExceeded, match="parameters give"):
-        ledger.add(0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": 1.0,
-                       "query": "class_sums_of_unit_norm_features"})  # fmt: skip
+        ledger.add(
+            0,
+            {
+                "mechanism": "gaussian",
+                "epsilon": 1.0,
+                "delta": 1e-5,
+                "sigma": 1.0,
+                "query": "class_sums_of_unit_norm_features",
+            },
+        )
     # A second full-budget mechanism on the same task exceeds the target.
     ledger.add(
         1,
@@ -168,8 +176,16 @@ def test_ledger_composes_and_verifies():
 def test_ledger_marks_label_oracle_as_not_dp():
     ledger = Ledger(Budget(1.0, 1e-5))
     ledger.add(0, {"mechanism": "label_oracle", "epsilon": math.inf, "delta": 1.0})
-    ledger.add(0, {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "sigma": gaussian_sigma(1.0, 1e-5),
-                   "query": "class_sums_of_unit_norm_features"})  # fmt: skip
+    ledger.add(
+        0,
+        {
+            "mechanism": "gaussian",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "sigma": gaussian_sigma(1.0, 1e-5),
+            "query": "class_sums_of_unit_norm_features",
+        },
+    )
     d = ledger.to_dict()
     assert d["guarantee_holds"] is False and d["leaky_baseline"] is True
     assert math.isinf(d["overall"]["epsilon"])

@@ -29,7 +29,10 @@ def tree(tmp_path, monkeypatch):
 
 def _hashes(tree: Path) -> dict[str, str]:
     prov.code_hash.cache_clear()
-    return {s: prov.code_hash(tree / "scripts" / f"{s}.py") for s in ("features", "heads", "paper_tables", "report")}
+    return {
+        s: prov.code_hash(tree / "scripts" / f"{s}.py")
+        for s in ("features", "heads", "paper_tables", "report")
+    }
 
 
 def _edit(path: Path) -> None:
@@ -38,9 +41,21 @@ def _edit(path: Path) -> None:
 
 def test_a_library_edit_changes_exactly_the_steps_that_reach_it(tree):
     before = _hashes(tree)
-    closure = {p.relative_to(tree / "dpcl").as_posix() for p in prov.module_closure(tree / "scripts" / "features.py")}
-    assert {"features.py", "backbones.py", "stages/features.py", "stages/data.py", "data/manifest.py"} <= closure
-    assert not closure & {"report/html.py", "privacy/ledger.py", "stages/common.py"}  # feature caching never reads them
+    closure = {
+        p.relative_to(tree / "dpcl").as_posix() for p in prov.module_closure(tree / "scripts" / "features.py")
+    }
+    assert {
+        "features.py",
+        "backbones.py",
+        "stages/features.py",
+        "stages/data.py",
+        "data/manifest.py",
+    } <= closure
+    assert not closure & {
+        "report/html.py",
+        "privacy/ledger.py",
+        "stages/common.py",
+    }  # feature caching never reads them
     _edit(tree / "dpcl" / "report" / "paper_tables.py")  # the tables only
     after = _hashes(tree)
     assert [s for s in before if before[s] != after[s]] == ["paper_tables"]

@@ -26,17 +26,35 @@ pytestmark = pytest.mark.slow
 EPS = [1.0, math.inf]
 METHODS = ["oracle", "base", "release-f0.1"]
 HEADS = ["peft_head", "naive_head", "noncl_head"]
-MEMORY = ["agem_head", "desai_head"]  # the memory-buffer baselines (enhanced DP-A-GEM; paper 002 as published)
-FUNCTIONAL = ["l2dpml", "fm_agem"]  # L2DP-ML as published (paper 001) and the sound functional-mechanism variant
+MEMORY = [
+    "agem_head",
+    "desai_head",
+]  # the memory-buffer baselines (enhanced DP-A-GEM; paper 002 as published)
+FUNCTIONAL = [
+    "l2dpml",
+    "fm_agem",
+]  # L2DP-ML as published (paper 001) and the sound functional-mechanism variant
 FILM_BASELINES = ["naive_film", "noncl_film", "agem_film"]
-FILM_RUN = ("1", "base")  # FiLM learners: one private run each (ε tag, label method) that trains on every class
+FILM_RUN = (
+    "1",
+    "base",
+)  # FiLM learners: one private run each (ε tag, label method) that trains on every class
 DPSGD = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
 FILM_DPSGD = {**DPSGD, "epochs": 1.0}
 BACKBONE = {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32, "batch_size": 64}
 #: metrics that are evaluated on the (non-private) test set or are a released output (|O_t|)
-EVALUATED = {"acc", "average_accuracy", "average_forgetting", "final_accuracy", "final_forgetting",
-             "worst_case_forgetting", "final_worst_case_forgetting", "acc_by_aggregation",
-             "final_accuracy_by_aggregation", "released_labels"}  # fmt: skip
+EVALUATED = {
+    "acc",
+    "average_accuracy",
+    "average_forgetting",
+    "final_accuracy",
+    "final_forgetting",
+    "worst_case_forgetting",
+    "final_worst_case_forgetting",
+    "acc_by_aggregation",
+    "final_accuracy_by_aggregation",
+    "released_labels",
+}
 
 
 def _images(labels: np.ndarray, gen: np.random.Generator) -> np.ndarray:
@@ -61,8 +79,11 @@ def _neighbours(tmp):
     xt = _images(yt, gen)
     extra_y = np.array([3], np.uint8)
     extra_x = _images(extra_y, gen)
-    sets = {"D": (x, y), "D+1": (np.concatenate([x, extra_x]), np.concatenate([y, extra_y])),
-            "D-1": (x[:-1], y[:-1])}  # fmt: skip
+    sets = {
+        "D": (x, y),
+        "D+1": (np.concatenate([x, extra_x]), np.concatenate([y, extra_y])),
+        "D-1": (x[:-1], y[:-1]),
+    }
     for name, (a, b) in sets.items():
         _write_fmnist(tmp / name / "raw", a, b, xt, yt)
     return list(sets)
@@ -82,7 +103,9 @@ def _run_everything(work):
     raw, res = work / "raw", work / "results"
     dcfg = {"subset_seed": 0}
     for split in ("train", "test"):
-        cache_features("fashion_mnist", raw, split, dcfg, "vit", BACKBONE, res / f"{split}.npz", progress=False)
+        cache_features(
+            "fashion_mnist", raw, split, dcfg, "vit", BACKBONE, res / f"{split}.npz", progress=False
+        )
     sc = res / "scenario.json"
     build_scenario("fashion_mnist", raw, dcfg, "disjoint", 2, 0, sc)
     runs = res / "runs"
@@ -94,35 +117,110 @@ def _run_everything(work):
     def out(learner, p, kind):
         return str(runs / learner / f"eps{p[0]}" / p[1] / f"{kind}.json")
 
-    cosine_sweep(res / "train.npz", res / "test.npz", sc,
-                 [{"labels": labels[p], "metrics": out("cosine", p, "metrics"), "privacy": out("cosine", p, "privacy"),
-                   "diagnostics": out("cosine", p, "diagnostics")} for p in pairs], targets=targets)  # fmt: skip
-    head_learner_sweep(res / "train.npz", res / "test.npz", sc,
-                       [{"labels": labels[p], "outputs": {lr: tuple(out(lr, p, k) for k in ("metrics", "privacy",
-                         "diagnostics")) for lr in HEADS}} for p in pairs], HEADS, DPSGD, targets=targets)  # fmt: skip
-    agem_sweep(res / "train.npz", res / "test.npz", sc,
-               [{"labels": labels[p], "outputs": {lr: tuple(out(lr, p, k) for k in ("metrics", "privacy",
-                 "diagnostics")) for lr in MEMORY}} for p in pairs], DPSGD, {"buffer_fraction": 0.3},
-               targets=targets, learners=MEMORY)  # fmt: skip
+    cosine_sweep(
+        res / "train.npz",
+        res / "test.npz",
+        sc,
+        [
+            {
+                "labels": labels[p],
+                "metrics": out("cosine", p, "metrics"),
+                "privacy": out("cosine", p, "privacy"),
+                "diagnostics": out("cosine", p, "diagnostics"),
+            }
+            for p in pairs
+        ],
+        targets=targets,
+    )
+    head_learner_sweep(
+        res / "train.npz",
+        res / "test.npz",
+        sc,
+        [
+            {
+                "labels": labels[p],
+                "outputs": {
+                    lr: tuple(out(lr, p, k) for k in ("metrics", "privacy", "diagnostics")) for lr in HEADS
+                },
+            }
+            for p in pairs
+        ],
+        HEADS,
+        DPSGD,
+        targets=targets,
+    )
+    agem_sweep(
+        res / "train.npz",
+        res / "test.npz",
+        sc,
+        [
+            {
+                "labels": labels[p],
+                "outputs": {
+                    lr: tuple(out(lr, p, k) for k in ("metrics", "privacy", "diagnostics")) for lr in MEMORY
+                },
+            }
+            for p in pairs
+        ],
+        DPSGD,
+        {"buffer_fraction": 0.3},
+        targets=targets,
+        learners=MEMORY,
+    )
     # the PCA of l2dpml/fm_agem is fitted on public features: here the (identical) test split's
-    l2dpml_sweep(res / "train.npz", res / "test.npz", res / "test.npz", sc,
-                 [{"labels": labels[p], "outputs": {lr: tuple(out(lr, p, k) for k in ("metrics", "privacy",
-                   "diagnostics")) for lr in FUNCTIONAL}} for p in pairs], FUNCTIONAL,
-                 {"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2}, {"dim": 8}, targets=targets)  # fmt: skip
+    l2dpml_sweep(
+        res / "train.npz",
+        res / "test.npz",
+        res / "test.npz",
+        sc,
+        [
+            {
+                "labels": labels[p],
+                "outputs": {
+                    lr: tuple(out(lr, p, k) for k in ("metrics", "privacy", "diagnostics"))
+                    for lr in FUNCTIONAL
+                },
+            }
+            for p in pairs
+        ],
+        FUNCTIONAL,
+        {"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
+        {"dim": 8},
+        targets=targets,
+    )
     lab = labels[FILM_RUN]
     common = ("fashion_mnist", raw, dcfg, BACKBONE, sc, lab)
     members = [str(runs / "peft_film" / "members" / f"task{t}.npz") for t in range(2)]
     records = [m.replace(".npz", ".json") for m in members]
     for t in range(2):
         film_member_stage(*common, t, FILM_DPSGD, 16, "cpu", members[t], records[t], backbone_name="vit")
-    film_eval_stage(*common, members, records, FILM_DPSGD, "argmax", "cpu", out("peft_film", FILM_RUN, "metrics"),
-                    out("peft_film", FILM_RUN, "privacy"), targets=targets,
-                    out_diagnostics=out("peft_film", FILM_RUN, "diagnostics"))  # fmt: skip
+    film_eval_stage(
+        *common,
+        members,
+        records,
+        FILM_DPSGD,
+        "argmax",
+        "cpu",
+        out("peft_film", FILM_RUN, "metrics"),
+        out("peft_film", FILM_RUN, "privacy"),
+        targets=targets,
+        out_diagnostics=out("peft_film", FILM_RUN, "diagnostics"),
+    )
     for learner in FILM_BASELINES:
-        film_baseline_stage(learner, *common, FILM_DPSGD, 16, "cpu", out(learner, FILM_RUN, "metrics"),
-                            out(learner, FILM_RUN, "privacy"), out(learner, FILM_RUN, "model").replace(".json", ".npz"),
-                            agem_cfg={"buffer_fraction": 0.3}, targets=targets,
-                            out_diagnostics=out(learner, FILM_RUN, "diagnostics"), backbone_name="vit")  # fmt: skip
+        film_baseline_stage(
+            learner,
+            *common,
+            FILM_DPSGD,
+            16,
+            "cpu",
+            out(learner, FILM_RUN, "metrics"),
+            out(learner, FILM_RUN, "privacy"),
+            out(learner, FILM_RUN, "model").replace(".json", ".npz"),
+            agem_cfg={"buffer_fraction": 0.3},
+            targets=targets,
+            out_diagnostics=out(learner, FILM_RUN, "diagnostics"),
+            backbone_name="vit",
+        )
     return runs
 
 
@@ -149,7 +247,9 @@ def test_privacy_json_is_byte_identical_on_neighbouring_data(neighbour_runs, lea
         assert _run_dirs(other, learner) == dirs
         for run in dirs:
             a, b = (r / run / "privacy.json" for r in (d, other))
-            assert a.read_bytes() == b.read_bytes(), f"{learner} {run}: privacy.json depends on the data ({name})"
+            assert a.read_bytes() == b.read_bytes(), (
+                f"{learner} {run}: privacy.json depends on the data ({name})"
+            )
 
 
 @pytest.mark.parametrize("learner", LEARNERS)
@@ -164,7 +264,9 @@ def test_metrics_differ_only_in_evaluated_fields_and_counts_live_in_diagnostics(
         da, db = ((r / run / "diagnostics.json").read_text() for r in (d, plus))
         assert next(iter(json.loads(da))) == "non_private" and "NOT PRIVATE" in json.loads(da)["non_private"]
         diag_differs |= da != db
-    assert diag_differs, f"{learner}: the extra individual changed no diagnostic count: is it in the data at all?"
+    assert diag_differs, (
+        f"{learner}: the extra individual changed no diagnostic count: is it in the data at all?"
+    )
 
 
 def _keys_and_strings(obj, keys, strings):
@@ -182,9 +284,21 @@ def _keys_and_strings(obj, keys, strings):
 def test_no_count_or_statistic_reaches_a_release_file(neighbour_runs):
     import re
 
-    banned = {"kept", "dropped", "samples", "mean_clipped_fraction", "mean_batch_size", "mean_buffer_batch_size",
-              "train_samples", "buffer_samples_before", "seconds", "noised_labels", "projected_fraction", "tasks_detail",
-              "agem_tasks"}  # fmt: skip
+    banned = {
+        "kept",
+        "dropped",
+        "samples",
+        "mean_clipped_fraction",
+        "mean_batch_size",
+        "mean_buffer_batch_size",
+        "train_samples",
+        "buffer_samples_before",
+        "seconds",
+        "noised_labels",
+        "projected_fraction",
+        "tasks_detail",
+        "agem_tasks",
+    }
     count_phrase = re.compile(r"\d+\s+(kept|dropped|samples|images)")
     for runs in neighbour_runs.values():
         for path in [*runs.rglob("privacy.json"), *runs.rglob("metrics.json")]:

@@ -154,11 +154,22 @@ def test_iblurry_moves_m_percent_within_rounding(m):
 
 
 def test_public_tags_round_trip_and_reject_vacuous_or_bad_forms():
-    for tag in ("public-x10", "public-x100-grow", "public-x1000", "public-x10-c50-unknown",
-                "public-x1-c0-parent", "public-x100-c25-grow-parent"):  # fmt: skip
+    for tag in (
+        "public-x10",
+        "public-x100-grow",
+        "public-x1000",
+        "public-x10-c50-unknown",
+        "public-x1-c0-parent",
+        "public-x100-c25-grow-parent",
+    ):
         assert parse_label_method(tag).tag == tag
-    for bad, msg in (("public-x10-unknown", "coverage below 100"), ("public-x10-c100", "unknown label"),
-                     ("public-x1-c0", "discard every sample"), ("public-x10-c0-grow", "discard every sample"), ("public-x10-c05", "unknown label")):  # fmt: skip
+    for bad, msg in (
+        ("public-x10-unknown", "coverage below 100"),
+        ("public-x10-c100", "unknown label"),
+        ("public-x1-c0", "discard every sample"),
+        ("public-x10-c0-grow", "discard every sample"),
+        ("public-x10-c05", "unknown label"),
+    ):
         with pytest.raises(ValueError, match=msg):
             parse_label_method(bad)
 
@@ -194,8 +205,14 @@ def test_public_spaces_depend_on_public_information_only():
 
 def test_remap_task_data_and_evaluation_labels_follow_eq8():
     parent = np.arange(12) // 3  # 4 parents
-    res = output_label_spaces(parse_label_method("public-x2-c50-parent"), [np.arange(12)], 12,
-                              Budget(1.0, 1e-5), seed=0, parent=parent)  # fmt: skip
+    res = output_label_spaces(
+        parse_label_method("public-x2-c50-parent"),
+        [np.arange(12)],
+        12,
+        Budget(1.0, 1e-5),
+        seed=0,
+        parent=parent,
+    )
     o_t = res["tasks"][0]["labels"]
     public_base = [y for y in o_t if y < 12]
     assert res["label_universe"] == 24 + 4 and set(range(24, 28)) <= set(o_t)
@@ -230,8 +247,12 @@ def cifar_run(tmp_path):
     src.mkdir()
     _, md5, _ = make_fake_cifar(src, "cifar100", n_train=2000, n_test=200, seed=1)
     res = tmp_path / "res"
-    obtain_cifar("cifar100", res, local_dir=src, archives={"cifar100": RemoteFile(CIFAR_ARCHIVES["cifar100"].name,
-                                                                                   md5, "")})  # fmt: skip
+    obtain_cifar(
+        "cifar100",
+        res,
+        local_dir=src,
+        archives={"cifar100": RemoteFile(CIFAR_ARCHIVES["cifar100"].name, md5, "")},
+    )
     sc_path = tmp_path / "scenario.json"
     sc = build_scenario("cifar100", res, {}, "siblurry", 5, 0, sc_path, disjoint_pct=50, blurry_pct=30)
     methods = [
@@ -312,8 +333,15 @@ def test_head_stage_hands_the_learners_the_remapped_task_data(cifar_run, monkeyp
 
     monkeypatch.setattr(peft, "run_head_learner", spy)
     cfg = {"sample_rate": 0.5, "epochs": 1.0, "lr": 0.01, "clip": 1.0, "normaliser": 8.0}
-    out = run_head_learners((ftr, train.labels, np.arange(len(train.labels))), (fte, test.labels), sc, labels, 0,
-                            ["peft_head"], cfg)  # fmt: skip
+    out = run_head_learners(
+        (ftr, train.labels, np.arange(len(train.labels))),
+        (fte, test.labels),
+        sc,
+        labels,
+        0,
+        ["peft_head"],
+        cfg,
+    )
     for t, rows in enumerate(sc.train_indices):
         keep, y = _eq8(train.labels[rows], labels["tasks"][t]["labels"], labels["remap"])
         x_t, y_t = seen["task_data"][t]

@@ -96,7 +96,6 @@ def test_full_batch_matches_exact_gaussian(sigma, steps, delta):
     assert epsilon(sigma, 1.0, steps, delta, accountant="rdp") >= exact
 
 
-
 @pytest.fixture(autouse=True)
 def _no_accounting_cache(monkeypatch):
     """These tests replace the accountant (failures, fallbacks): compute every number afresh and
@@ -105,6 +104,7 @@ def _no_accounting_cache(monkeypatch):
     sa._single_phase_epsilon.cache_clear()
     yield
     sa._single_phase_epsilon.cache_clear()
+
 
 # ----------------------------------------------------------------------------- fallback
 

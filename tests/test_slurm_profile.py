@@ -29,14 +29,30 @@ def _dry_run(tmp_path, *args):
         "seeds": [0],
         "epsilons": [1],
         "label_methods": ["oracle"],
-        "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
-                                       "train_per_class": 10, "test_per_class": 4}},
+        "datasets": {
+            "fashion_mnist": {
+                "source": "local",
+                "local_dir": str(raw),
+                "verify": False,
+                "train_per_class": 10,
+                "test_per_class": 4,
+            }
+        },
         "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32}},
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
-    }  # fmt: skip
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--directory", str(tmp_path),
-           "--configfile", str(tmp_path / "config.yaml"), *args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-n",
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        *args,
+    ]
     res = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res.stdout + res.stderr
@@ -81,8 +97,15 @@ def test_every_rule_declares_threads_memory_and_runtime(tmp_path):
 
 def test_profile_names_only_existing_rules_and_keeps_cluster_keys():
     prof = yaml.safe_load(PROFILE.read_text())
-    rules = set(subprocess.run([sys.executable, "-m", "snakemake", "--list-rules"], cwd=REPO, capture_output=True,
-                               text=True, check=True).stdout.split())  # fmt: skip
+    rules = set(
+        subprocess.run(
+            [sys.executable, "-m", "snakemake", "--list-rules"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    )
     assert set(prof["set-resources"]) <= rules, set(prof["set-resources"]) - rules
     assert prof["executor"] == "slurm" and prof["retries"] >= 1 and prof["slurm-requeue"] is True
     # profiles/default is read as the workflow profile of every run and wins over --profile:

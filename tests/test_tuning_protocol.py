@@ -61,7 +61,9 @@ def test_five_datasets_paper_protocol_tunes_on_a_cifar10_subset_a_tenth_of_a_tas
     cfg = {"nominal_train_size": FIVE_SIZE}
     plan = tuning_plan("five_datasets", cfg, FIVE_TASKS, "paper")
     task = FIVE_SIZE / 5
-    assert plan.classes == FIVE_DATASETS_TUNING_CLASSES == tuple(range(40, 50))  # CIFAR-10, whatever the order
+    assert (
+        plan.classes == FIVE_DATASETS_TUNING_CLASSES == tuple(range(40, 50))
+    )  # CIFAR-10, whatever the order
     assert plan.per_class == round(0.1428 * task / 10) == 743  # 10 % tuning + 4.28 % validation
     # the paper's factor is 10 by construction; per-class rounding moves it by < 1e-3
     assert plan.factor("peft_head") == pytest.approx(10, rel=1e-3)
@@ -106,7 +108,9 @@ def test_tuning_rows_keep_the_plans_classes_and_per_class_cap():
     rows = tuning_rows(y, plan, seed=4)
     assert set(np.unique(y[rows])) == set(range(40, 50))
     assert np.all(np.bincount(y[rows], minlength=50)[40:] == plan.per_class)
-    assert np.array_equal(rows, tuning_rows(y, plan, seed=4)) and not np.array_equal(rows, tuning_rows(y, plan, 5))
+    assert np.array_equal(rows, tuning_rows(y, plan, seed=4)) and not np.array_equal(
+        rows, tuning_rows(y, plan, 5)
+    )
     first = tuning_plan("cifar100", {}, CIFAR100_TASKS, "paper")
     y100 = np.repeat(np.arange(100), 7)
     assert np.array_equal(tuning_rows(y100, first, 0), np.flatnonzero(y100 < 10))  # all of the first task's
@@ -140,16 +144,34 @@ def test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned(tmp_path,
     yt = np.repeat(np.arange(4), 5)
     xt = gen.normal(size=(len(yt), 6))
     sc = disjoint_scenario(y, 2, seed=0)
-    labels = output_label_spaces(parse_label_method("base"), [y[i] for i in sc.train_indices], 4,
-                                 Budget(1.0, 1e-5), 0, run_key=("release", "synthetic", "disjoint-t2", "1"))  # fmt: skip
-    labels.update(seed=0, scenario="disjoint-t2", epsilon_tag=eps_tag(1.0),
-                  stream={"dataset": "synthetic", "scenario": "disjoint-t2"})  # fmt: skip
+    labels = output_label_spaces(
+        parse_label_method("base"),
+        [y[i] for i in sc.train_indices],
+        4,
+        Budget(1.0, 1e-5),
+        0,
+        run_key=("release", "synthetic", "disjoint-t2", "1"),
+    )
+    labels.update(
+        seed=0,
+        scenario="disjoint-t2",
+        epsilon_tag=eps_tag(1.0),
+        stream={"dataset": "synthetic", "scenario": "disjoint-t2"},
+    )
     labels = json.loads(json.dumps(labels, default=str).replace("Infinity", '"inf"'))
     plan = tuning_plan("cifar100", {"train_per_class": 30, "tune_per_class": 10}, sc.task_classes, protocol)
     best = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
     write_json(tmp_path / "eps1.json", with_run_configs({"best": best, "epsilon": 1.0}, plan))
-    out = run_head_learners((x, y, np.arange(len(y))), (xt, yt), sc, labels, 0, ["peft_head", "noncl_head"],
-                            dict(best, lr=0.5), tuned_path=tmp_path / "eps1.json")  # fmt: skip
+    out = run_head_learners(
+        (x, y, np.arange(len(y))),
+        (xt, yt),
+        sc,
+        labels,
+        0,
+        ["peft_head", "noncl_head"],
+        dict(best, lr=0.5),
+        tuned_path=tmp_path / "eps1.json",
+    )
     for learner, key in (("peft_head", "dpsgd"), ("noncl_head", "dpsgd_all_tasks")):
         metrics, privacy, _ = out[learner]
         assert metrics["dpsgd"] == read_json(tmp_path / "eps1.json")[key]
@@ -190,6 +212,15 @@ def test_every_paper_table_says_how_its_runs_were_tuned():
     assert "private training data" in paper and "not accounted" in paper and "mean) task" in paper
     assert "PUBLIC" in protocol_note({"enabled": True, "protocol": "public"})
     assert "not tuned" in protocol_note({"enabled": False})
-    bench = {"split_cifar100": {"dataset": "cifar100", "backbone": "vit_b16", "scenario": "disjoint", "n_tasks": 10}}
+    bench = {
+        "split_cifar100": {
+            "dataset": "cifar100",
+            "backbone": "vit_b16",
+            "scenario": "disjoint",
+            "n_tasks": 10,
+        }
+    }
     tables = build_paper_tables({"split_cifar100": []}, bench, notes=[paper])
-    assert {t.table for t in tables} >= {"A3", "A10", "F1", "F2"} and all(t.notes[-1] == paper for t in tables)
+    assert {t.table for t in tables} >= {"A3", "A10", "F1", "F2"} and all(
+        t.notes[-1] == paper for t in tables
+    )

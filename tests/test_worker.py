@@ -38,8 +38,13 @@ SCRIPT = textwrap.dedent("""
 def env(tmp_path):
     short = tmp_path / "t"  # the socket lives in $TMPDIR/dpcl-<uid>/
     short.mkdir()
-    e = {**os.environ, "TMPDIR": str(short), "DPCL_WARM_WORKER": "1", "DPCL_WARM_WORKER_IDLE": "20",
-         "TEST_TOKEN": "t-123"}  # fmt: skip
+    e = {
+        **os.environ,
+        "TMPDIR": str(short),
+        "DPCL_WARM_WORKER": "1",
+        "DPCL_WARM_WORKER_IDLE": "20",
+        "TEST_TOKEN": "t-123",
+    }
     e.pop("DPCL_IN_WARM_WORKER", None)
     yield e
     # stop the test's warm worker (it would exit after 20 s idle anyway)
@@ -58,8 +63,14 @@ def _run(tmp_path, env, *args, timeout=120):
     script.write_text(SCRIPT)
     work = tmp_path / "cwd"
     work.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, str(script), *args], cwd=work, env=env, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_script_runs_in_a_preloaded_child_with_the_jobs_streams_cwd_and_env(tmp_path, env):
@@ -101,7 +112,9 @@ def test_killing_the_job_kills_its_child(tmp_path, env):
     script.write_text(SCRIPT)
     (tmp_path / "cwd").mkdir()
     pidfile = tmp_path / "child.pid"
-    proc = subprocess.Popen([sys.executable, str(script), "sleep", str(pidfile)], cwd=tmp_path / "cwd", env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "sleep", str(pidfile)], cwd=tmp_path / "cwd", env=env
+    )
     deadline = time.monotonic() + 120
     while not pidfile.exists() or not pidfile.read_text():
         assert time.monotonic() < deadline and proc.poll() is None

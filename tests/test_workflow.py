@@ -19,10 +19,23 @@ pytestmark = pytest.mark.slow
 
 
 def _snakemake(workdir, *args, check=True, env=None):
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "2", "--configfile", str(workdir / "config.yaml"), *args]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                         env=None if env is None else {**os.environ, **env})  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--configfile",
+        str(workdir / "config.yaml"),
+        *args,
+    ]
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=900, env=None if env is None else {**os.environ, **env}
+    )
     if check and res.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
     return res
@@ -43,17 +56,36 @@ def tiny_run(tmp_path_factory):
         "head_label_methods": ["oracle", "base", "release-f0.1"],  # base: Fig. 3 (DP-A-GEM comparison)
         "dpsgd": {"sample_rate": 0.5, "epochs": 4},
         "tuning": {"trials": 3},
-        "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
-                                       "train_per_class": 25, "test_per_class": 10, "tune_per_class": 20,
-                                       "pool_per_class": 25}},
-        "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32,
-                               "batch_size": 64}},
+        "datasets": {
+            "fashion_mnist": {
+                "source": "local",
+                "local_dir": str(raw),
+                "verify": False,
+                "train_per_class": 25,
+                "test_per_class": 10,
+                "tune_per_class": 20,
+                "pool_per_class": 25,
+            }
+        },
+        "backbones": {
+            "tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 64}
+        },
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
         # DP active learning (paper 004) on a 250-record pool: every rule of active.smk
-        "active": {"enabled": True, "backbone": "tiny", "seeds": [0, 1], "initial_size": 40, "query_sizes": [40, 20], "batch_size": 16,
-                   "epochs": 2, "epochs_random": 3, "imbalance": 0.5, "mc_passes": 3,
-                   "methods": ["random-nal", "random-sa", "entropy-dp-sa", "entropy-nondp-sa", "margin-dp-naive"]},
-    }  # fmt: skip
+        "active": {
+            "enabled": True,
+            "backbone": "tiny",
+            "seeds": [0, 1],
+            "initial_size": 40,
+            "query_sizes": [40, 20],
+            "batch_size": 16,
+            "epochs": 2,
+            "epochs_random": 3,
+            "imbalance": 0.5,
+            "mc_passes": 3,
+            "methods": ["random-nal", "random-sa", "entropy-dp-sa", "entropy-nondp-sa", "margin-dp-naive"],
+        },
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = _snakemake(work)
     return work, res
@@ -127,12 +159,20 @@ def test_run_outputs_are_consistent(tiny_run):
     assert m["released_labels"] == [0] * 5
     oracle = json.loads((run / "eps1/oracle/privacy.json").read_text())
     assert oracle["guarantee_holds"] is False and oracle["overall"]["epsilon"] == "inf"
-    peft = json.loads((work / "results/runs/peft_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
-                                "privacy.json").read_text())  # fmt: skip
+    peft = json.loads(
+        (
+            work / "results/runs/peft_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
+            "privacy.json"
+        ).read_text()
+    )
     assert peft["guarantee_holds"] and peft["overall"]["epsilon"] <= 1.0
     assert [m["mechanism"] for m in peft["tasks"][0]["mechanisms"]] == ["ktsgd_label_release", "dpsgd"]
-    agem = json.loads((work / "results/runs/agem_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
-                                "privacy.json").read_text())  # fmt: skip
+    agem = json.loads(
+        (
+            work / "results/runs/agem_head/fashion_mnist/tiny/disjoint-t5/seed0/eps1/release-f0.1/"
+            "privacy.json"
+        ).read_text()
+    )
     assert agem["guarantee_holds"] and agem["overall"]["epsilon"] <= 1.0
     kinds = [m["mechanism"] for m in agem["tasks"][0]["mechanisms"]]
     assert kinds == ["ktsgd_label_release", "dpsgd", "dpsgd_buffer"]
@@ -154,26 +194,36 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
     other.mkdir()
     shutil.copy(work / "config.yaml", other / "config.yaml")
     _snakemake(other, env={"DPCL_WARM_WORKER": "0"})
+
     # every file a run writes (issue 18 item 10), but logs and the non-private diagnostics, which
     # hold timings: features, labels, runs, tuning results, tables, PNG/PDF figures, report.html
     def written(root):
-        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-                and "logs" not in p.relative_to(root).parts and p.name != "diagnostics.json"}  # fmt: skip
+        return {
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and "logs" not in p.relative_to(root).parts and p.name != "diagnostics.json"
+        }
 
     files = written(work / "results")
     assert files == written(other / "results") and len(files) > 300
     assert {f.rsplit(".", 1)[-1] for f in files} >= {"npz", "json", "csv", "md", "tex", "png", "pdf", "html"}
-    differ = sorted(f for f in files if (work / "results" / f).read_bytes() != (other / "results" / f).read_bytes())
+    differ = sorted(
+        f for f in files if (work / "results" / f).read_bytes() != (other / "results" / f).read_bytes()
+    )
     assert not differ, differ[:10]
 
 
 def test_bad_config_is_rejected_with_the_key_named(tmp_path):
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
-        "epsilons": [1, -3],
-        "datasets": {"fashion_mnist": {}},
-        "backbones": {"b": {"arch": "x"}},
-        "benchmarks": {"t": {"dataset": "fashion_mnist", "backbone": "b"}},
-    }))  # fmt: skip
+    (tmp_path / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "epsilons": [1, -3],
+                "datasets": {"fashion_mnist": {}},
+                "backbones": {"b": {"arch": "x"}},
+                "benchmarks": {"t": {"dataset": "fashion_mnist", "backbone": "b"}},
+            }
+        )
+    )
     res = _snakemake(tmp_path, "-n", check=False)
     assert res.returncode != 0
     assert "config key 'epsilons[1]'" in res.stdout + res.stderr
@@ -187,8 +237,19 @@ def test_paper_config_plans_offline(tmp_path):
     log = res.stdout + res.stderr
     total = int(log[log.index("Job stats:") :].split("total", 1)[1].split()[0])
     assert 3_000 < total < 4_000  # one film_member job per run (980), not per (run, task) member
-    for rule in ("obtain_dataset", "features", "film_member", "film_eval", "tune_film", "tune_heads", "tune_agem",
-                 "agem", "paper_tables", "paper_figures", "html_report"):  # fmt: skip
+    for rule in (
+        "obtain_dataset",
+        "features",
+        "film_member",
+        "film_eval",
+        "tune_film",
+        "tune_heads",
+        "tune_agem",
+        "agem",
+        "paper_tables",
+        "paper_figures",
+        "html_report",
+    ):
         assert f"rule {rule}" in log, rule
     # issue 14: tuned as the paper on the private training data (no public tune split is cached),
     # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and 003 Fig. 4
@@ -223,7 +284,9 @@ def test_active_learning_workflow(tiny_run):
         summary = verify_privacy(p)
         assert summary["guarantee_holds"] == ("/sound/" in str(path)), path
         assert next(iter(json.loads((path.parent / "diagnostics.json").read_text()))) == "non_private"
-    sa = json.loads((out / "runs/active/balanced/sound/entropy-dp-sa/eps8-sel2/seed0/privacy.json").read_text())
+    sa = json.loads(
+        (out / "runs/active/balanced/sound/entropy-dp-sa/eps8-sel2/seed0/privacy.json").read_text()
+    )
     assert [g["group"] for g in sa["groups"]] == [0, 1, 2, "unselected"]
     assert [g["selection_epsilon"] for g in sa["groups"]] == pytest.approx([0, 1, 2, 2])
     assert all(g["epsilon"] <= 8 for g in sa["groups"])

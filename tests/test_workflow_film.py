@@ -36,11 +36,18 @@ def film_run(tmp_path_factory):
         "film": {"dpsgd": {"epochs": 1}, "physical_batch": 16, "device": "cpu"},
         "tuning": {"trials": 2},  # enabled by default
         "active": {"enabled": False},
-        "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
-                                       "train_per_class": 8, "test_per_class": 4}},
+        "datasets": {
+            "fashion_mnist": {
+                "source": "local",
+                "local_dir": str(raw),
+                "verify": False,
+                "train_per_class": 8,
+                "test_per_class": 4,
+            }
+        },
         "backbones": {"vit": {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32}},
         "benchmarks": {"film_bench": {"dataset": "fashion_mnist", "backbone": "vit", "n_tasks": 2}},
-    }  # fmt: skip
+    }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = _snakemake(work)
     return work, res
@@ -137,7 +144,9 @@ def test_agem_film_writes_model_metrics_and_the_agem_privacy_block(film_run):
     steps = max(1, round(m["dpsgd"]["epochs"] / m["dpsgd"]["sample_rate"]))  # DPSGDConfig.steps
     assert m["learner"] == "agem_film" and m["agem"]["buffer_fraction"] == 0.3
     # T = 2 and q_ref = q: the buffer's worst case is (T − 1)·steps = steps reads, so σ_ref = σ
-    assert m["buffer_noise_multiplier"] == m["noise_multiplier"] > 0 and "tasks" not in m  # sizes: diagnostics
+    assert (
+        m["buffer_noise_multiplier"] == m["noise_multiplier"] > 0 and "tasks" not in m
+    )  # sizes: diagnostics
     diag = json.loads((run / "diagnostics.json").read_text())
     assert next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 2
     t0 = {mech.get("part"): mech for mech in led["tasks"][0]["mechanisms"]}
@@ -187,9 +196,15 @@ def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_r
     full = dict(cfg["benchmarks"]["film_bench"])
     cfg["benchmarks"] = {
         "all": full,  # 1 seed x 2 ε x 2 methods = 4 member jobs (2 tasks each); naive: 4 runs
-        "small": {**full, "n_tasks": 5, "seeds": [3, 4], "label_methods": ["base"], "epsilons": [1],
-                  "learners": ["cosine", "peft_film"]},  # 2 seeds x 1 x 1 = 2 member jobs (5 tasks each)
-    }  # fmt: skip
+        "small": {
+            **full,
+            "n_tasks": 5,
+            "seeds": [3, 4],
+            "label_methods": ["base"],
+            "epsilons": [1],
+            "learners": ["cosine", "peft_film"],
+        },  # 2 seeds x 1 x 1 = 2 member jobs (5 tasks each)
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = _snakemake(tmp_path, "-n")
     jobs = _job_counts(out.stdout + out.stderr)

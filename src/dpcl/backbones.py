@@ -98,8 +98,14 @@ _TOP = {
 # Inside blocks: efficientnet_pytorch names -> timm names, for blocks without expansion
 # (DepthwiseSeparableConv) and with expansion (InvertedResidual).
 _DS = {"_depthwise_conv": "conv_dw", "_bn1": "bn1", "_project_conv": "conv_pw", "_bn2": "bn2"}
-_IR = {"_expand_conv": "conv_pw", "_bn0": "bn1", "_depthwise_conv": "conv_dw", "_bn1": "bn2",
-       "_project_conv": "conv_pwl", "_bn2": "bn3"}  # fmt: skip
+_IR = {
+    "_expand_conv": "conv_pw",
+    "_bn0": "bn1",
+    "_depthwise_conv": "conv_dw",
+    "_bn1": "bn2",
+    "_project_conv": "conv_pwl",
+    "_bn2": "bn3",
+}
 
 
 def translate_lite0_state_dict(src: dict, model) -> dict:
@@ -153,8 +159,10 @@ def _load_state_dict(path: Path) -> dict:
             return load_file(str(path))
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch and safetensors raise many kinds on a damaged or foreign file
-        raise BackboneError(f"checkpoint file {path} could not be read ({type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc  # fmt: skip
+        raise BackboneError(
+            f"checkpoint file {path} could not be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from exc
     for key in ("state_dict", "model"):
         if isinstance(obj, dict) and key in obj and isinstance(obj[key], dict):
             obj = obj[key]
@@ -262,9 +270,12 @@ def pretrained_preprocessing(arch: str) -> dict:
 
 
 def preprocessing_from_cfg(
-    cfg: dict, image_size: int | None = None, channels_last: bool = True, model_size: int | None = None,
+    cfg: dict,
+    image_size: int | None = None,
+    channels_last: bool = True,
+    model_size: int | None = None,
     fixed_input_size: bool = False,
-) -> Preprocessing:  # fmt: skip
+) -> Preprocessing:
     """:class:`Preprocessing` from a timm pretrained config (mean, std, input size,
     interpolation, crop_pct, crop_mode) with timm's defaults where it has none (crop_pct
     0.875, as ``resolve_data_config``); ``image_size`` overrides the size where the model

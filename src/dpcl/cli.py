@@ -29,16 +29,23 @@ def _noise_multiplier(args: argparse.Namespace) -> None:
     from .privacy.sgd_accounting import noise_multiplier_info
 
     info = noise_multiplier_info(args.epsilon, args.delta, args.sample_rate, args.steps, args.accountant)
-    _emit(args, info, f"noise multiplier = {info['noise_multiplier']:.6g} ({info['accountant']} accountant, "
-          f"ε = {info['epsilon_achieved']:.4g} at δ = {args.delta:g})")  # fmt: skip
+    _emit(
+        args,
+        info,
+        f"noise multiplier = {info['noise_multiplier']:.6g} ({info['accountant']} accountant, "
+        f"ε = {info['epsilon_achieved']:.4g} at δ = {args.delta:g})",
+    )
 
 
 def _threshold(args: argparse.Namespace) -> None:
     from .privacy.label_release import tsgd_delta, tsgd_threshold
 
     k = tsgd_threshold(args.epsilon, args.delta)
-    _emit(args, {"k": k, "delta_achieved": tsgd_delta(k, args.epsilon)},
-          f"k = {k} (k-TSGD label release; a class is kept iff count + Z > k)")  # fmt: skip
+    _emit(
+        args,
+        {"k": k, "delta_achieved": tsgd_delta(k, args.epsilon)},
+        f"k = {k} (k-TSGD label release; a class is kept iff count + Z > k)",
+    )
 
 
 def _keep_prob(args: argparse.Namespace) -> None:
@@ -50,9 +57,12 @@ def _keep_prob(args: argparse.Namespace) -> None:
         raise ValueError("--tau applies to --mechanism laplace only")
     p = float(keep_probabilities(args.class_size, args.epsilon, args.delta, args.mechanism, args.tau))
     lb = float(drop_lower_bound(args.class_size, args.epsilon, args.delta))
-    _emit(args, {"keep_probability": p, "drop_lower_bound": lb, "mechanism": args.mechanism},
-          f"Pr[class of size {args.class_size} released] = {p:.6g} ({args.mechanism}); any (ε, δ)-DP "
-          f"release drops it with probability >= {lb:.6g}")  # fmt: skip
+    _emit(
+        args,
+        {"keep_probability": p, "drop_lower_bound": lb, "mechanism": args.mechanism},
+        f"Pr[class of size {args.class_size} released] = {p:.6g} ({args.mechanism}); any (ε, δ)-DP "
+        f"release drops it with probability >= {lb:.6g}",
+    )
 
 
 def _plan(args: argparse.Namespace) -> None:
@@ -60,12 +70,16 @@ def _plan(args: argparse.Namespace) -> None:
 
     if args.fraction is not None:
         res = plan_fraction(args.class_sizes, args.epsilon, args.delta, args.fraction, args.mechanism)
-        text = (f"fraction {args.fraction:g}: expected {res['expected_released']:.4g} of "
-                f"{len(args.class_sizes)} labels released")  # fmt: skip
+        text = (
+            f"fraction {args.fraction:g}: expected {res['expected_released']:.4g} of "
+            f"{len(args.class_sizes)} labels released"
+        )
     else:
         res = min_fraction(args.class_sizes, args.epsilon, args.delta, args.min_keep_prob, args.mechanism)
-        text = (f"smallest fraction releasing every class with probability >= {args.min_keep_prob:g}: "
-                f"{res['fraction']:.6g}")  # fmt: skip
+        text = (
+            f"smallest fraction releasing every class with probability >= {args.min_keep_prob:g}: "
+            f"{res['fraction']:.6g}"
+        )
     _emit(args, res, text)
 
 
@@ -84,8 +98,11 @@ def _release(args: argparse.Namespace) -> None:
         released, _rec = release_labels(counts, len(counts), args.epsilon, args.delta, gen, args.mechanism)
         for y in released:
             kept[y] += 1
-    _emit(args, {"kept_counts": kept, "repeat": args.repeat, "mechanism": args.mechanism},
-          "kept counts per label: " + " ".join(map(str, kept)) + f" (of {args.repeat} releases)")  # fmt: skip
+    _emit(
+        args,
+        {"kept_counts": kept, "repeat": args.repeat, "mechanism": args.mechanism},
+        "kept counts per label: " + " ".join(map(str, kept)) + f" (of {args.repeat} releases)",
+    )
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -125,6 +142,7 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         if failed:
             results.append(failed)
             break
+
     def why(r: dict) -> str:
         if r.get("why_not"):
             return "does NOT hold: " + "; ".join(r["why_not"])
@@ -140,9 +158,11 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         for r in results:
             if r["verified"]:
                 o = r["overall"]
-                print(f"{r['path']}: verified ({r['entries']} entries over {r['n_tasks']} tasks; overall "
-                      f"ε = {o['epsilon']:.6g}, δ = {o['delta']:.3g}; guarantee "
-                      f"{'holds' if r['guarantee_holds'] else why(r)})")  # fmt: skip
+                print(
+                    f"{r['path']}: verified ({r['entries']} entries over {r['n_tasks']} tasks; overall "
+                    f"ε = {o['epsilon']:.6g}, δ = {o['delta']:.3g}; guarantee "
+                    f"{'holds' if r['guarantee_holds'] else why(r)})"
+                )
             else:
                 print(f"{r['path']}: REJECTED: {r['error']}", file=sys.stderr)
     if failed:
@@ -229,11 +249,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_release)
 
     led = sub.add_parser("ledger", help="privacy ledgers").add_subparsers(dest="cmd", required=True)
-    lv = led.add_parser("verify", help="re-verify privacy.json files from their parameters alone "
-                        "(exit 1 naming the first entry whose claim does not hold)")  # fmt: skip
+    lv = led.add_parser(
+        "verify",
+        help="re-verify privacy.json files from their parameters alone "
+        "(exit 1 naming the first entry whose claim does not hold)",
+    )
     lv.add_argument("paths", nargs="+", metavar="PATH", help="privacy.json files")
-    lv.add_argument("--epsilon", type=_eps_or_inf, default=None, help="the config's target ε (default: the file's)")
-    lv.add_argument("--delta", type=_probability, default=None, help="the config's target δ (default: the file's)")
+    lv.add_argument(
+        "--epsilon", type=_eps_or_inf, default=None, help="the config's target ε (default: the file's)"
+    )
+    lv.add_argument(
+        "--delta", type=_probability, default=None, help="the config's target δ (default: the file's)"
+    )
     lv.add_argument("--tasks", type=int, default=None, help="the run's task count (default: the file's)")
     lv.add_argument("--json", action="store_true")
     lv.set_defaults(func=_ledger_verify)
@@ -247,22 +274,34 @@ def build_parser() -> argparse.ArgumentParser:
     fx = sub.add_parser("fixtures", help="synthetic data in the real file formats").add_subparsers(
         dest="cmd", required=True
     )
-    pm = fx.add_parser("paper-mini", help="every data set of config/paper.yaml, in miniature, where "
-                       "config/paper_mini.yaml reads them")  # fmt: skip
-    pm.add_argument("dir", nargs="?", default="resources/paper_mini_raw",
-                    help="folder to write (default: resources/paper_mini_raw, the overlay's local_dir)")  # fmt: skip
+    pm = fx.add_parser(
+        "paper-mini",
+        help="every data set of config/paper.yaml, in miniature, where config/paper_mini.yaml reads them",
+    )
+    pm.add_argument(
+        "dir",
+        nargs="?",
+        default="resources/paper_mini_raw",
+        help="folder to write (default: resources/paper_mini_raw, the overlay's local_dir)",
+    )
     pm.add_argument("--seed", type=int, default=0)
     pm.set_defaults(func=_fixtures_paper_mini)
 
     mini = sub.add_parser("miniature", help="checks of a miniature paper run").add_subparsers(
         dest="cmd", required=True
     )
-    mc = mini.add_parser("check", help="every rule of the paper DAG ran, every published table cell has "
-                         "ours, tables and report say 'miniature' (exit 1 otherwise)")  # fmt: skip
+    mc = mini.add_parser(
+        "check",
+        help="every rule of the paper DAG ran, every published table cell has "
+        "ours, tables and report say 'miniature' (exit 1 otherwise)",
+    )
     mc.add_argument("results", help="the run's results folder (results/paper_mini)")
     mc.add_argument("--log", required=True, help="the run's Snakemake output")
-    mc.add_argument("--paper-dryrun", required=True,
-                    help="output of: snakemake -n --quiet rules --configfile config/paper.yaml")  # fmt: skip
+    mc.add_argument(
+        "--paper-dryrun",
+        required=True,
+        help="output of: snakemake -n --quiet rules --configfile config/paper.yaml",
+    )
     mc.set_defaults(func=_miniature_check)
     return p
 
@@ -272,8 +311,11 @@ def _miniature_check(args: argparse.Namespace) -> None:
 
     from .miniature import check_miniature
 
-    rep = check_miniature(args.results, Path(args.log).read_text(errors="replace"),
-                          Path(args.paper_dryrun).read_text(errors="replace"))  # fmt: skip
+    rep = check_miniature(
+        args.results,
+        Path(args.log).read_text(errors="replace"),
+        Path(args.paper_dryrun).read_text(errors="replace"),
+    )
     print(rep.summary())
     if not rep.ok:
         raise SystemExit(1)

@@ -84,8 +84,11 @@ def _unknown_keys(error: jsonschema.ValidationError) -> str:
     out = []
     for key in sorted(set(error.instance) - set(allowed), key=str):
         close = difflib.get_close_matches(str(key), allowed, n=1)
-        out.append(f"unknown key {key!r} {where}" + (f"; did you mean {close[0]!r}?" if close else "")
-                   + f" (allowed keys: {', '.join(allowed)})")  # fmt: skip
+        out.append(
+            f"unknown key {key!r} {where}"
+            + (f"; did you mean {close[0]!r}?" if close else "")
+            + f" (allowed keys: {', '.join(allowed)})"
+        )
     return "\n  ".join(out)
 
 
@@ -133,7 +136,10 @@ def coerce_to_schema(value: Any, node: dict) -> Any:
         return [coerce_to_schema(v, node.get("items", {})) for v in value]
     if isinstance(value, dict):
         props, extra = node.get("properties", {}), node.get("additionalProperties")
-        return {k: coerce_to_schema(v, props.get(k, extra if isinstance(extra, dict) else {})) for k, v in value.items()}
+        return {
+            k: coerce_to_schema(v, props.get(k, extra if isinstance(extra, dict) else {}))
+            for k, v in value.items()
+        }
     return value
 
 
@@ -147,8 +153,9 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     config.update(coerce_to_schema(config, schema))  # --config values arrive as strings
     # YAML reads 'inf' as a string and '.inf' as a float: accept both spellings.
     if isinstance(config.get("epsilons"), list):
-        config["epsilons"] = ["inf" if isinstance(e, float) and math.isinf(e) and e > 0 else e
-                              for e in config["epsilons"]]  # fmt: skip
+        config["epsilons"] = [
+            "inf" if isinstance(e, float) and math.isinf(e) and e > 0 else e for e in config["epsilons"]
+        ]
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -171,10 +178,12 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"config key 'benchmarks.{name}.{ref}': value {missing[0]!r} is not defined; "
                     f"allowed: {sorted(config[pool])}"
                 )
-    for key, methods in (("head_label_methods", config.get("head_label_methods")),
-                         ("agem.label_methods", config.get("agem", {}).get("label_methods")),
-                         ("baseline_label_methods", config.get("baseline_label_methods")),
-                         ("nonprivate_label_methods", config.get("nonprivate_label_methods"))):  # fmt: skip
+    for key, methods in (
+        ("head_label_methods", config.get("head_label_methods")),
+        ("agem.label_methods", config.get("agem", {}).get("label_methods")),
+        ("baseline_label_methods", config.get("baseline_label_methods")),
+        ("nonprivate_label_methods", config.get("nonprivate_label_methods")),
+    ):
         extra = [m for m in (methods or []) if m not in config["label_methods"]]
         if extra:
             raise ConfigError(
@@ -182,8 +191,11 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                 f"allowed: a subset of {config['label_methods']}"
             )
     for name, bench in config["benchmarks"].items():
-        for key, pool in (("learners", config["learners"]), ("label_methods", config["label_methods"]),
-                          ("epsilons", [eps_tag(_eps(e)) for e in config["epsilons"]])):  # fmt: skip
+        for key, pool in (
+            ("learners", config["learners"]),
+            ("label_methods", config["label_methods"]),
+            ("epsilons", [eps_tag(_eps(e)) for e in config["epsilons"]]),
+        ):
             own = bench.get(key) or []
             extra = [v for v in own if (eps_tag(_eps(v)) if key == "epsilons" else v) not in pool]
             if extra:
@@ -218,20 +230,30 @@ def _check_benchmark_shapes(config: dict) -> None:
             key, n_classes = f"benchmarks.{name}.n_tasks", N_CLASSES[kind]
             if scenario == "datasets":
                 if kind != "five_datasets" or n_tasks != 5:
-                    raise ConfigError(f"config key '{key}': scenario 'datasets' is 5-datasets' (one task per source "
-                                      f"data set): dataset five_datasets with n_tasks 5, got {kind} with {n_tasks}")  # fmt: skip
+                    raise ConfigError(
+                        f"config key '{key}': scenario 'datasets' is 5-datasets' (one task per source "
+                        f"data set): dataset five_datasets with n_tasks 5, got {kind} with {n_tasks}"
+                    )
             elif scenario != "permuted" and n_tasks > n_classes:
-                raise ConfigError(f"config key '{key}': value {n_tasks} is more tasks than {kind}'s {n_classes} classes")
+                raise ConfigError(
+                    f"config key '{key}': value {n_tasks} is more tasks than {kind}'s {n_classes} classes"
+                )
             elif scenario == "disjoint" and n_classes % n_tasks:
                 q, r = divmod(n_classes, n_tasks)  # np.array_split: the first r tasks get one class more
                 sizes = "/".join(str(q + (t < r)) for t in range(n_tasks))
-                warnings.warn(f"config key '{key}': the {n_classes} classes of {kind} do not split evenly into "
-                              f"{n_tasks} tasks: {sizes} classes per task", ConfigWarning, stacklevel=3)  # fmt: skip
+                warnings.warn(
+                    f"config key '{key}': the {n_classes} classes of {kind} do not split evenly into "
+                    f"{n_tasks} tasks: {sizes} classes per task",
+                    ConfigWarning,
+                    stacklevel=3,
+                )
             methods = bench.get("label_methods") or config["label_methods"]
             parent = [m for m in methods if parse_label_method(m).remap == "parent"]
             if parent and kind not in HIERARCHIES:
-                raise ConfigError(f"config key 'benchmarks.{name}.label_methods': {parent} map labels to parents in "
-                                  f"a class hierarchy, which {kind} does not have (only {', '.join(HIERARCHIES)})")  # fmt: skip
+                raise ConfigError(
+                    f"config key 'benchmarks.{name}.label_methods': {parent} map labels to parents in "
+                    f"a class hierarchy, which {kind} does not have (only {', '.join(HIERARCHIES)})"
+                )
 
 
 def _check_weights(config: dict) -> None:
@@ -241,9 +263,11 @@ def _check_weights(config: dict) -> None:
     for name, b in config["backbones"].items():
         w = b.get("weights", "timm-pretrained")
         if w not in WEIGHT_SOURCES and not Path(w).expanduser().is_file():
-            raise ConfigError(f"config key 'backbones.{name}.weights': checkpoint file {w!r} does not exist "
-                              f"(relative paths are read from the working directory, {Path.cwd()}); use an existing "
-                              f"file or one of {list(WEIGHT_SOURCES)}")  # fmt: skip
+            raise ConfigError(
+                f"config key 'backbones.{name}.weights': checkpoint file {w!r} does not exist "
+                f"(relative paths are read from the working directory, {Path.cwd()}); use an existing "
+                f"file or one of {list(WEIGHT_SOURCES)}"
+            )
 
 
 def benchmark_dataset(config: dict, name: str, seed: int) -> str:
@@ -278,14 +302,20 @@ def _check_active(config: dict) -> None:
         return
     for ref, pool in (("dataset", "datasets"), ("backbone", "backbones")):
         if act[ref] not in config[pool]:
-            raise ConfigError(f"config key 'active.{ref}': value {act[ref]!r} is not defined; "
-                              f"allowed: {sorted(config[pool])}")  # fmt: skip
-    pairs = [(act["epsilon"], act["selection_epsilon"])] + [tuple(p) for p in act.get("table2_settings") or []]
+            raise ConfigError(
+                f"config key 'active.{ref}': value {act[ref]!r} is not defined; "
+                f"allowed: {sorted(config[pool])}"
+            )
+    pairs = [(act["epsilon"], act["selection_epsilon"])] + [
+        tuple(p) for p in act.get("table2_settings") or []
+    ]
     pairs += [(act["epsilon"], s) for s in act.get("fig5_selection_epsilons") or []]
     for eps, sel in pairs:
         if not sel < eps:
-            raise ConfigError(f"config key 'active': selection_epsilon {sel} must be below the total epsilon {eps} "
-                              "(a never-selected record pays all of it)")  # fmt: skip
+            raise ConfigError(
+                f"config key 'active': selection_epsilon {sel} must be below the total epsilon {eps} "
+                "(a never-selected record pays all of it)"
+            )
 
 
 def _eps(v) -> float:
@@ -306,7 +336,9 @@ def load_config(path: str | Path) -> dict:
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {str(p)!r} is not valid YAML: {' '.join(str(e).split())}") from None
     if data is not None and not isinstance(data, dict):
-        raise ConfigError(f"config file {str(p)!r} holds a {type(data).__name__}, not a mapping of config keys")
+        raise ConfigError(
+            f"config file {str(p)!r} holds a {type(data).__name__}, not a mapping of config keys"
+        )
     return validate_config(data or {})
 
 
@@ -325,5 +357,8 @@ def run_targets(epsilons: list, delta: float) -> dict[str, dict]:
     out = {}
     for e in epsilons:
         eps = parse_eps_tag(str(e).lower().lstrip(".")) if isinstance(e, str) else float(e)
-        out[eps_tag(eps)] = {"epsilon": "inf" if math.isinf(eps) else eps, "delta": 0.0 if math.isinf(eps) else float(delta)}
+        out[eps_tag(eps)] = {
+            "epsilon": "inf" if math.isinf(eps) else eps,
+            "delta": 0.0 if math.isinf(eps) else float(delta),
+        }
     return out

@@ -173,8 +173,13 @@ def save_feature_cache(
     meta = dict(
         meta, n=int(len(labels)), dim=int(features.shape[1]), sha256=content_hash(features, labels, index)
     )
-    write_npz(path, features=features, labels=labels.astype(np.int64), index=index.astype(np.int64),
-              meta=np.array(json.dumps(meta, sort_keys=True)))  # fmt: skip
+    write_npz(
+        path,
+        features=features,
+        labels=labels.astype(np.int64),
+        index=index.astype(np.int64),
+        meta=np.array(json.dumps(meta, sort_keys=True)),
+    )
     return meta
 
 
@@ -199,9 +204,12 @@ def load_feature_cache(
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, KeyError, ValueError) as e:
-        raise FeatureCacheError(f"feature cache {path} is unreadable or incomplete ({type(e).__name__}: {e}); "
-                                f"{fix}") from None  # fmt: skip
+        raise FeatureCacheError(
+            f"feature cache {path} is unreadable or incomplete ({type(e).__name__}: {e}); {fix}"
+        ) from None
     if verify and content_hash(feats, labels, index) != meta.get("sha256"):
-        raise FeatureCacheError(f"feature cache {path} does not match the content hash written with it (changed "
-                                f"or damaged after it was written); {fix}")  # fmt: skip
+        raise FeatureCacheError(
+            f"feature cache {path} does not match the content hash written with it (changed "
+            f"or damaged after it was written); {fix}"
+        )
     return feats, labels, index, meta

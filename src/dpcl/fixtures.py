@@ -74,16 +74,22 @@ def make_fake_cifar(root, variant="cifar100", n_train=60, n_test=20, seed=0, bal
         rows = img.transpose(0, 3, 1, 2).reshape(n, 3072)
         images[split] = (img, fine)
         if variant == "cifar100":
-            files[split] = {b"data": rows, b"fine_labels": fine.tolist(), b"coarse_labels": (fine // 5).tolist(),
-                            b"filenames": [f"{i}.png".encode() for i in range(n)]}  # fmt: skip
+            files[split] = {
+                b"data": rows,
+                b"fine_labels": fine.tolist(),
+                b"coarse_labels": (fine // 5).tolist(),
+                b"filenames": [f"{i}.png".encode() for i in range(n)],
+            }
         else:
             parts = np.array_split(np.arange(n), 5) if split == "train" else [np.arange(n)]
             names = [f"data_batch_{i + 1}" for i in range(5)] if split == "train" else ["test_batch"]
             for name, p in zip(names, parts, strict=True):
                 files[name] = {b"data": rows[p], b"labels": fine[p].tolist()}
     if variant == "cifar100":
-        files["meta"] = {b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
-                         b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)]}  # fmt: skip
+        files["meta"] = {
+            b"fine_label_names": [f"fine{i}".encode() for i in range(100)],
+            b"coarse_label_names": [f"coarse{i}".encode() for i in range(20)],
+        }
         archive = root / "cifar-100-python.tar.gz"
     else:
         files["batches.meta"] = {b"label_names": [f"class{i}".encode() for i in range(10)]}
@@ -242,8 +248,9 @@ def write_paper_mini(root: str | Path, seed: int = 0) -> dict[str, Path]:
         d.mkdir(parents=True, exist_ok=True)
     tr, te = PAPER_MINI_SIZES["cifar100"]
     make_fake_cifar(out["cifar100"], "cifar100", n_train=100 * tr, n_test=100 * te, seed=seed, balanced=True)
-    make_fake_imagenet_r(out["imagenet_r"], per_class=(PAPER_MINI_SIZES["imagenet_r"],) * 200, n_corrupt=1,
-                         seed=seed)  # fmt: skip
+    make_fake_imagenet_r(
+        out["imagenet_r"], per_class=(PAPER_MINI_SIZES["imagenet_r"],) * 200, n_corrupt=1, seed=seed
+    )
     tr, te = PAPER_MINI_SIZES["five_datasets"]
     five = out["five_datasets"]
     for i, name in enumerate(("mnist", "svhn", "notmnist", "fashion_mnist", "cifar10")):

@@ -60,8 +60,21 @@ def unfilled_cells(tables_dir: str | Path) -> tuple[list[str], int]:
                 if (row.get("ours") or "").strip():
                     filled += 1
                     continue
-                missing.append(" ".join(f"{k}={row.get(k, '')}" for k in (
-                    "table", "benchmark", "setting", "epsilon", "learner", "label_method", "metric", "statistic")))
+                missing.append(
+                    " ".join(
+                        f"{k}={row.get(k, '')}"
+                        for k in (
+                            "table",
+                            "benchmark",
+                            "setting",
+                            "epsilon",
+                            "learner",
+                            "label_method",
+                            "metric",
+                            "statistic",
+                        )
+                    )
+                )
     return missing, filled
 
 
@@ -78,9 +91,11 @@ class MiniatureReport:
 
     def summary(self) -> str:
         rules = ", ".join(f"{r} {self.finished[r]}" for r in sorted(self.finished))
-        head = (f"miniature paper run: {sum(self.finished.values())} jobs of {len(self.finished)} rules finished "
-                f"({rules}); the full paper config plans {len(self.planned)} rules, "
-                f"{sum(self.planned.values())} jobs; {self.cells_filled} published table cells have ours")  # fmt: skip
+        head = (
+            f"miniature paper run: {sum(self.finished.values())} jobs of {len(self.finished)} rules finished "
+            f"({rules}); the full paper config plans {len(self.planned)} rules, "
+            f"{sum(self.planned.values())} jobs; {self.cells_filled} published table cells have ours"
+        )
         if self.ok:
             return head + "\nOK"
         return head + "\n" + "\n".join(f"PROBLEM: {p}" for p in self.problems)

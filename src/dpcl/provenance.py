@@ -93,10 +93,20 @@ def code_hash(script: str | Path) -> str:
 
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(PACKAGE_DIR), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(PACKAGE_DIR), "status", "--porcelain", "--", "."],
-                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()  # fmt: skip
+        out = subprocess.run(
+            ["git", "-C", str(PACKAGE_DIR), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(PACKAGE_DIR), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return out + ("-dirty" if dirty else "") if out else None
@@ -120,5 +130,10 @@ def provenance() -> dict:
     h = hashlib.sha256()
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         h.update(path.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return {"dpcl": version, "commit": _git_commit(), "library_sha256": h.hexdigest()[:16],
-            "python": platform.python_version(), "packages": versions}  # fmt: skip
+    return {
+        "dpcl": version,
+        "commit": _git_commit(),
+        "library_sha256": h.hexdigest()[:16],
+        "python": platform.python_version(),
+        "packages": versions,
+    }

@@ -36,9 +36,23 @@ from pathlib import Path
 ENV_ENABLE = "DPCL_WARM_WORKER"
 ENV_CHILD = "DPCL_IN_WARM_WORKER"
 ENV_IDLE = "DPCL_WARM_WORKER_IDLE"
-PRELOAD = ("numpy", "scipy", "scipy.stats", "scipy.optimize", "torch", "timm", "opacus", "optuna",
-           "matplotlib", "matplotlib.pyplot", "PIL.Image", "yaml", "snakemake.io", "snakemake.iocontainers",
-           "snakemake.logging")  # fmt: skip
+PRELOAD = (
+    "numpy",
+    "scipy",
+    "scipy.stats",
+    "scipy.optimize",
+    "torch",
+    "timm",
+    "opacus",
+    "optuna",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "PIL.Image",
+    "yaml",
+    "snakemake.io",
+    "snakemake.iocontainers",
+    "snakemake.logging",
+)
 _HEADER = 8  # bytes: length of the JSON request that follows
 
 
@@ -109,16 +123,23 @@ def _connect(path: Path, start_timeout: float = 180.0) -> socket.socket:
         env = {k: v for k, v in os.environ.items() if k != ENV_CHILD}
         with open(f"{path}.log", "ab") as logf:
             proc = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", "dpcl.worker", str(path)], stdin=subprocess.DEVNULL, stdout=logf,
-                stderr=logf, start_new_session=True, close_fds=True, env=env,
-            )  # fmt: skip
+                [sys.executable, "-m", "dpcl.worker", str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=logf,
+                start_new_session=True,
+                close_fds=True,
+                env=env,
+            )
         t0 = time.monotonic()
         while time.monotonic() - t0 < start_timeout:
             conn = _try_connect(path)
             if conn is not None:
                 return conn
             if proc.poll() is not None:
-                raise RuntimeError(f"the warm worker exited at start (exit {proc.returncode}; see {path}.log)")
+                raise RuntimeError(
+                    f"the warm worker exited at start (exit {proc.returncode}; see {path}.log)"
+                )
             time.sleep(0.05)
         proc.kill()
         raise RuntimeError(f"the warm worker did not start within {start_timeout:.0f} s")
@@ -140,13 +161,17 @@ def run_in_warm_worker() -> None:
         print(f"[dpcl] warm worker unavailable ({err}); running this job in its own process", file=sys.stderr)
         return
     if not started:  # the worker closed before forking a child: nothing ran, run here
-        print("[dpcl] warm worker closed the connection; running this job in its own process", file=sys.stderr)
+        print(
+            "[dpcl] warm worker closed the connection; running this job in its own process", file=sys.stderr
+        )
         return
     try:
         code = int.from_bytes(_recv_exact(conn, 4), "big", signed=True)
     except (OSError, ConnectionError):
-        print("[dpcl] the warm worker's process for this job ended without an exit status (killed?)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "[dpcl] the warm worker's process for this job ended without an exit status (killed?)",
+            file=sys.stderr,
+        )
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()

@@ -24,8 +24,14 @@ sys.path.insert(0, str(REPO / "tests"))
 MUST_RUN_ON_SLURM = {"features", "scenario", "label_spaces", "cosine", "label_space_attack", "privacy_audit"}
 # Files compared byte for byte between the local and the SLURM run (the pipeline is
 # bit-reproducible: noise streams are derived from named keys, never from scheduling).
-COMPARED = ("runs/**/metrics.json", "runs/**/privacy.json", "labels/**/*.json", "scenarios/**/*.json",
-            "tables/*.csv", "tables/*.md")  # fmt: skip
+COMPARED = (
+    "runs/**/metrics.json",
+    "runs/**/privacy.json",
+    "labels/**/*.json",
+    "scenarios/**/*.json",
+    "tables/*.csv",
+    "tables/*.md",
+)
 
 
 class CheckFailed(AssertionError):
@@ -43,16 +49,24 @@ def tiny_config(raw: Path, weights: str = "random") -> dict:
         "epsilons": [1, "inf"],
         "delta": 1e-5,
         "label_methods": ["oracle", "base", "public-x10", "release-f0.1"],
-        "datasets": {"fashion_mnist": {"source": "local", "local_dir": str(raw), "verify": False,
-                                       "train_per_class": 25, "test_per_class": 10}},
-        "backbones": {"tiny": {"arch": "tf_efficientnet_lite0", "weights": weights, "image_size": 32,
-                               "batch_size": 64}},
+        "datasets": {
+            "fashion_mnist": {
+                "source": "local",
+                "local_dir": str(raw),
+                "verify": False,
+                "train_per_class": 25,
+                "test_per_class": 10,
+            }
+        },
+        "backbones": {
+            "tiny": {"arch": "tf_efficientnet_lite0", "weights": weights, "image_size": 32, "batch_size": 64}
+        },
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
         "privacy_figures": {"epsilons": [1], "deltas": [1e-5], "max_class_size": 10},
         "attack": {"epsilons": [1], "methods": ["oracle", "release-f0.1"], "trials": 1000},
         "audit": {"epsilons": [1], "trials": 1000},
         "active": {"enabled": False},  # DP active learning has its own workflow test (test_workflow.py)
-    }  # fmt: skip
+    }
 
 
 def prepare(work: Path) -> None:
@@ -173,8 +187,10 @@ def check_run(work: Path, jobcomp_path: Path, slurmd_log: Path) -> None:
     remote = {j: r for j, (r, local) in jobs.items() if not local}
     local_rules = declared_local_rules()
     ran_locally = {r for r, local in jobs.values() if local}
-    ensure(ran_locally <= local_rules,
-           f"rules {sorted(ran_locally - local_rules)} ran on the submitting machine, not under SLURM")  # fmt: skip
+    ensure(
+        ran_locally <= local_rules,
+        f"rules {sorted(ran_locally - local_rules)} ran on the submitting machine, not under SLURM",
+    )
     missing = MUST_RUN_ON_SLURM - set(remote.values())
     ensure(not missing, f"no SLURM job for rules {sorted(missing)}")
     per_rule: dict[str, int] = {}
@@ -200,15 +216,22 @@ def check_run(work: Path, jobcomp_path: Path, slurmd_log: Path) -> None:
             re.search(rf"^rule {rule}:", inner, re.M),
             f"SLURM job {sid}'s log does not show rule {rule} running",
         )
-        ensure("Finished job" in inner or "Finished jobid" in inner,
-               f"SLURM job {sid}'s log does not show rule {rule} finishing")  # fmt: skip
+        ensure(
+            "Finished job" in inner or "Finished jobid" in inner,
+            f"SLURM job {sid}'s log does not show rule {rule} finishing",
+        )
         per_rule[rule] = per_rule.get(rule, 0) + 1
     ids = [s for subs in submitted.values() for s, _ in subs]
     mine = {k: v for k, v in jobcomp.items() if v.get("Name") == run_id}
-    ensure(sorted(mine, key=int) == sorted(ids, key=int),
-           f"SLURM ran jobs {sorted(mine, key=int)} for this run but Snakemake submitted {sorted(ids, key=int)}")  # fmt: skip
-    print(f"  {len(ids)} SLURM jobs, one per non-local job, all COMPLETED on node(s) "
-          f"{sorted({mine[i]['NodeList'] for i in ids})}: " + ", ".join(f"{r} x{n}" for r, n in sorted(per_rule.items())))  # fmt: skip
+    ensure(
+        sorted(mine, key=int) == sorted(ids, key=int),
+        f"SLURM ran jobs {sorted(mine, key=int)} for this run but Snakemake submitted {sorted(ids, key=int)}",
+    )
+    print(
+        f"  {len(ids)} SLURM jobs, one per non-local job, all COMPLETED on node(s) "
+        f"{sorted({mine[i]['NodeList'] for i in ids})}: "
+        + ", ".join(f"{r} x{n}" for r, n in sorted(per_rule.items()))
+    )
 
     # Outputs: the same files as a local run, byte for byte for the deterministic ones.
     local, slurm = work / "local" / "results", work / "slurm" / "results"
@@ -218,9 +241,11 @@ def check_run(work: Path, jobcomp_path: Path, slurmd_log: Path) -> None:
             str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "logs" not in p.parts
         )
 
-    ensure(listing(local) == listing(slurm),
-           f"output files differ: only local {sorted(set(listing(local)) - set(listing(slurm)))}, "
-           f"only SLURM {sorted(set(listing(slurm)) - set(listing(local)))}")  # fmt: skip
+    ensure(
+        listing(local) == listing(slurm),
+        f"output files differ: only local {sorted(set(listing(local)) - set(listing(slurm)))}, "
+        f"only SLURM {sorted(set(listing(slurm)) - set(listing(local)))}",
+    )
     n = 0
     for pattern in COMPARED:
         for f in sorted(local.glob(pattern)):
@@ -248,16 +273,25 @@ def check_failure(log_path: Path, rc: int, jobcomp_path: Path, retries: int) -> 
     )
     _, submitted = parse_snakemake_log(log)
     ids = [s for subs in submitted.values() for s, _ in subs]
-    ensure(len(ids) == retries + 1, f"the failing job was submitted {len(ids)} times, expected {retries + 1} "
-                                    f"(1 + retries: {retries})")  # fmt: skip
+    ensure(
+        len(ids) == retries + 1,
+        f"the failing job was submitted {len(ids)} times, expected {retries + 1} (1 + retries: {retries})",
+    )
     jobcomp = parse_jobcomp(jobcomp_path)
     for sid in ids:
         state = jobcomp.get(sid, {}).get("JobState")
         ensure(state == "FAILED", f"SLURM job {sid} of the failing rule ended {state}, not FAILED")
         ensure(f"SLURM-job '{sid}' failed" in log, f"Snakemake does not report SLURM job {sid} as failed")
-    ensure("damaged-checkpoint.pth" in log or any(
-        "damaged-checkpoint.pth" in Path(p).read_text() for subs in submitted.values() for _, p in subs if Path(p).exists()),
-        "the job's own error (damaged checkpoint) is in neither Snakemake's output nor the kept SLURM log")  # fmt: skip
+    ensure(
+        "damaged-checkpoint.pth" in log
+        or any(
+            "damaged-checkpoint.pth" in Path(p).read_text()
+            for subs in submitted.values()
+            for _, p in subs
+            if Path(p).exists()
+        ),
+        "the job's own error (damaged checkpoint) is in neither Snakemake's output nor the kept SLURM log",
+    )
     print(
         f"  failing job: exit code {rc}, 'Error in rule features' named, {len(ids)} SLURM attempts "
         f"({', '.join(ids)}) all FAILED, SLURM log kept"

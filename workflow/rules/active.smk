@@ -42,14 +42,14 @@ def active_report_files():
 rule active_schedule:
     output:
         f"{R}/active/schedules/{{key}}.json",
-    params:
-        active=ACTIVE,
+    log:
+        f"{R}/logs/active/schedule_{{key}}.log",
     threads: 1
     resources:
         mem_mb=1000,
         runtime=30,
-    log:
-        f"{R}/logs/active/schedule_{{key}}.log",
+    params:
+        active=ACTIVE,
     script:
         "../scripts/active_schedule.py"
 
@@ -65,30 +65,41 @@ rule active_runs:
         privacy=_active_runs("privacy.json"),
         diagnostics=_active_runs("diagnostics.json"),  # NOT private: realised set sizes, never published
         heads=_active_runs("head.npz"),
-    params:
-        active=ACTIVE,
-        schedule_keys=ACTIVE_SCHEDULES,
-        per_class=config["datasets"][ACTIVE["dataset"]]["pool_per_class"] if ACTIVE_ON else 0,
-        root=lambda w: f"{R}/runs/active/{w.pool}",
+    log:
+        f"{R}/logs/active/runs_{{pool}}_seed{{seed}}.log",
     wildcard_constraints:
         pool="balanced|imbalanced",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    log:
-        f"{R}/logs/active/runs_{{pool}}_seed{{seed}}.log",
+    params:
+        active=ACTIVE,
+        schedule_keys=ACTIVE_SCHEDULES,
+        per_class=config["datasets"][ACTIVE["dataset"]]["pool_per_class"] if ACTIVE_ON else 0,
+        root=lambda w: f"{R}/runs/active/{w.pool}",
     script:
         "../scripts/active_runs.py"
 
 
 rule active_report:
     input:
-        metrics=[f for pool in ACTIVE["pools"] for seed in ACTIVE["seeds"] for f in _active_runs("metrics.json", pool, seed)],
+        metrics=[
+            f
+            for pool in ACTIVE["pools"]
+            for seed in ACTIVE["seeds"]
+            for f in _active_runs("metrics.json", pool, seed)
+        ],
         schedules=[f"{R}/active/schedules/{k}.json" for k in ACTIVE_FIGURE_SCHEDULES.values()],
     output:
         summary=f"{R}/active/summary.csv",
         files=active_report_files(),
+    log:
+        f"{R}/logs/active/report.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         names=list(ACTIVE_FIGURE_SCHEDULES),
         epsilon=ACTIVE["epsilon"],
@@ -97,12 +108,6 @@ rule active_report:
         table2_settings=ACTIVE["table2_settings"],
         tables=f"{R}/tables",
         figures=f"{R}/figures",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        f"{R}/logs/active/report.log",
     script:
         "../scripts/active_report.py"
 

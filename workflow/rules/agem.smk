@@ -12,16 +12,34 @@ FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"]
 def _agem_outputs(kind):
     return expand(
         f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=AGEM_LEARNERS, eps=EPS, method=AGEM_METHODS,
+        learner=AGEM_LEARNERS,
+        eps=EPS,
+        method=AGEM_METHODS,
     )
 
 
 def _fig3_runs(w):
-    learners = [l for l in ("cosine", "peft_head", "peft_film", "agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
-                if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)]
+    learners = [
+        l
+        for l in (
+            "cosine",
+            "peft_head",
+            "peft_film",
+            "agem_head",
+            "agem_film",
+            "desai_head",
+            "l2dpml",
+            "fm_agem",
+        )
+        if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)
+    ]
     eps = [e for e in FIG3_EPS if e in bench_eps(w.benchmark)]
-    return [f for l in learners for f in run_files(l, w.benchmark, "metrics")
-            if f.endswith("/base/metrics.json") and any(f"/eps{e}/" in f for e in eps)]
+    return [
+        f
+        for l in learners
+        for f in run_files(l, w.benchmark, "metrics")
+        if f.endswith("/base/metrics.json") and any(f"/eps{e}/" in f for e in eps)
+    ]
 
 
 def fig3_files():
@@ -29,8 +47,10 @@ def fig3_files():
     return [
         f"{R}/figures/{name}_fig3_desai.{ext}"
         for name in config["benchmarks"]
-        if any(l in bench_learners(name) and "base" in methods_for(l, name)
-               for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem"))
+        if any(
+            l in bench_learners(name) and "base" in methods_for(l, name)
+            for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
+        )
         and any(e in bench_eps(name) for e in FIG3_EPS)
         for ext in ("png", "pdf")
     ]
@@ -45,6 +65,7 @@ def _agem_tuning_files(w):
 
 
 if AGEM:
+
     # DP-A-GEM's own Optuna study (issue 14 item 3): the same ranges and tuning set as the head
     # learners plus its buffer rate, each trial running its two-task loop (dpcl.learners.agem)
     rule tune_agem:
@@ -52,7 +73,16 @@ if AGEM:
             features=f"{R}/features/{{dataset}}/{{backbone}}/{TUNE_SPLIT}.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
         output:
-            expand(f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
+            expand(
+                f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json",
+                eps=EPS,
+            ),
+        log:
+            f"{R}/logs/tune_agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
         params:
             epsilons=config["epsilons"],
             eps_tags=EPS,
@@ -62,12 +92,6 @@ if AGEM:
             dataset_cfg=lambda w: config["datasets"][w.dataset],
             dpsgd=config["dpsgd"],
             agem_buffer_fraction=config["agem"]["buffer_fraction"],
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=60,
-        log:
-            f"{R}/logs/tune_agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
         script:
             "../scripts/tune_heads.py"
 
@@ -76,24 +100,28 @@ if AGEM:
             train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=AGEM_METHODS),
+            labels=expand(
+                f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json",
+                eps=EPS,
+                method=AGEM_METHODS,
+            ),
             tuned=_agem_tuning_files,
         output:
             metrics=_agem_outputs("metrics"),
             privacy=_agem_outputs("privacy"),
             diagnostics=_agem_outputs("diagnostics"),  # NOT private: counts etc., never published
+        log:
+            f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=60,
         params:
             targets=TARGETS,
             dpsgd=config["dpsgd"],
             agem=config["agem"],
             eps_tags=EPS,
             learners=AGEM_LEARNERS,
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=60,
-        log:
-            f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
         script:
             "../scripts/agem.py"
 
@@ -105,11 +133,11 @@ rule fig3_desai:
     output:
         png=f"{R}/figures/{{benchmark}}_fig3_desai.png",
         pdf=f"{R}/figures/{{benchmark}}_fig3_desai.pdf",
+    log:
+        f"{R}/logs/report/{{benchmark}}_fig3_desai.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/report/{{benchmark}}_fig3_desai.log",
     script:
         "../scripts/desai_figure.py"

@@ -17,7 +17,9 @@ def bench_wildcards(name, seed=None):
     variant per seed, config key benchmarks.<name>.dataset with {seed})."""
     b = config["benchmarks"][name]
     seed = bench_seeds(name)[0] if seed is None else seed
-    return dict(dataset=benchmark_dataset(config, name, seed), backbone=b["backbone"], scenario=scenario_tag(b))
+    return dict(
+        dataset=benchmark_dataset(config, name, seed), backbone=b["backbone"], scenario=scenario_tag(b)
+    )
 
 
 # DP-SGD learners on cached features sharing one job per seed (heads.smk); DP-A-GEM
@@ -72,8 +74,12 @@ def run_settings(learner, name):
     """(ε tag, label method) pairs a learner runs on a benchmark: its ε × methods, at ε = inf only
     the nonprivate_label_methods (when set)."""
     methods = methods_for(learner, name)
-    return [(e, m) for e in bench_eps(name) for m in methods
-            if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS]
+    return [
+        (e, m)
+        for e in bench_eps(name)
+        for m in methods
+        if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS
+    ]
 
 
 def run_files(learner, name, kind):
@@ -83,8 +89,12 @@ def run_files(learner, name, kind):
     if learner not in bench_learners(name):
         return []
     settings = run_settings(learner, name)
-    return [f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{s}/eps{e}/{m}/{kind}.json"
-            for s in bench_seeds(name) for w in (bench_wildcards(name, s),) for e, m in settings]
+    return [
+        f"{R}/runs/{learner}/{w['dataset']}/{w['backbone']}/{w['scenario']}/seed{s}/eps{e}/{m}/{kind}.json"
+        for s in bench_seeds(name)
+        for w in (bench_wildcards(name, s),)
+        for e, m in settings
+    ]
 
 
 def report_files(learner, name):
@@ -102,12 +112,21 @@ def privacy_files():
         for stem in ("fig2_label_drop_probability", "figA1_drop_lower_bound")
         for ext in ("png", "pdf")
     ]
-    tables = [f"{R}/tables/{stem}.{ext}" for stem in ("fig1_label_space_attack", "privacy_audit") for ext in ("csv", "md")]
+    tables = [
+        f"{R}/tables/{stem}.{ext}"
+        for stem in ("fig1_label_space_attack", "privacy_audit")
+        for ext in ("csv", "md")
+    ]
     return figures + tables
 
 
 def all_reports():
-    runs = [f for name in config["benchmarks"] for learner in bench_learners(name) for f in report_files(learner, name)]
+    runs = [
+        f
+        for name in config["benchmarks"]
+        for learner in bench_learners(name)
+        for f in report_files(learner, name)
+    ]
     runs += [f"{R}/tables/{name}.{ext}" for name in config["benchmarks"] for ext in ("csv", "md")]
     runs += [
         f"{R}/figures/{name}_blurry_samples.{ext}"

@@ -4,7 +4,8 @@
 def _cosine_outputs(kind):
     return expand(
         f"{R}/runs/cosine/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        eps=EPS, method=METHODS,
+        eps=EPS,
+        method=METHODS,
     )
 
 
@@ -13,18 +14,22 @@ rule cosine:
         train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
         test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
         scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-        labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=METHODS),
+        labels=expand(
+            f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json",
+            eps=EPS,
+            method=METHODS,
+        ),
     output:
         metrics=_cosine_outputs("metrics"),
         privacy=_cosine_outputs("privacy"),
         diagnostics=_cosine_outputs("diagnostics"),  # NOT private: counts etc., never published
-    params:
-        targets=TARGETS,
+    log:
+        f"{R}/logs/cosine/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
     threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
         mem_mb=2000,
         runtime=30,  # minutes
-    log:
-        f"{R}/logs/cosine/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    params:
+        targets=TARGETS,
     script:
         "../scripts/cosine.py"

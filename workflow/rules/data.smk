@@ -4,15 +4,18 @@
 rule obtain_dataset:
     output:
         f"{RES}/{{dataset}}/MANIFEST.json",
-    params:
-        # only the keys that change what is obtained (a new train_per_class reruns features, not this)
-        cfg=lambda w: {k: v for k, v in config["datasets"][w.dataset].items()
-                       if k in ("source", "verify", "local_dir", "split_seed", "image_size")},
+    log:
+        f"{R}/logs/obtain_dataset/{{dataset}}.log",
     threads: 1
     resources:
         mem_mb=6000,  # ImageNet-R decodes 30,000 JPEGs; 5-datasets holds ~2 GB of arrays
         runtime=60,  # minutes (a download, where no local copy exists)
-    log:
-        f"{R}/logs/obtain_dataset/{{dataset}}.log",
+    params:
+        # only the keys that change what is obtained (a new train_per_class reruns features, not this)
+        cfg=lambda w: {
+            k: v
+            for k, v in config["datasets"][w.dataset].items()
+            if k in ("source", "verify", "local_dir", "split_seed", "image_size")
+        },
     script:
         "../scripts/obtain_dataset.py"

@@ -6,14 +6,14 @@ rule features:
         f"{RES}/{{dataset}}/MANIFEST.json",
     output:
         f"{R}/features/{{dataset}}/{{backbone}}/{{split}}.npz",
-    params:
-        dataset_cfg=lambda w: config["datasets"][w.dataset],
-        backbone_cfg=lambda w: config["backbones"][w.backbone],
+    log:
+        f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
     threads: 8  # at most --cores locally; --cpus-per-task on SLURM
     resources:
         mem_mb=4000,
         runtime=60,  # minutes
-    log:
-        f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
+    params:
+        dataset_cfg=lambda w: config["datasets"][w.dataset],
+        backbone_cfg=lambda w: config["backbones"][w.backbone],
     script:
         "../scripts/features.py"

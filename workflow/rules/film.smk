@@ -12,9 +12,7 @@
 
 import re
 
-FILM_RUN = (
-    f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
-)
+FILM_RUN = f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
 PEFT_FILM_RUN = FILM_RUN.replace("{learner}", "peft_film")
 FILM_TUNE = config["tuning"]["enabled"]
 
@@ -30,8 +28,11 @@ FILM_COMMON = dict(
     scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
     labels=f"{R}/labels/{{dataset}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}.json",
     # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
-    **({"tuned": f"{R}/tuning_film/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}.json"}
-       if FILM_TUNE else {}),
+    **(
+        {"tuned": f"{R}/tuning_film/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}.json"}
+        if FILM_TUNE
+        else {}
+    ),
 )
 
 
@@ -50,7 +51,16 @@ rule tune_film:
         manifest=lambda w: f"{RES}/{w.dataset}/MANIFEST.json",
         scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
     output:
-        expand(f"{R}/tuning_film/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json", eps=EPS),
+        expand(
+            f"{R}/tuning_film/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json",
+            eps=EPS,
+        ),
+    log:
+        f"{R}/logs/tune_film/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    threads: config["film"]["threads"]
+    resources:
+        mem_mb=8000,
+        runtime=720,  # minutes: tuning.trials FiLM trainings per ε on a task-sized set, one GPU
     params:
         dataset_cfg=lambda w: config["datasets"][w.dataset],
         backbone_cfg=lambda w: config["backbones"][w.backbone],
@@ -62,12 +72,6 @@ rule tune_film:
         dpsgd=FILM_DPSGD,  # epochs and normaliser of the FiLM learners
         physical_batch=config["film"]["physical_batch"],
         device=config["film"]["device"],
-    threads: config["film"]["threads"]
-    resources:
-        mem_mb=8000,
-        runtime=720,  # minutes: tuning.trials FiLM trainings per ε on a task-sized set, one GPU
-    log:
-        f"{R}/logs/tune_film/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
     script:
         "../scripts/tune_film.py"
 
@@ -79,14 +83,14 @@ rule film_member:
         # every member of the run: members/task{t}.npz (FiLM values + head) and task{t}.json (its
         # NON-PRIVATE training record, split into ledger entry and diagnostics by film_eval)
         members=directory(f"{PEFT_FILM_RUN}/members"),
-    params:
-        **FILM_PARAMS,
+    log:
+        f"{R}/logs/film_member/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
         runtime=1440,  # minutes: every task's DP-SGD through ViT-B/16 (38,400 FiLM parameters), one GPU
-    log:
-        f"{R}/logs/film_member/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    params:
+        **FILM_PARAMS,
     script:
         "../scripts/film_member.py"
 
@@ -95,20 +99,20 @@ rule film_eval:
     input:
         **FILM_COMMON,
         members=f"{PEFT_FILM_RUN}/members",
-    params:
-        **FILM_PARAMS,
-        aggregation=config["aggregation"],
-        n_tasks=lambda w: n_tasks_of(w.scenario),
     output:
         metrics=f"{PEFT_FILM_RUN}/metrics.json",
         privacy=f"{PEFT_FILM_RUN}/privacy.json",
         diagnostics=f"{PEFT_FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
+    log:
+        f"{R}/logs/film_eval/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
         runtime=240,
-    log:
-        f"{R}/logs/film_eval/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    params:
+        **FILM_PARAMS,
+        aggregation=config["aggregation"],
+        n_tasks=lambda w: n_tasks_of(w.scenario),
     script:
         "../scripts/film_eval.py"
 
@@ -121,17 +125,17 @@ rule film_baseline:
         privacy=f"{FILM_RUN}/privacy.json",
         model=f"{FILM_RUN}/model.npz",
         diagnostics=f"{FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
+    log:
+        f"{R}/logs/film_baseline/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     wildcard_constraints:
         learner="naive_film|noncl_film|agem_film",
-    params:
-        **FILM_PARAMS,
-        # DP-A-GEM's buffer settings (App. D.4); only agem_film reads them, so the others never rerun for them
-        agem=lambda w: config["agem"] if w.learner == "agem_film" else {},
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
         runtime=1440,  # minutes: every task's DP-SGD in one job
-    log:
-        f"{R}/logs/film_baseline/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    params:
+        **FILM_PARAMS,
+        # DP-A-GEM's buffer settings (App. D.4); only agem_film reads them, so the others never rerun for them
+        agem=lambda w: config["agem"] if w.learner == "agem_film" else {},
     script:
         "../scripts/film_baseline.py"

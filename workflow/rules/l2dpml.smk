@@ -8,7 +8,9 @@ L2DPML_LEARNERS = [l for l in config["learners"] if l in ("l2dpml", "fm_agem")]
 def _l2dpml_outputs(kind):
     return expand(
         f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=L2DPML_LEARNERS, eps=EPS, method=L2DPML_METHODS,
+        learner=L2DPML_LEARNERS,
+        eps=EPS,
+        method=L2DPML_METHODS,
     )
 
 
@@ -20,21 +22,25 @@ if L2DPML_LEARNERS:
             test=f"{R}/features/{{dataset}}/{{backbone}}/test.npz",
             tune=f"{R}/features/{{dataset}}/{{backbone}}/tune.npz",  # public: the PCA is fitted here
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-            labels=expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=L2DPML_METHODS),
+            labels=expand(
+                f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json",
+                eps=EPS,
+                method=L2DPML_METHODS,
+            ),
         output:
             metrics=_l2dpml_outputs("metrics"),
             privacy=_l2dpml_outputs("privacy"),
             diagnostics=_l2dpml_outputs("diagnostics"),  # NOT private: counts etc., never published
+        log:
+            f"{R}/logs/l2dpml/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=30,
         params:
             learners=L2DPML_LEARNERS,
             l2dpml=config["l2dpml"],
             fm_agem=config["fm_agem"],
             targets=TARGETS,
-        threads: 1
-        resources:
-            mem_mb=2000,
-            runtime=30,
-        log:
-            f"{R}/logs/l2dpml/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
         script:
             "../scripts/l2dpml.py"

@@ -6,17 +6,21 @@ rule label_spaces:
         manifest=f"{RES}/{{dataset}}/MANIFEST.json",
         scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
     output:
-        expand(f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json", eps=EPS, method=METHODS),
+        expand(
+            f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json",
+            eps=EPS,
+            method=METHODS,
+        ),
+    log:
+        f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         epsilons=config["epsilons"],
         eps_tags=EPS,
         methods=METHODS,
         delta=config["delta"],
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
     script:
         "../scripts/label_spaces.py"

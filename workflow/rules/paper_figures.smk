@@ -28,8 +28,12 @@ def _p003_fig4_scenarios():
     """Benchmark → its first seed's scenario file, for every benchmark of a complete paper 003 Fig. 4
     trio (the figure's per-task data panel)."""
     names = [n for trio in blurry_trios(config["benchmarks"]).values() for n in trio.values()]
-    return {n: "{R}/scenarios/{dataset}/{scenario}/seed{seed}.json".format(R=R, seed=bench_seeds(n)[0],
-            **bench_wildcards(n)) for n in names}  # fmt: skip
+    return {
+        n: "{R}/scenarios/{dataset}/{scenario}/seed{seed}.json".format(
+            R=R, seed=bench_seeds(n)[0], **bench_wildcards(n)
+        )
+        for n in names
+    }
 
 
 def _p003_fig4_datasets():
@@ -74,6 +78,12 @@ rule paper_figures:
     output:
         **{fig: [f"{R}/figures/paper/{fig}.png", f"{R}/figures/paper/{fig}.pdf"] for fig in PAPER_FIGS},
         task=[f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths],
+    log:
+        f"{R}/logs/report/paper_figures.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         runs=_paper_figure_runs(),
         task_figures=_paper_task_figures(),
@@ -81,12 +91,6 @@ rule paper_figures:
         scenarios=_p003_fig4_scenarios(),
         resources=RES,
         datasets=_p003_fig4_datasets(),
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        f"{R}/logs/report/paper_figures.log",
     script:
         "../scripts/paper_figures.py"
 
@@ -96,13 +100,13 @@ rule html_report:
         lambda w: report_inputs(),
     output:
         f"{R}/report.html",
-    params:
-        config=config,
+    log:
+        f"{R}/logs/report/html_report.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/report/html_report.log",
+    params:
+        config=config,
     script:
         "../scripts/html_report.py"

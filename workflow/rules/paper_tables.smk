@@ -13,8 +13,10 @@ def paper_table_files():
 
 
 def _paper_table_runs():
-    return {name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
-            for name in config["benchmarks"]}
+    return {
+        name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
+        for name in config["benchmarks"]
+    }
 
 
 rule paper_tables:
@@ -22,16 +24,16 @@ rule paper_tables:
         [f for files in _paper_table_runs().values() for f in files],
     output:
         paper_table_files(),
+    log:
+        f"{R}/logs/report/paper_tables.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         runs=_paper_table_runs(),
         benchmarks=config["benchmarks"],
         tuning=config["tuning"],  # a table note says how the runs were tuned
         miniature=config["miniature"],  # config/paper_mini.yaml: every table says so first
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        f"{R}/logs/report/paper_tables.log",
     script:
         "../scripts/paper_tables.py"

@@ -5,14 +5,14 @@ rule privacy_figures:
     output:
         fig2=multiext(f"{R}/figures/fig2_label_drop_probability", ".png", ".pdf"),
         figA1=multiext(f"{R}/figures/figA1_drop_lower_bound", ".png", ".pdf"),
-    params:
-        cfg=config["privacy_figures"],
+    log:
+        f"{R}/logs/privacy_figures.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/privacy_figures.log",
+    params:
+        cfg=config["privacy_figures"],
     script:
         "../scripts/privacy_figures.py"
 
@@ -21,15 +21,15 @@ rule label_space_attack:
     output:
         csv=f"{R}/tables/fig1_label_space_attack.csv",
         md=f"{R}/tables/fig1_label_space_attack.md",
-    params:
-        cfg=config["attack"],
-        delta=config["delta"],
+    log:
+        f"{R}/logs/label_space_attack.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    log:
-        f"{R}/logs/label_space_attack.log",
+    params:
+        cfg=config["attack"],
+        delta=config["delta"],
     script:
         "../scripts/label_space_attack.py"
 
@@ -38,14 +38,14 @@ rule privacy_audit:
     output:
         csv=f"{R}/tables/privacy_audit.csv",
         md=f"{R}/tables/privacy_audit.md",
-    params:
-        cfg=config["audit"],
-        delta=config["delta"],
+    log:
+        f"{R}/logs/privacy_audit.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    log:
-        f"{R}/logs/privacy_audit.log",
+    params:
+        cfg=config["audit"],
+        delta=config["delta"],
     script:
         "../scripts/privacy_audit.py"

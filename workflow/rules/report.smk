@@ -9,14 +9,14 @@ rule report:
         md=f"{R}/tables/{{benchmark}}_{{learner}}.md",
         png=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
         pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
-    params:
-        methods=lambda w: methods_for(w.learner, w.benchmark),
+    log:
+        f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
+    params:
+        methods=lambda w: methods_for(w.learner, w.benchmark),
     script:
         "../scripts/report.py"
 
@@ -27,14 +27,14 @@ rule summary_table:
     output:
         csv=f"{R}/tables/{{benchmark}}.csv",
         md=f"{R}/tables/{{benchmark}}.md",
-    params:
-        methods=METHODS,
+    log:
+        f"{R}/logs/report/{{benchmark}}_summary.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/report/{{benchmark}}_summary.log",
+    params:
+        methods=METHODS,
     script:
         "../scripts/summary_table.py"
 
@@ -44,17 +44,17 @@ rule blurry_figure:
         lambda w: f"{RES}/{bench_wildcards(w.benchmark)['dataset']}/MANIFEST.json",
     output:
         multiext(f"{R}/figures/{{benchmark}}_blurry_samples", ".png", ".pdf"),
+    log:
+        f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         bench=lambda w: config["benchmarks"][w.benchmark],
         dataset=lambda w: bench_wildcards(w.benchmark)["dataset"],  # the first seed's (a variant per seed)
         dataset_cfg=lambda w: config["datasets"][bench_wildcards(w.benchmark)["dataset"]],
         seed=lambda w: bench_seeds(w.benchmark)[0],
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
     script:
         "../scripts/blurry_figure.py"
 
@@ -75,15 +75,15 @@ rule aggregation_figure:
         lambda w: run_files(w.learner, w.benchmark, "metrics"),
     output:
         multiext(f"{R}/figures/{{benchmark}}_{{learner}}_figA2_aggregation", ".png", ".pdf"),
+    log:
+        f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
     wildcard_constraints:
         learner="peft_head|peft_film",
-    params:
-        methods=lambda w: methods_for(w.learner, w.benchmark),
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
+    params:
+        methods=lambda w: methods_for(w.learner, w.benchmark),
     script:
         "../scripts/aggregation_figure.py"

@@ -6,13 +6,13 @@ rule scenario:
         f"{RES}/{{dataset}}/MANIFEST.json",
     output:
         f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-    params:
-        dataset_cfg=lambda w: config["datasets"][w.dataset],
+    log:
+        f"{R}/logs/scenario/{{dataset}}_{{scenario}}_seed{{seed}}.log",
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    log:
-        f"{R}/logs/scenario/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    params:
+        dataset_cfg=lambda w: config["datasets"][w.dataset],
     script:
         "../scripts/scenario.py"

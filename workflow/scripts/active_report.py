@@ -10,6 +10,13 @@ from dpcl.stages.active import report, summarise
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 summarise(list(sm.input.metrics), sm.output.summary)
-report(sm.output.summary, dict(zip(sm.params.names, sm.input.schedules, strict=True)), sm.params.tables,
-       sm.params.figures, float(sm.params.epsilon), float(sm.params.selection_epsilon),
-       fig5=bool(sm.params.fig5), table2_settings=list(sm.params.table2_settings))  # fmt: skip
+report(
+    sm.output.summary,
+    dict(zip(sm.params.names, sm.input.schedules, strict=True)),
+    sm.params.tables,
+    sm.params.figures,
+    float(sm.params.epsilon),
+    float(sm.params.selection_epsilon),
+    fig5=bool(sm.params.fig5),
+    table2_settings=list(sm.params.table2_settings),
+)

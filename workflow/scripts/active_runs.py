@@ -10,6 +10,16 @@ from dpcl.stages.active import run_active_seed
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 schedules = dict(zip(sm.params.schedule_keys, sm.input.schedules, strict=True))
-run_active_seed(sm.input.pool, sm.input.public, sm.input.test, schedules, dict(sm.params.active), sm.wildcards.pool,
-                int(sm.wildcards.seed), int(sm.params.per_class), sm.params.root, dict(sm.params.active)["dataset"],
-                threads=sm.threads)  # fmt: skip
+run_active_seed(
+    sm.input.pool,
+    sm.input.public,
+    sm.input.test,
+    schedules,
+    dict(sm.params.active),
+    sm.wildcards.pool,
+    int(sm.wildcards.seed),
+    int(sm.params.per_class),
+    sm.params.root,
+    dict(sm.params.active)["dataset"],
+    threads=sm.threads,
+)

@@ -14,5 +14,15 @@ tee_stderr(sm.log[0])
 learners = sm.params.learners
 runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
-agem_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, dict(sm.params.dpsgd), dict(sm.params.agem),
-           threads=sm.threads, tuned=tuned, targets=sm.params.targets, learners=learners)  # fmt: skip
+agem_sweep(
+    sm.input.train,
+    sm.input.test,
+    sm.input.scenario,
+    runs,
+    dict(sm.params.dpsgd),
+    dict(sm.params.agem),
+    threads=sm.threads,
+    tuned=tuned,
+    targets=sm.params.targets,
+    learners=learners,
+)

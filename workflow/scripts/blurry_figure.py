@@ -12,5 +12,14 @@ from dpcl.stages.report import blurry_figure
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 b = sm.params.bench
-blurry_figure(sm.params.dataset, Path(sm.input[0]).parent, sm.params.dataset_cfg, b["n_tasks"], b["disjoint_pct"],
-              b["blurry_figure_pcts"], sm.params.seed, sm.wildcards.benchmark, list(sm.output))  # fmt: skip
+blurry_figure(
+    sm.params.dataset,
+    Path(sm.input[0]).parent,
+    sm.params.dataset_cfg,
+    b["n_tasks"],
+    b["disjoint_pct"],
+    b["blurry_figure_pcts"],
+    sm.params.seed,
+    sm.wildcards.benchmark,
+    list(sm.output),
+)

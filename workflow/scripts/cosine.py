@@ -11,7 +11,10 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 runs = [
     {"labels": lab, "metrics": met, "privacy": priv, "diagnostics": diag}
-    for lab, met, priv, diag in zip(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics,
-                                    strict=True)
-]  # fmt: skip
-cosine_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, threads=sm.threads, targets=sm.params.targets)
+    for lab, met, priv, diag in zip(
+        sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, strict=True
+    )
+]
+cosine_sweep(
+    sm.input.train, sm.input.test, sm.input.scenario, runs, threads=sm.threads, targets=sm.params.targets
+)

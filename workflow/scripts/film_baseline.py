@@ -12,9 +12,23 @@ from dpcl.stages.film import film_baseline_stage
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
-film_baseline_stage(w.learner, w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg),
-                    dict(p.backbone_cfg), sm.input.scenario, sm.input.labels, dict(p.dpsgd),
-                    int(p.physical_batch), p.device, sm.output.metrics, sm.output.privacy,
-                    sm.output.model, tuned_path=getattr(sm.input, "tuned", None),
-                    agem_cfg=dict(p.agem), targets=p.targets, out_diagnostics=sm.output.diagnostics,
-                    backbone_name=w.backbone)  # fmt: skip
+film_baseline_stage(
+    w.learner,
+    w.dataset,
+    Path(sm.input.manifest).parent,
+    dict(p.dataset_cfg),
+    dict(p.backbone_cfg),
+    sm.input.scenario,
+    sm.input.labels,
+    dict(p.dpsgd),
+    int(p.physical_batch),
+    p.device,
+    sm.output.metrics,
+    sm.output.privacy,
+    sm.output.model,
+    tuned_path=getattr(sm.input, "tuned", None),
+    agem_cfg=dict(p.agem),
+    targets=p.targets,
+    out_diagnostics=sm.output.diagnostics,
+    backbone_name=w.backbone,
+)

@@ -12,6 +12,17 @@ from dpcl.stages.film import film_members_stage
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
-film_members_stage(w.dataset, Path(sm.input.manifest).parent, dict(p.dataset_cfg), dict(p.backbone_cfg),
-                   sm.input.scenario, sm.input.labels, dict(p.dpsgd), int(p.physical_batch), p.device,
-                   sm.output.members, tuned_path=getattr(sm.input, "tuned", None), backbone_name=w.backbone)  # fmt: skip
+film_members_stage(
+    w.dataset,
+    Path(sm.input.manifest).parent,
+    dict(p.dataset_cfg),
+    dict(p.backbone_cfg),
+    sm.input.scenario,
+    sm.input.labels,
+    dict(p.dpsgd),
+    int(p.physical_batch),
+    p.device,
+    sm.output.members,
+    tuned_path=getattr(sm.input, "tuned", None),
+    backbone_name=w.backbone,
+)

@@ -13,5 +13,15 @@ tee_stderr(sm.log[0])
 learners = sm.params.learners
 runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
-head_learner_sweep(sm.input.train, sm.input.test, sm.input.scenario, runs, learners, dict(sm.params.dpsgd),
-                   sm.params.aggregation, threads=sm.threads, tuned=tuned, targets=sm.params.targets)  # fmt: skip
+head_learner_sweep(
+    sm.input.train,
+    sm.input.test,
+    sm.input.scenario,
+    runs,
+    learners,
+    dict(sm.params.dpsgd),
+    sm.params.aggregation,
+    threads=sm.threads,
+    tuned=tuned,
+    targets=sm.params.targets,
+)

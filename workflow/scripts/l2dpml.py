@@ -12,5 +12,15 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 learners = sm.params.learners
 runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
-l2dpml_sweep(sm.input.train, sm.input.test, sm.input.tune, sm.input.scenario, runs, learners, dict(sm.params.l2dpml),
-             dict(sm.params.fm_agem), threads=sm.threads, targets=sm.params.targets)  # fmt: skip
+l2dpml_sweep(
+    sm.input.train,
+    sm.input.test,
+    sm.input.tune,
+    sm.input.scenario,
+    runs,
+    learners,
+    dict(sm.params.l2dpml),
+    dict(sm.params.fm_agem),
+    threads=sm.threads,
+    targets=sm.params.targets,
+)

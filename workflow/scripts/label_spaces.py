@@ -13,6 +13,12 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 pairs = [(e, m) for e in sm.params.eps_tags for m in sm.params.methods]  # the rule's expand() order
 release_label_spaces(
-    sm.wildcards.dataset, Path(sm.input.manifest).parent, sm.input.scenario, sm.params.methods,
-    sm.params.epsilons, sm.params.delta, int(sm.wildcards.seed), dict(zip(pairs, sm.output, strict=True)),
-)  # fmt: skip
+    sm.wildcards.dataset,
+    Path(sm.input.manifest).parent,
+    sm.input.scenario,
+    sm.params.methods,
+    sm.params.epsilons,
+    sm.params.delta,
+    int(sm.wildcards.seed),
+    dict(zip(pairs, sm.output, strict=True)),
+)

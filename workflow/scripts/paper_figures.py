@@ -9,7 +9,15 @@ from dpcl.stages.paper_figures import paper_figures
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-paper_figures(dict(sm.params.runs), dict(sm.params.benchmarks),
-              {fig: list(sm.output[fig]) for fig in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")},
-              {bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()},
-              dict(sm.params.scenarios), sm.params.resources, dict(sm.params.datasets))  # fmt: skip
+paper_figures(
+    dict(sm.params.runs),
+    dict(sm.params.benchmarks),
+    {
+        fig: list(sm.output[fig])
+        for fig in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")
+    },
+    {bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()},
+    dict(sm.params.scenarios),
+    sm.params.resources,
+    dict(sm.params.datasets),
+)

@@ -11,8 +11,13 @@ from dpcl.stages.paper_tables import build_paper_tables
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-written = build_paper_tables(dict(sm.params.runs), dict(sm.params.benchmarks), Path(sm.output[0]).parent,
-                             dict(sm.params.tuning), miniature=bool(sm.params.miniature))  # fmt: skip
+written = build_paper_tables(
+    dict(sm.params.runs),
+    dict(sm.params.benchmarks),
+    Path(sm.output[0]).parent,
+    dict(sm.params.tuning),
+    miniature=bool(sm.params.miniature),
+)
 missing = sorted(set(map(str, sm.output)) - set(map(str, written)))
 if missing:
     raise RuntimeError(f"paper_tables did not write {missing}")

@@ -9,5 +9,11 @@ from dpcl.stages.report import build_report
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-build_report(list(sm.input), sm.wildcards.benchmark, sm.params.methods, sm.output.csv, sm.output.md,
-             [sm.output.png, sm.output.pdf])  # fmt: skip
+build_report(
+    list(sm.input),
+    sm.wildcards.benchmark,
+    sm.params.methods,
+    sm.output.csv,
+    sm.output.md,
+    [sm.output.png, sm.output.pdf],
+)

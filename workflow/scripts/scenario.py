@@ -17,6 +17,12 @@ kind, n, m, n_tasks = re.fullmatch(
 ).groups()
 blurry = {"disjoint_pct": float(n), "blurry_pct": float(m)} if kind in ("iblurry", "siblurry") else {}
 build_scenario(
-    sm.wildcards.dataset, Path(sm.input[0]).parent, sm.params.dataset_cfg, kind, int(n_tasks),
-    int(sm.wildcards.seed), sm.output[0], **blurry,
-)  # fmt: skip
+    sm.wildcards.dataset,
+    Path(sm.input[0]).parent,
+    sm.params.dataset_cfg,
+    kind,
+    int(n_tasks),
+    int(sm.wildcards.seed),
+    sm.output[0],
+    **blurry,
+)

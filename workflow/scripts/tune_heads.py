@@ -11,7 +11,17 @@ from dpcl.stages.heads import tune_head_learners
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 d = sm.params.dpsgd
-tune_head_learners(sm.input.features, sm.input.scenario, sm.wildcards.dataset, dict(sm.params.dataset_cfg),
-                   sm.params.protocol, sm.params.epsilons, sm.params.delta,
-                   dict(zip(sm.params.eps_tags, sm.output, strict=True)), sm.params.trials, d["epochs"],
-                   d["normaliser"], sm.params.get("agem_buffer_fraction"))  # fmt: skip
+tune_head_learners(
+    sm.input.features,
+    sm.input.scenario,
+    sm.wildcards.dataset,
+    dict(sm.params.dataset_cfg),
+    sm.params.protocol,
+    sm.params.epsilons,
+    sm.params.delta,
+    dict(zip(sm.params.eps_tags, sm.output, strict=True)),
+    sm.params.trials,
+    d["epochs"],
+    d["normaliser"],
+    sm.params.get("agem_buffer_fraction"),
+)

@@ -17,9 +17,16 @@ from .acquisition import ACQUISITIONS
 # The Snakefile imports this module: keep it free of torch/opacus (opacus configures the root logger
 # on import, which would print every Snakemake message twice), so the schedules are imported lazily.
 
-SCHEDULE_OF = {"nal": "single", "naive": "naive", "sa": "step_amplification", "cl": "continual",
-               "nr": "noise_reduction"}  # fmt: skip
-_METHOD = re.compile(r"^(random)-(nal|naive|sa)$|^(" + "|".join(ACQUISITIONS) + r")-(dp|nondp)-(sa|naive|cl|nr)$")
+SCHEDULE_OF = {
+    "nal": "single",
+    "naive": "naive",
+    "sa": "step_amplification",
+    "cl": "continual",
+    "nr": "noise_reduction",
+}
+_METHOD = re.compile(
+    r"^(random)-(nal|naive|sa)$|^(" + "|".join(ACQUISITIONS) + r")-(dp|nondp)-(sa|naive|cl|nr)$"
+)
 
 
 @dataclass(frozen=True)
@@ -33,8 +40,10 @@ class MethodSpec:
 def parse_method(name: str) -> MethodSpec:
     m = _METHOD.match(name)
     if not m:
-        raise ValueError(f"unknown active-learning method {name!r}: use random-nal, random-naive, random-sa or "
-                         f"{{{','.join(ACQUISITIONS)}}}-{{dp,nondp}}-{{sa,naive,cl,nr}}")  # fmt: skip
+        raise ValueError(
+            f"unknown active-learning method {name!r}: use random-nal, random-naive, random-sa or "
+            f"{{{','.join(ACQUISITIONS)}}}-{{dp,nondp}}-{{sa,naive,cl,nr}}"
+        )
     if m.group(1):
         return MethodSpec(name, "random", "random", SCHEDULE_OF[m.group(2)])
     return MethodSpec(name, m.group(3), m.group(4), SCHEDULE_OF[m.group(5)])
@@ -66,8 +75,16 @@ def run_cells(active: dict) -> list[dict]:
             key = (mode, name, e, charged)
             if key not in seen:
                 seen.add(key)
-                cells.append({"mode": mode, "method": name, "epsilon": e, "selection_epsilon": charged,
-                              "schedule": spec.schedule, "key": f"{mode}/{name}/eps{tag(e)}-sel{tag(charged)}"})  # fmt: skip
+                cells.append(
+                    {
+                        "mode": mode,
+                        "method": name,
+                        "epsilon": e,
+                        "selection_epsilon": charged,
+                        "schedule": spec.schedule,
+                        "key": f"{mode}/{name}/eps{tag(e)}-sel{tag(charged)}",
+                    }
+                )
     return cells
 
 
@@ -87,10 +104,24 @@ def plan_for(active: dict, kind: str, epsilon: float, selection_epsilon: float):
 
     queries = tuple(int(k) for k in active["query_sizes"])
     if kind == "single":
-        return ALPlan(epsilon, float(active["delta"]), 0.0, int(active["initial_size"]) + sum(queries), (),
-                      float(active["batch_size"]), float(active["epochs_random"]))  # fmt: skip
-    return ALPlan(epsilon, float(active["delta"]), selection_epsilon, int(active["initial_size"]), queries,
-                  float(active["batch_size"]), float(active["epochs"]))  # fmt: skip
+        return ALPlan(
+            epsilon,
+            float(active["delta"]),
+            0.0,
+            int(active["initial_size"]) + sum(queries),
+            (),
+            float(active["batch_size"]),
+            float(active["epochs_random"]),
+        )
+    return ALPlan(
+        epsilon,
+        float(active["delta"]),
+        selection_epsilon,
+        int(active["initial_size"]),
+        queries,
+        float(active["batch_size"]),
+        float(active["epochs"]),
+    )
 
 
 def parse_schedule_key(key: str) -> tuple[str, float, float]:

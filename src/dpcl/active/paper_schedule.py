@@ -127,8 +127,9 @@ class OpacusRDP:
 # ----------------------------------------------------------------------------- Alg. 4 and 5
 
 
-def authors_noise_multiplier(acc: OpacusRDP, target: float, delta: float, steps: Sequence[int],
-                             rates: Sequence[float]) -> float:  # fmt: skip
+def authors_noise_multiplier(
+    acc: OpacusRDP, target: float, delta: float, steps: Sequence[int], rates: Sequence[float]
+) -> float:
     """Alg. 4 (``get_noise_multiplier``): σ for the naive schedule (one σ for every phase).
 
     σ_high starts at 10 and is doubled (so the first σ tried is 20) until ε(σ_high) ≤ target;
@@ -153,8 +154,14 @@ def authors_noise_multiplier(acc: OpacusRDP, target: float, delta: float, steps:
     return hi
 
 
-def authors_sample_rate(acc: OpacusRDP, target: float, delta: float, prefix: Sequence[tuple[float, float, int]],
-                        sigma: float, steps: int) -> float:  # fmt: skip
+def authors_sample_rate(
+    acc: OpacusRDP,
+    target: float,
+    delta: float,
+    prefix: Sequence[tuple[float, float, int]],
+    sigma: float,
+    steps: int,
+) -> float:
     """Alg. 5 (``get_sampleRate``): rate q for a last phase (σ, q, steps) after ``prefix``.
 
     Arithmetic bisection on [1e-9, 1] until q_low / q_high ≥ 1 − 0.001; a midpoint whose
@@ -190,8 +197,16 @@ class _Phase:
     (its last segment (σ, q_old, n) appended) and the new group against (σ₀, q_new, n) alone.
     """
 
-    def __init__(self, acc: OpacusRDP, delta: float, d1_prefix: list[tuple[float, float, int]],
-                 target_old: float, target_new: float, new_group_sigma: float, sizes: tuple[int, int]):  # fmt: skip
+    def __init__(
+        self,
+        acc: OpacusRDP,
+        delta: float,
+        d1_prefix: list[tuple[float, float, int]],
+        target_old: float,
+        target_new: float,
+        new_group_sigma: float,
+        sizes: tuple[int, int],
+    ):
         self.acc, self.delta, self.prefix = acc, delta, d1_prefix
         self.target_old, self.target_new = target_old, target_new
         self.new_group_sigma = new_group_sigma
@@ -199,8 +214,14 @@ class _Phase:
 
     def rates(self, sigma: float, steps: int, new_sigma: float | None = None) -> tuple[float, float]:
         q_old = authors_sample_rate(self.acc, self.target_old, self.delta, self.prefix, sigma, steps)
-        q_new = authors_sample_rate(self.acc, self.target_new, self.delta, [],
-                                    self.new_group_sigma if new_sigma is None else new_sigma, steps)  # fmt: skip
+        q_new = authors_sample_rate(
+            self.acc,
+            self.target_new,
+            self.delta,
+            [],
+            self.new_group_sigma if new_sigma is None else new_sigma,
+            steps,
+        )
         return q_old, q_new
 
     def batch(self, q_old: float, q_new: float) -> float:
@@ -311,14 +332,22 @@ def authors_run(plan: ALPlan, orders: Sequence[float] | None = None, sigma_corr:
         old, new = plan.labelled(i - 1), plan.group_sizes[i]
         if old + new < 2 * plan.batch_size:
             # the released code returns [1., 1.] here, which its caller cannot unpack (a crash)
-            raise ValueError(f"phase {i}: {old + new} labelled records < 2 × batch size {plan.batch_size}: "
-                             "the released step amplification cannot run this plan")  # fmt: skip
+            raise ValueError(
+                f"phase {i}: {old + new} labelled records < 2 × batch size {plan.batch_size}: "
+                "the released step amplification cannot run this plan"
+            )
         ph = _Phase(acc, plan.delta, d1, target, target - plan.paid(i), sigmas[0], (old, new))
         sol = _amplify_phase(ph, sigmas[i], n[i], plan.batch_size, sigma_corr)
         sigmas[i], steps[i], q_old[i], q_new[i] = sol.sigma, sol.steps, sol.q_old, sol.q_new
-    segments = [SegmentPlan(p, float(sigmas[p]), int(steps[p]),
-                            tuple(float(q_old[p] if g < p else q_new[p] if g == p else 0.0) for g in range(t + 1)))
-                for p in range(t + 1)]  # fmt: skip
+    segments = [
+        SegmentPlan(
+            p,
+            float(sigmas[p]),
+            int(steps[p]),
+            tuple(float(q_old[p] if g < p else q_new[p] if g == p else 0.0) for g in range(t + 1)),
+        )
+        for p in range(t + 1)
+    ]
     sched = Schedule(KIND, plan, segments)
     return AuthorsRun(sched, sigma, n, q, targets, acc.orders, sigma_corr)
 
@@ -369,15 +398,17 @@ def reaccount(schedule: Schedule, orders: Sequence[float] | None = None) -> list
         hist = schedule.history(g)
         train = acc.epsilon(hist, plan.delta)
         own = plan.paid(g) + train
-        out.append({
-            "group": g,
-            "size": plan.group_sizes[g],
-            "paid": plan.paid(g),
-            "history": [list(h) for h in hist],
-            "believed_epsilon": believed,
-            "training_epsilon": train,
-            "own_history_epsilon": own,
-            "project_epsilon": verify_group(tuple(hist), plan.paid(g), plan.delta),
-            "excess": own - plan.epsilon,
-        })  # fmt: skip
+        out.append(
+            {
+                "group": g,
+                "size": plan.group_sizes[g],
+                "paid": plan.paid(g),
+                "history": [list(h) for h in hist],
+                "believed_epsilon": believed,
+                "training_epsilon": train,
+                "own_history_epsilon": own,
+                "project_epsilon": verify_group(tuple(hist), plan.paid(g), plan.delta),
+                "excess": own - plan.epsilon,
+            }
+        )
     return out

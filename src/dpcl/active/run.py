@@ -47,9 +47,13 @@ class ActiveMethod:
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
         if (self.acquisition == "random") != (self.selection == "random"):
-            raise ValueError(f"acquisition {self.acquisition!r} does not go with selection {self.selection!r}")
+            raise ValueError(
+                f"acquisition {self.acquisition!r} does not go with selection {self.selection!r}"
+            )
         if self.acquisition != "random" and self.acquisition not in ACQUISITIONS:
-            raise ValueError(f"unknown acquisition {self.acquisition!r}; choose random or one of {ACQUISITIONS}")
+            raise ValueError(
+                f"unknown acquisition {self.acquisition!r}; choose random or one of {ACQUISITIONS}"
+            )
         if self.selection == "nondp" and self.mode != "paper":
             raise ValueError("non-private selection is the paper's upper bound: run it in paper mode only")
 
@@ -63,12 +67,21 @@ def selection_record(method: ActiveMethod, schedule: Schedule, n_classes: int) -
         return {"mechanism": "random_fixed" if method.mode == "paper" else "random_poisson", "phases": t}
     c = clip_bound(method.acquisition, n_classes)
     if method.selection == "nondp":
-        return {"mechanism": "nonprivate_topk", "acquisition": method.acquisition, "phases": t,
-                "epsilon_per_phase": "inf"}  # fmt: skip
+        return {
+            "mechanism": "nonprivate_topk",
+            "acquisition": method.acquisition,
+            "phases": t,
+            "epsilon_per_phase": "inf",
+        }
     eps_sel = schedule.plan.selection_epsilon
-    out = {"mechanism": "laplace_topk" if method.mode == "paper" else "laplace_threshold",
-           "acquisition": method.acquisition, "sensitivity": c, "epsilon_per_phase": eps_sel / t,
-           "laplace_scale": sel.laplace_scale(c, eps_sel, t), "phases": t}  # fmt: skip
+    out = {
+        "mechanism": "laplace_topk" if method.mode == "paper" else "laplace_threshold",
+        "acquisition": method.acquisition,
+        "sensitivity": c,
+        "epsilon_per_phase": eps_sel / t,
+        "laplace_scale": sel.laplace_scale(c, eps_sel, t),
+        "phases": t,
+    }
     if method.mode == "sound":
         out["threshold"] = "calibrated on a public shadow pool run through the same selections (fresh noise)"
     return out
@@ -98,15 +111,20 @@ def run_active(
     if method.selection == "dp" and not plan.selection_epsilon > 0:
         raise ValueError("a DP selection needs selection_epsilon > 0 (ε_Sel = 0 is random selection)")
     if method.selection != "dp" and plan.selection_epsilon != 0:
-        raise ValueError(f"a {method.selection} selection charges no selection ε; the schedule charges "
-                         f"{plan.selection_epsilon}")  # fmt: skip
+        raise ValueError(
+            f"a {method.selection} selection charges no selection ε; the schedule charges "
+            f"{plan.selection_epsilon}"
+        )
     x, y = (np.asarray(a) for a in pool)
     n = len(y)
     t = len(plan.query_sizes)
     groups = np.full(n, -1, dtype=np.int64)
     rng0 = stream("initial")
-    first = (sel.random_fixed(n, plan.initial_size, rng0) if method.mode == "paper"
-             else sel.random_poisson(n, plan.initial_size / pool_size, rng0))  # fmt: skip
+    first = (
+        sel.random_fixed(n, plan.initial_size, rng0)
+        if method.mode == "paper"
+        else sel.random_poisson(n, plan.initial_size / pool_size, rng0)
+    )
     groups[first] = 0
     shadow = np.arange(len(public_x))  # public records not yet "selected" (sound mode's calibration)
     head = LinearHead(x.shape[1], n_classes)
@@ -116,8 +134,16 @@ def run_active(
         for s, seg in enumerate(seg for seg in schedule.segments if seg.phase == p):
             rates = np.asarray(seg.rates)[groups[lab]]
             cfg = DPSGDConfig(sample_rate=1.0, epochs=1.0, lr=lr, clip=clip, normaliser=plan.batch_size)
-            train_head(head, x[lab], y[lab], cfg, seg.noise_multiplier, stream("train", p, s),
-                       record_rates=rates, steps=seg.steps)  # fmt: skip
+            train_head(
+                head,
+                x[lab],
+                y[lab],
+                cfg,
+                seg.noise_multiplier,
+                stream("train", p, s),
+                record_rates=rates,
+                steps=seg.steps,
+            )
         phase_acc.append(float(np.mean(np.argmax(head.logits(test[0]), axis=1) == test[1])))
         if p == t:
             break
@@ -125,13 +151,19 @@ def run_active(
         k = plan.query_sizes[p]
         r = stream("select", p + 1)
         if method.selection == "random":
-            pick = (sel.random_fixed(len(unl), k, r) if method.mode == "paper"
-                    else sel.random_poisson(len(unl), k / max(pool_size - plan.labelled(p), 1), r))  # fmt: skip
+            pick = (
+                sel.random_fixed(len(unl), k, r)
+                if method.mode == "paper"
+                else sel.random_poisson(len(unl), k / max(pool_size - plan.labelled(p), 1), r)
+            )
         else:
             sc = scores(method.acquisition, head.w, head.b, x[unl], r, mc_passes, dropout)
             pool_scores.append(float(sc.mean()))
-            scale = 0.0 if method.selection == "nondp" else sel.laplace_scale(
-                clip_bound(method.acquisition, n_classes), plan.selection_epsilon, t)
+            scale = (
+                0.0
+                if method.selection == "nondp"
+                else sel.laplace_scale(clip_bound(method.acquisition, n_classes), plan.selection_epsilon, t)
+            )
             if method.mode == "paper":
                 pick = sel.top_k(sel.noisy(sc, scale, r), k, r)
             else:
@@ -143,18 +175,30 @@ def run_active(
                 pick = sel.above(sel.noisy(sc, scale, r), tau)
             chosen_scores.append(float(sc[pick].mean()) if len(pick) else float("nan"))
         groups[unl[pick]] = p + 1
-    privacy = group_ledger(schedule, selection_record(method, schedule, n_classes),
-                           "fixed_size" if method.mode == "paper" else "poisson", claim)  # fmt: skip
+    privacy = group_ledger(
+        schedule,
+        selection_record(method, schedule, n_classes),
+        "fixed_size" if method.mode == "paper" else "poisson",
+        claim,
+    )
     metrics = {
-        "acquisition": method.acquisition, "selection": method.selection, "mode": method.mode,
-        "schedule": schedule.kind, "epsilon": plan.epsilon, "selection_epsilon": plan.selection_epsilon,
-        "final_accuracy": phase_acc[-1], "phase_accuracy": phase_acc,
+        "acquisition": method.acquisition,
+        "selection": method.selection,
+        "mode": method.mode,
+        "schedule": schedule.kind,
+        "epsilon": plan.epsilon,
+        "selection_epsilon": plan.selection_epsilon,
+        "final_accuracy": phase_acc[-1],
+        "phase_accuracy": phase_acc,
         "guarantee_holds": privacy["guarantee_holds"],
-    }  # fmt: skip
+    }
     sizes = [int(np.sum(groups == g)) for g in range(plan.phases)]
     diagnostics = {
-        "group_sizes": sizes, "planned_group_sizes": plan.group_sizes, "labelled": int(np.sum(groups >= 0)),
+        "group_sizes": sizes,
+        "planned_group_sizes": plan.group_sizes,
+        "labelled": int(np.sum(groups >= 0)),
         "class_counts_labelled": np.bincount(y[groups >= 0], minlength=n_classes).tolist(),
-        "mean_score_pool": pool_scores, "mean_score_selected": chosen_scores,
-    }  # fmt: skip
+        "mean_score_pool": pool_scores,
+        "mean_score_selected": chosen_scores,
+    }
     return metrics, privacy, diagnostics, head

@@ -69,10 +69,14 @@ class ALPlan:
         if not 0 < self.delta < 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta}")
         if not 0 <= self.selection_epsilon < self.epsilon:
-            raise ValueError(f"selection_epsilon must lie in [0, epsilon = {self.epsilon}), got "
-                             f"{self.selection_epsilon}: a never-selected record pays all of it")  # fmt: skip
+            raise ValueError(
+                f"selection_epsilon must lie in [0, epsilon = {self.epsilon}), got "
+                f"{self.selection_epsilon}: a never-selected record pays all of it"
+            )
         if self.initial_size < 1 or any(k < 1 for k in self.query_sizes):
-            raise ValueError(f"initial_size and query_sizes must be >= 1, got {self.initial_size}, {self.query_sizes}")
+            raise ValueError(
+                f"initial_size and query_sizes must be >= 1, got {self.initial_size}, {self.query_sizes}"
+            )
         if not (self.batch_size > 0 and self.epochs > 0):
             raise ValueError(f"batch_size and epochs must be positive, got {self.batch_size}, {self.epochs}")
 
@@ -130,8 +134,10 @@ class Schedule:
 
     def group_epsilons(self) -> list[float]:
         """Each group's loss (selection paid + training) with the schedule's accountant."""
-        return [self.plan.paid(g) + rdp_to_epsilon(history_rdp(self.history(g)), self.plan.delta)
-                for g in range(self.groups)]  # fmt: skip
+        return [
+            self.plan.paid(g) + rdp_to_epsilon(history_rdp(self.history(g)), self.plan.delta)
+            for g in range(self.groups)
+        ]
 
     def check(self) -> list[float]:
         """Re-derive every group's loss with the project's RDP accountant; raise if one exceeds ε."""
@@ -139,7 +145,9 @@ class Schedule:
         for g in range(self.groups):
             eps = verify_group(tuple(self.history(g)), self.plan.paid(g), self.plan.delta)
             if eps > self.plan.epsilon * (1 + REL_TOL):
-                raise ValueError(f"{self.kind} schedule: group {g} spends ε = {eps:.6g} > target {self.plan.epsilon}")
+                raise ValueError(
+                    f"{self.kind} schedule: group {g} spends ε = {eps:.6g} > target {self.plan.epsilon}"
+                )
             out.append(eps)
         return out
 
@@ -154,8 +162,15 @@ class Schedule:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Schedule:
         plan = ALPlan(**(d["plan"] | {"query_sizes": tuple(d["plan"]["query_sizes"])}))
-        segs = [SegmentPlan(int(s["phase"]), float(s["noise_multiplier"]), int(s["steps"]),
-                            tuple(float(q) for q in s["rates"])) for s in d["segments"]]  # fmt: skip
+        segs = [
+            SegmentPlan(
+                int(s["phase"]),
+                float(s["noise_multiplier"]),
+                int(s["steps"]),
+                tuple(float(q) for q in s["rates"]),
+            )
+            for s in d["segments"]
+        ]
         return cls(d["kind"], plan, segs)
 
 
@@ -163,9 +178,15 @@ class Schedule:
 
 
 def _naive_segments(plan: ALPlan, sigma: float) -> list[SegmentPlan]:
-    return [SegmentPlan(p, sigma, plan.naive_steps(p),
-                        tuple(plan.naive_rate(p) if g <= p else 0.0 for g in range(plan.phases)))
-            for p in range(plan.phases)]  # fmt: skip
+    return [
+        SegmentPlan(
+            p,
+            sigma,
+            plan.naive_steps(p),
+            tuple(plan.naive_rate(p) if g <= p else 0.0 for g in range(plan.phases)),
+        )
+        for p in range(plan.phases)
+    ]
 
 
 def _smallest_sigma(ok, lo: float = 0.05, hi: float = 2.0, rtol: float = 1e-4) -> float:
@@ -206,8 +227,15 @@ def naive_trajectory(plan: ALPlan, sigma: float) -> list[float]:
     return out
 
 
-def _rates(plan: ALPlan, curves: list[np.ndarray], phase: int, sigma: float, steps: int,
-           targets: list[float], cap: float = 1.0) -> tuple[float, ...]:  # fmt: skip
+def _rates(
+    plan: ALPlan,
+    curves: list[np.ndarray],
+    phase: int,
+    sigma: float,
+    steps: int,
+    targets: list[float],
+    cap: float = 1.0,
+) -> tuple[float, ...]:
     """Per group, the largest rate (≤ cap) keeping its own history within its target."""
     rates = []
     for g in range(plan.phases):
@@ -223,7 +251,10 @@ def _batch(plan: ALPlan, seg: SegmentPlan) -> float:
 
 
 def _advance(curves: list[np.ndarray], seg: SegmentPlan) -> list[np.ndarray]:
-    return [c + seg.steps * step_rdp(seg.noise_multiplier, q) if q > 0 else c for c, q in zip(curves, seg.rates, strict=True)]
+    return [
+        c + seg.steps * step_rdp(seg.noise_multiplier, q) if q > 0 else c
+        for c, q in zip(curves, seg.rates, strict=True)
+    ]
 
 
 # ----------------------------------------------------------------------------- schedules
@@ -287,7 +318,9 @@ def noise_reduction(plan: ALPlan) -> Schedule:
 
     def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
         def seg(s: float) -> SegmentPlan:
-            return SegmentPlan(p, s, plan.naive_steps(p), _rates(plan, curves, p, s, plan.naive_steps(p), targets))
+            return SegmentPlan(
+                p, s, plan.naive_steps(p), _rates(plan, curves, p, s, plan.naive_steps(p), targets)
+            )
 
         best = seg(sigma)
         if _batch(plan, best) > plan.batch_size:
@@ -315,7 +348,9 @@ def continual(plan: ALPlan) -> Schedule:
         main_cost = n_p * step_rdp(sigma, q_p)
 
         def fits(m: int) -> bool:  # the newest group after m catch-up steps still fits the full naive phase
-            return rdp_to_epsilon(curves[p] + m * step_rdp(sigma, q_new) + main_cost, plan.delta) <= targets[p]
+            return (
+                rdp_to_epsilon(curves[p] + m * step_rdp(sigma, q_new) + main_cost, plan.delta) <= targets[p]
+            )
 
         m_lo, m_hi = 0, 1
         while fits(m_hi) and m_hi < 10**6:
@@ -325,7 +360,9 @@ def continual(plan: ALPlan) -> Schedule:
             m_lo, m_hi = (mid, m_hi) if fits(mid) else (m_lo, mid)
         out = []
         if m_lo > 0:
-            out.append(SegmentPlan(p, sigma, m_lo, tuple(q_new if g == p else 0.0 for g in range(plan.phases))))
+            out.append(
+                SegmentPlan(p, sigma, m_lo, tuple(q_new if g == p else 0.0 for g in range(plan.phases)))
+            )
             curves = _advance(curves, out[0])
         out.append(SegmentPlan(p, sigma, n_p, _rates(plan, curves, p, sigma, n_p, targets, cap=q_p)))
         return out
@@ -333,8 +370,13 @@ def continual(plan: ALPlan) -> Schedule:
     return _phase_by_phase(plan, "continual", phase)
 
 
-BUILDERS = {"naive": naive, "step_amplification": step_amplification, "noise_reduction": noise_reduction,
-            "continual": continual, "single": single}  # fmt: skip
+BUILDERS = {
+    "naive": naive,
+    "step_amplification": step_amplification,
+    "noise_reduction": noise_reduction,
+    "continual": continual,
+    "single": single,
+}
 
 
 def build_schedule(kind: str, plan: ALPlan) -> Schedule:

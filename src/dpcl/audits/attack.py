@@ -30,8 +30,17 @@ from ..seeding import rng
 from .audit import clopper_pearson
 
 DEFAULT_METHODS = ("oracle", "base", "public-x10", "release-f0.1", "release-f0.5")
-TABLE_COLUMNS = ["label_method", "epsilon", "delta", "trials", "attack_accuracy", "ci_low", "ci_high",
-                 "expected_accuracy", "dp_bound"]  # fmt: skip
+TABLE_COLUMNS = [
+    "label_method",
+    "epsilon",
+    "delta",
+    "trials",
+    "attack_accuracy",
+    "ci_low",
+    "ci_high",
+    "expected_accuracy",
+    "dp_bound",
+]
 
 
 def dp_attack_bound(epsilon: float, delta: float) -> float:
@@ -137,8 +146,14 @@ def label_space_attack(
             counts, n_universe, label_budget.epsilon, label_budget.delta, gen, "laplace"
         )
     else:
-        out = output_label_spaces(method, [labels], n_universe, budget, seed,
-                                  run_key=("attack", mechanism, float(epsilon), float(delta)))  # fmt: skip
+        out = output_label_spaces(
+            method,
+            [labels],
+            n_universe,
+            budget,
+            seed,
+            run_key=("attack", mechanism, float(epsilon), float(delta)),
+        )
         released = out["tasks"][0]["labels"]
     guess_dp = np.isin(y_star, np.asarray(released, dtype=np.int64))
     wins = int((guess_dp == coin).sum())
@@ -159,8 +174,11 @@ def label_space_attack(
         "dp_bound": dp_attack_bound(epsilon, delta),
     }
     if label_budget is not None:
-        res.update(label_epsilon=label_budget.epsilon, label_delta=label_budget.delta,
-                   label_dp_bound=dp_attack_bound(label_budget.epsilon, label_budget.delta))  # fmt: skip
+        res.update(
+            label_epsilon=label_budget.epsilon,
+            label_delta=label_budget.delta,
+            label_dp_bound=dp_attack_bound(label_budget.epsilon, label_budget.delta),
+        )
     return res
 
 

@@ -203,17 +203,34 @@ def audit_label_release(
         planned = attainable_lower_bound(float(q[0]), float(q[1]), trials, delta, a_case)
     cases = []
     for name, (s_d, s_dp) in (("n vs n+1", (n, n + 1)), ("new label", (0, 1))):
-        k_d = _count_released(mechanism, s_d, epsilon, delta, trials,
-                              rng(seed, "audit", "labels", mechanism, epsilon, delta, name, "D"))  # fmt: skip
-        k_dp = _count_released(mechanism, s_dp, epsilon, delta, trials,
-                               rng(seed, "audit", "labels", mechanism, epsilon, delta, name, "D'"))  # fmt: skip
+        k_d = _count_released(
+            mechanism,
+            s_d,
+            epsilon,
+            delta,
+            trials,
+            rng(seed, "audit", "labels", mechanism, epsilon, delta, name, "D"),
+        )
+        k_dp = _count_released(
+            mechanism,
+            s_dp,
+            epsilon,
+            delta,
+            trials,
+            rng(seed, "audit", "labels", mechanism, epsilon, delta, name, "D'"),
+        )
         p = _keep_probs(mechanism, np.array([s_d, s_dp]), epsilon, delta)
         event_eps = _event_epsilon(float(p[0]), float(p[1]), delta)
-        cases.append({
-            "case": name, "class_sizes": [s_d, s_dp], "released": [k_d, k_dp],
-            "keep_probabilities": [float(p[0]), float(p[1])], "event_epsilon": event_eps,
-            "epsilon_lower_bound": epsilon_lower_bound(k_d, trials, k_dp, trials, delta, a_case),
-        })  # fmt: skip
+        cases.append(
+            {
+                "case": name,
+                "class_sizes": [s_d, s_dp],
+                "released": [k_d, k_dp],
+                "keep_probabilities": [float(p[0]), float(p[1])],
+                "event_epsilon": event_eps,
+                "epsilon_lower_bound": epsilon_lower_bound(k_d, trials, k_dp, trials, delta, a_case),
+            }
+        )
     return {
         "mechanism": mechanism,
         "claimed_epsilon": float(epsilon),
@@ -353,8 +370,9 @@ def audit_gaussian_sums(
     }
 
 
-def audit_table(epsilons: list[float], delta: float, trials: int, seed: int, dim: int = 64,
-                alpha: float = 0.05) -> pd.DataFrame:  # fmt: skip
+def audit_table(
+    epsilons: list[float], delta: float, trials: int, seed: int, dim: int = 64, alpha: float = 0.05
+) -> pd.DataFrame:
     """Claimed ε against the empirical lower bound for every audited mechanism, plus the
     deliberately broken variants (Label Oracle; class sums with σ/4) that must fail."""
     from ..privacy.gaussian import gaussian_sigma
@@ -363,18 +381,32 @@ def audit_table(epsilons: list[float], delta: float, trials: int, seed: int, dim
     for eps in epsilons:
         for mech in ("tsgd", "laplace", "oracle"):
             r = audit_label_release(mech, eps, delta, trials, seed, alpha=alpha)
-            rows.append({"mechanism": f"label release ({mech})", "broken": mech == "oracle",
-                         "claimed_epsilon": eps, "epsilon_lower_bound": r["epsilon_lower_bound"],
-                         "trials": trials, "setting": f"class size n={r['class_size']} vs n+1; 0 vs 1"})  # fmt: skip
+            rows.append(
+                {
+                    "mechanism": f"label release ({mech})",
+                    "broken": mech == "oracle",
+                    "claimed_epsilon": eps,
+                    "epsilon_lower_bound": r["epsilon_lower_bound"],
+                    "trials": trials,
+                    "setting": f"class size n={r['class_size']} vs n+1; 0 vs 1",
+                }
+            )
         sigma = gaussian_sigma(eps, delta)
         for name, s, broken in (
             ("gaussian class sums", sigma, False),
             ("gaussian class sums, sigma/4", sigma / 4, True),
         ):
             r = audit_gaussian_sums(s, eps, delta, dim, trials, seed, alpha=alpha)
-            rows.append({"mechanism": name, "broken": broken, "claimed_epsilon": eps,
-                         "epsilon_lower_bound": r["epsilon_lower_bound"], "trials": trials,
-                         "setting": f"sigma={s:.4g}, threshold on a held-out half"})  # fmt: skip
+            rows.append(
+                {
+                    "mechanism": name,
+                    "broken": broken,
+                    "claimed_epsilon": eps,
+                    "epsilon_lower_bound": r["epsilon_lower_bound"],
+                    "trials": trials,
+                    "setting": f"sigma={s:.4g}, threshold on a held-out half",
+                }
+            )
     df = pd.DataFrame(rows)
     df["delta"] = delta
     df["alpha"] = alpha
@@ -384,18 +416,26 @@ def audit_table(epsilons: list[float], delta: float, trials: int, seed: int, dim
 
 def audit_table_markdown(df: pd.DataFrame) -> str:
     """Markdown rendering of :func:`audit_table`."""
-    lines = ["| mechanism | claimed ε | empirical lower bound on ε | trials/side | verdict | setting |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| mechanism | claimed ε | empirical lower bound on ε | trials/side | verdict | setting |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in df.itertuples():
         lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
-        tag = f" ({r.tag})" if isinstance(getattr(r, "tag", None), str) and r.tag else (
-            " (broken on purpose)" if r.broken else "")
+        tag = (
+            f" ({r.tag})"
+            if isinstance(getattr(r, "tag", None), str) and r.tag
+            else (" (broken on purpose)" if r.broken else "")
+        )
         lines.append(
             f"| {r.mechanism}{tag} | {r.claimed_epsilon:g} | {lb} | {r.trials} | {r.verdict} | {r.setting} |"
         )
     a = float(df["alpha"].iloc[0]) if len(df) else 0.05
-    lines += ["", f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
-              f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
-              "their claimed ε; the broken variants must exceed it. Learners: a canary individual in one task, "
-              "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners)."]  # fmt: skip
+    lines += [
+        "",
+        f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
+        f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
+        "their claimed ε; the broken variants must exceed it. Learners: a canary individual in one task, "
+        "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners).",
+    ]
     return "\n".join(lines) + "\n"

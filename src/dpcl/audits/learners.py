@@ -54,9 +54,15 @@ def canary_audit(
     half = trials // 2
     t = _best_threshold(x_d[:half], x_dp[:half], delta, alpha)
     k_d, k_dp, n = int((x_d[half:] > t).sum()), int((x_dp[half:] > t).sum()), trials - half
-    return {"trials": int(trials), "bound_trials": int(n), "alpha": float(alpha), "delta": float(delta),
-            "threshold": float(t), "counts": [k_d, k_dp],
-            "epsilon_lower_bound": epsilon_lower_bound(k_d, n, k_dp, n, delta, alpha)}  # fmt: skip
+    return {
+        "trials": int(trials),
+        "bound_trials": int(n),
+        "alpha": float(alpha),
+        "delta": float(delta),
+        "threshold": float(t),
+        "counts": [k_d, k_dp],
+        "epsilon_lower_bound": epsilon_lower_bound(k_d, n, k_dp, n, delta, alpha),
+    }
 
 
 def trials_to_refute(epsilon: float, delta: float, alpha: float = 0.05) -> int:
@@ -67,7 +73,9 @@ def trials_to_refute(epsilon: float, delta: float, alpha: float = 0.05) -> int:
     return n
 
 
-def audit_l2dpml(epsilon: float, delta: float, trials: int, seed: int, cfg: L2DPMLConfig | None = None) -> dict:
+def audit_l2dpml(
+    epsilon: float, delta: float, trials: int, seed: int, cfg: L2DPMLConfig | None = None
+) -> dict:
     """Audit L2DP-ML as published at training budget ``epsilon`` (see the module docstring)."""
     cfg = cfg or L2DPMLConfig()
     canary = np.full((1, cfg.input_dim), 0.9)  # an input in [0, 1]^d
@@ -85,15 +93,20 @@ def audit_l2dpml(epsilon: float, delta: float, trials: int, seed: int, cfg: L2DP
     # enough that a perfect separation could refute the claim by a margin of 1 (capped)
     trials = max(trials, min(2 * trials_to_refute(claim + 1.0, delta), 200_000))
     res = canary_audit(score, trials, seed, ("l2dpml", float(epsilon)), delta)
-    res.update(learner="l2dpml", epsilon=float(epsilon), claimed_epsilon=claim,
-               attack="D = {} vs D' = {canary}: the canary adds Alg. 2 steps; statistic ||theta_1||_F",
-               claim_note="claimed epsilon: Theorem 2 without its gamma term, which grows with the trained "
-                          "theta_1 and so is no a-priori budget")  # fmt: skip
+    res.update(
+        learner="l2dpml",
+        epsilon=float(epsilon),
+        claimed_epsilon=claim,
+        attack="D = {} vs D' = {canary}: the canary adds Alg. 2 steps; statistic ||theta_1||_F",
+        claim_note="claimed epsilon: Theorem 2 without its gamma term, which grows with the trained "
+        "theta_1 and so is no a-priori budget",
+    )
     return res
 
 
-def audit_agem_head(epsilon: float, delta: float, trials: int, seed: int, part: str = "train", n_base: int = 20,
-                    dim: int = 8) -> dict:  # fmt: skip
+def audit_agem_head(
+    epsilon: float, delta: float, trials: int, seed: int, part: str = "train", n_base: int = 20, dim: int = 8
+) -> dict:
     """Audit the enhanced DP-A-GEM head (App. D.4) at training budget ``epsilon`` with the canary in task 0's
     ``part``: "train" (read by task 0's DP-SGD) or "reference" (read through the buffer during task 1)."""
     cfg = DPSGDConfig(sample_rate=0.5, epochs=5.0, lr=0.1, clip=1.0, normaliser=8.0)
@@ -119,19 +132,36 @@ def audit_agem_head(epsilon: float, delta: float, trials: int, seed: int, part: 
                 x, y, ids = np.vstack([x, canary_x]), np.append(y, 1), np.append(ids, canary_id)
             data.append((x, y, ids))
         s, out = int(gen.integers(2**63 - 1)), {}
-        run_agem_head(data, [], spaces, 4, cfg, agem, noise, noise_ref, lambda t, part: rng(s, t, part),
-                      split_seed, out=out)  # fmt: skip
+        run_agem_head(
+            data,
+            [],
+            spaces,
+            4,
+            cfg,
+            agem,
+            noise,
+            noise_ref,
+            lambda t, part: rng(s, t, part),
+            split_seed,
+            out=out,
+        )
         z = out["head"].logits(canary_x[None, :])[0]
         return float(z[1] - np.max(np.delete(z, 1)))
 
     res = canary_audit(score, trials, seed, ("agem_head", part, float(epsilon)), delta)
-    res.update(learner="agem_head", epsilon=float(epsilon), claimed_epsilon=float(epsilon),
-               attack=f"canary in task 0's {part} part; statistic: the released head's margin for its label",
-               dpsgd=asdict(replace(cfg)))  # fmt: skip
+    res.update(
+        learner="agem_head",
+        epsilon=float(epsilon),
+        claimed_epsilon=float(epsilon),
+        attack=f"canary in task 0's {part} part; statistic: the released head's margin for its label",
+        dpsgd=asdict(replace(cfg)),
+    )
     return res
 
 
-def audit_fm_agem(epsilon: float, delta: float, trials: int, seed: int, dim: int = 8, n_base: int = 12) -> dict:
+def audit_fm_agem(
+    epsilon: float, delta: float, trials: int, seed: int, dim: int = 8, n_base: int = 12
+) -> dict:
     """Audit FM-A-GEM's per-task coefficient release and training at budget ``epsilon``."""
     from ..learners.fm_agem import FMConfig, FMHead, fm_sigma
 
@@ -152,9 +182,13 @@ def audit_fm_agem(epsilon: float, delta: float, trials: int, seed: int, dim: int
         return float(s[0] - s[1:].max())
 
     res = canary_audit(score, trials, seed, ("fm_agem", float(epsilon)), delta)
-    res.update(learner="fm_agem", epsilon=float(epsilon), claimed_epsilon=float(epsilon),
-               attack="axis-aligned canary (the release's worst case); statistic: the released head's margin "
-                      "for its label")  # fmt: skip
+    res.update(
+        learner="fm_agem",
+        epsilon=float(epsilon),
+        claimed_epsilon=float(epsilon),
+        attack="axis-aligned canary (the release's worst case); statistic: the released head's margin "
+        "for its label",
+    )
     return res
 
 

@@ -111,9 +111,17 @@ FASHION_MNIST_FILES = {
     ),
 }
 FASHION_MNIST_CLASSES = (
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
-)  # fmt: skip
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 
 
 def _digest(path: Path, algo: str, decompress: bool = False) -> str:
@@ -238,8 +246,16 @@ DATASETS = (
 )
 VARIANT_SEPARATOR = "__"
 #: classes of every data set kind (published; the config is checked against them before any job)
-N_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "svhn": 10, "notmnist": 10,
-             "imagenet_r": 200, "five_datasets": 50}  # fmt: skip
+N_CLASSES = {
+    "fashion_mnist": 10,
+    "mnist": 10,
+    "cifar10": 10,
+    "cifar100": 100,
+    "svhn": 10,
+    "notmnist": 10,
+    "imagenet_r": 200,
+    "five_datasets": 50,
+}
 #: data set kinds with a published class hierarchy (label methods ``...-parent``): CIFAR-100 fine -> coarse
 HIERARCHIES = ("cifar100",)
 
@@ -264,9 +280,16 @@ def load_dataset(name: str, root: str | Path, split: str) -> ImageDataset:
     """Dispatch on the dataset name (one entry per supported dataset)."""
     from . import sources
 
-    loaders = {"fashion_mnist": load_fashion_mnist, "cifar100": load_cifar100, "cifar10": load_cifar10,
-               "mnist": sources.load_mnist, "svhn": sources.load_svhn, "notmnist": sources.load_notmnist,
-               "imagenet_r": sources.load_imagenet_r, "five_datasets": sources.load_five_datasets}  # fmt: skip
+    loaders = {
+        "fashion_mnist": load_fashion_mnist,
+        "cifar100": load_cifar100,
+        "cifar10": load_cifar10,
+        "mnist": sources.load_mnist,
+        "svhn": sources.load_svhn,
+        "notmnist": sources.load_notmnist,
+        "imagenet_r": sources.load_imagenet_r,
+        "five_datasets": sources.load_five_datasets,
+    }
     return loaders[base_name(name)](root, split)
 
 
@@ -301,9 +324,14 @@ _CIFAR_DIRS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
 
 
 def obtain_cifar(
-    name: str, dest: str | Path, local_dir: str | Path | None = None, urls: tuple[str, ...] = CIFAR_URLS,
-    archives: dict[str, RemoteFile] | None = None, retries: int = 3, verify: bool = True,
-) -> Path:  # fmt: skip
+    name: str,
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    urls: tuple[str, ...] = CIFAR_URLS,
+    archives: dict[str, RemoteFile] | None = None,
+    retries: int = 3,
+    verify: bool = True,
+) -> Path:
     """Download (or copy from ``local_dir``) the official CIFAR archive, check its md5 and
     extract it into ``dest``; returns the extracted folder."""
     import tarfile
@@ -322,8 +350,10 @@ def obtain_cifar(
             archive.unlink()
             raise DatasetError(f"{f.name} in {local_dir}: md5 does not match the official {f.md5}")
     elif not archive.is_file() or (verify and _digest(archive, "md5") != f.md5):
-        hint = (f"If this machine is offline, download {urls[0]}{f.name} elsewhere and place it by hand "
-                f"in {dest} or in a folder named by the config key datasets.{name}.local_dir.")  # fmt: skip
+        hint = (
+            f"If this machine is offline, download {urls[0]}{f.name} elsewhere and place it by hand "
+            f"in {dest} or in a folder named by the config key datasets.{name}.local_dir."
+        )
         _download(urls, f.name, archive, f.md5 if verify else _NO_CHECK, retries=retries, hint=hint)
     out = dest / _CIFAR_DIRS[name]
     with tarfile.open(archive, "r:gz") as tar:

@@ -108,8 +108,9 @@ def parse_label_method(tag: str) -> LabelMethod:
                 f"label method {tag!r}: no base label is public, so drop would discard every sample; "
                 "add '-unknown' or '-parent'"
             )
-        return LabelMethod("public", multiplier=n, coverage=cov, schedule="grow" if m.group(5) else "fixed",
-                           remap=rule)  # fmt: skip
+        return LabelMethod(
+            "public", multiplier=n, coverage=cov, schedule="grow" if m.group(5) else "fixed", remap=rule
+        )
     f = float(m.group(8))
     if not 0 < f < 1:
         raise ValueError(f"label method {tag!r}: the release fraction must lie in (0, 1)")
@@ -273,8 +274,11 @@ def remap_task(
     if rule == "hierarchy":
         if parent is None:
             raise ValueError("the hierarchy rule needs a parent map")
-        par = np.asarray([parent[int(y)] for y in labels[~inside]], dtype=np.int64) if isinstance(parent, dict) \
-            else np.asarray(parent, dtype=np.int64)[labels[~inside]]  # fmt: skip
+        par = (
+            np.asarray([parent[int(y)] for y in labels[~inside]], dtype=np.int64)
+            if isinstance(parent, dict)
+            else np.asarray(parent, dtype=np.int64)[labels[~inside]]
+        )
         mapped[~inside] = par
         keep = inside.copy()
         keep[~inside] = np.isin(par, space)
@@ -288,8 +292,9 @@ def remap_task(
     return keep, mapped[keep]
 
 
-def remap_task_data(labels: np.ndarray, label_space: list[int] | np.ndarray, spec: dict | None
-                    ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def remap_task_data(
+    labels: np.ndarray, label_space: list[int] | np.ndarray, spec: dict | None
+) -> tuple[np.ndarray, np.ndarray]:
     """(kept sample mask, trained labels) of one task: R_t^task of Eq. 8 under a label file's spec.
 
     A missing spec (label files written before remapping existed) means ``drop``.

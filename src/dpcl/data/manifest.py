@@ -49,8 +49,12 @@ def write_manifest(root: str | Path, dataset: str, listing: dict) -> dict:
     from ..io import write_json
 
     root = Path(root)
-    manifest = {"format": FORMAT, "dataset": dataset, "files": listing,
-                "sha256": {p.relative_to(root).as_posix(): file_sha256(p) for p in data_files(root)}}  # fmt: skip
+    manifest = {
+        "format": FORMAT,
+        "dataset": dataset,
+        "files": listing,
+        "sha256": {p.relative_to(root).as_posix(): file_sha256(p) for p in data_files(root)},
+    }
     write_json(root / MANIFEST, manifest)
     return manifest
 
@@ -69,19 +73,29 @@ def verify_manifest(root: str | Path, dataset: str) -> None:
         manifest = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ManifestError(f"{path} is not a dpcl manifest ({e}); {fix}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict) or "dataset" not in manifest:
+    if (
+        not isinstance(manifest, dict)
+        or not isinstance(manifest.get("files"), dict)
+        or "dataset" not in manifest
+    ):
         raise ManifestError(f"{path} is not a dpcl manifest (no 'dataset'/'files'); {fix}")
     if manifest["dataset"] != dataset:
-        raise ManifestError(f"{path} was written for data set {manifest['dataset']!r}, not {dataset!r}; {fix}")
+        raise ManifestError(
+            f"{path} was written for data set {manifest['dataset']!r}, not {dataset!r}; {fix}"
+        )
     hashes = manifest.get("sha256")
     if hashes is None:
-        warnings.warn(f"{path} has no file hashes (written by an older dpcl): the data set's files are not "
-                      f"verified; {fix} to add them", stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{path} has no file hashes (written by an older dpcl): the data set's files are not "
+            f"verified; {fix} to add them",
+            stacklevel=2,
+        )
         return
     for rel, want in sorted(hashes.items()):
         p = root / rel
         if not p.is_file():
             raise ManifestError(f"{p}, obtained with {path}, is missing; {fix}")
         if file_sha256(p) != want:
-            raise ManifestError(f"{p} changed after it was obtained (its sha256 differs from {path}); restore it or "
-                                f"{fix}")  # fmt: skip
+            raise ManifestError(
+                f"{p} changed after it was obtained (its sha256 differs from {path}); restore it or {fix}"
+            )

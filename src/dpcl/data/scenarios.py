@@ -254,8 +254,9 @@ def samples_per_task(train_indices: list, labels: np.ndarray) -> tuple[np.ndarra
     return np.array([y.size for y in task_labels], dtype=np.int64) - in_blurry, in_blurry
 
 
-def make_scenario(kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoint_pct: float = 50,
-                  blurry_pct: float = 0) -> Scenario:  # fmt: skip
+def make_scenario(
+    kind: str, labels: np.ndarray, n_tasks: int, seed: int, disjoint_pct: float = 50, blurry_pct: float = 0
+) -> Scenario:
     """Build the scenario named ``kind`` (one entry per supported split)."""
     if kind == "disjoint":
         return disjoint_scenario(labels, n_tasks, seed)
@@ -290,8 +291,14 @@ def permuted_scenario(labels: np.ndarray, n_tasks: int, seed: int) -> Scenario:
         for t, part in enumerate(np.array_split(idx, n_tasks)):
             parts[t].append(part)
     train_indices = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
-    return Scenario(f"permuted-t{n_tasks}", seed, classes, [list(classes)] * n_tasks, train_indices,
-                    feature_permutation=True)  # fmt: skip
+    return Scenario(
+        f"permuted-t{n_tasks}",
+        seed,
+        classes,
+        [list(classes)] * n_tasks,
+        train_indices,
+        feature_permutation=True,
+    )
 
 
 def feature_permutation(seed: int, task: int, dim: int) -> np.ndarray:

@@ -48,9 +48,14 @@ def _log(msg: str) -> None:
 
 
 def fetch(
-    f: RemoteFile, dest: str | Path, urls: tuple[str, ...], local_dir: str | Path | None = None,
-    verify: bool = True, retries: int = 3, dataset: str = "",
-) -> Path:  # fmt: skip
+    f: RemoteFile,
+    dest: str | Path,
+    urls: tuple[str, ...],
+    local_dir: str | Path | None = None,
+    verify: bool = True,
+    retries: int = 3,
+    dataset: str = "",
+) -> Path:
     """Put ``f.name`` in ``dest``: a copy from ``local_dir`` if it holds the file, else a
     verified copy already in ``dest``, else a download; md5-checked when ``f.md5`` is known."""
     dest = Path(dest)
@@ -158,9 +163,13 @@ MNIST_CLASSES = tuple(str(d) for d in range(10))
 
 
 def obtain_mnist(
-    dest: str | Path, local_dir: str | Path | None = None, urls: tuple[str, ...] = MNIST_URLS,
-    files: dict[str, RemoteFile] | None = None, retries: int = 3, verify: bool = True,
-) -> dict[str, Path]:  # fmt: skip
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    urls: tuple[str, ...] = MNIST_URLS,
+    files: dict[str, RemoteFile] | None = None,
+    retries: int = 3,
+    verify: bool = True,
+) -> dict[str, Path]:
     """Place the four MNIST idx.gz files in ``dest`` (local copy or md5-checked download)."""
     files = MNIST_FILES if files is None else files
     return {k: fetch(f, dest, urls, local_dir, verify, retries, "mnist") for k, f in files.items()}
@@ -199,9 +208,13 @@ SVHN_CLASSES = MNIST_CLASSES
 
 
 def obtain_svhn(
-    dest: str | Path, local_dir: str | Path | None = None, urls: tuple[str, ...] = SVHN_URLS,
-    files: dict[str, RemoteFile] | None = None, retries: int = 3, verify: bool = True,
-) -> dict[str, Path]:  # fmt: skip
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    urls: tuple[str, ...] = SVHN_URLS,
+    files: dict[str, RemoteFile] | None = None,
+    retries: int = 3,
+    verify: bool = True,
+) -> dict[str, Path]:
     """Place train_32x32.mat and test_32x32.mat in ``dest`` (local copy or md5-checked download)."""
     files = SVHN_FILES if files is None else files
     return {k: fetch(f, dest, urls, local_dir, verify, retries, "svhn") for k, f in files.items()}
@@ -226,8 +239,9 @@ def load_svhn(root: str | Path, split: str) -> ImageDataset:
     if y.size and (y.min() < 1 or y.max() > 10):
         raise DatasetError(f"{path}: labels outside 1..10 (SVHN stores digit 0 as 10)")
     y[y == 10] = 0
-    return ImageDataset(images=np.ascontiguousarray(x.transpose(3, 0, 1, 2), dtype=np.uint8), labels=y,
-                        classes=SVHN_CLASSES)  # fmt: skip
+    return ImageDataset(
+        images=np.ascontiguousarray(x.transpose(3, 0, 1, 2), dtype=np.uint8), labels=y, classes=SVHN_CLASSES
+    )
 
 
 # --- notMNIST (Bulatov 2011), the paper's copy from Adversarial-Continual-Learning ----------
@@ -255,9 +269,13 @@ def _decode(data: bytes, mode: str):
 
 
 def obtain_notmnist(
-    dest: str | Path, local_dir: str | Path | None = None, urls: tuple[str, ...] = NOTMNIST_URLS,
-    file: RemoteFile = NOTMNIST_FILE, retries: int = 3, verify: bool = True,
-) -> dict[str, str]:  # fmt: skip
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    urls: tuple[str, ...] = NOTMNIST_URLS,
+    file: RemoteFile = NOTMNIST_FILE,
+    retries: int = 3,
+    verify: bool = True,
+) -> dict[str, str]:
     """Fetch notMNIST.zip and decode its Train/Test PNGs into uint8 arrays (N, 28, 28).
 
     Unreadable or non-28×28 files (the notMNIST folders hold a few) are skipped; their
@@ -296,9 +314,17 @@ def obtain_notmnist(
     for split, (images, labels) in per_split.items():
         _write_split(dest, split, np.stack(images), np.asarray(labels))
     counts = {s: len(v[1]) for s, v in per_split.items()}
-    write_json(dest / "dataset.json", {"dataset": "notmnist", "classes": NOTMNIST_CLASSES, "counts": counts,
-                                       "skipped": skipped, "archive_sha256": _digest(archive, "sha256"),
-                                       "options": {}})  # fmt: skip
+    write_json(
+        dest / "dataset.json",
+        {
+            "dataset": "notmnist",
+            "classes": NOTMNIST_CLASSES,
+            "counts": counts,
+            "skipped": skipped,
+            "archive_sha256": _digest(archive, "sha256"),
+            "options": {},
+        },
+    )
     return {"archive": archive.name, "counts": counts, "skipped": len(skipped)}
 
 
@@ -335,10 +361,17 @@ def decode_square(data: bytes, size: int) -> np.ndarray:
 
 
 def obtain_imagenet_r(
-    dest: str | Path, local_dir: str | Path | None = None, split_seed: int = 0, image_size: int = 224,
-    test_fraction: float = 0.2, urls: tuple[str, ...] = IMAGENET_R_URLS, file: RemoteFile = IMAGENET_R_FILE,
-    retries: int = 3, verify: bool = True, progress: bool = True,
-) -> dict:  # fmt: skip
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    split_seed: int = 0,
+    image_size: int = 224,
+    test_fraction: float = 0.2,
+    urls: tuple[str, ...] = IMAGENET_R_URLS,
+    file: RemoteFile = IMAGENET_R_FILE,
+    retries: int = 3,
+    verify: bool = True,
+    progress: bool = True,
+) -> dict:
     """Fetch imagenet-r.tar, split it 80/20 at random with ``split_seed`` and decode both splits.
 
     The split is uniform over all 30,000 images (paper 000 App. E: "a random 80/20%
@@ -379,8 +412,9 @@ def obtain_imagenet_r(
                     tmp, mode="w+", dtype=np.uint8, shape=(len(idx), image_size, image_size, 3)
                 )  # written in place: the decoded splits never sit in memory whole
                 ok[split] = np.zeros(len(idx), bool)
-            with tqdm(total=len(keys), desc="imagenet_r decode", unit="img", disable=not progress,
-                      file=sys.stderr) as bar:  # fmt: skip
+            with tqdm(
+                total=len(keys), desc="imagenet_r decode", unit="img", disable=not progress, file=sys.stderr
+            ) as bar:
                 for m in tar:  # stream in tar order: one sequential read of the archive
                     if m.name not in where:
                         continue
@@ -408,9 +442,17 @@ def obtain_imagenet_r(
                 np.save(fh, labels[idx])
         counts[split] = int(ok[split].sum())
     options = {"split_seed": int(split_seed), "image_size": int(image_size)}
-    write_json(dest / "dataset.json", {"dataset": "imagenet_r", "classes": classes, "counts": counts,
-                                       "skipped": skipped, "options": options,
-                                       "test_fraction": test_fraction})  # fmt: skip
+    write_json(
+        dest / "dataset.json",
+        {
+            "dataset": "imagenet_r",
+            "classes": classes,
+            "counts": counts,
+            "skipped": skipped,
+            "options": options,
+            "test_fraction": test_fraction,
+        },
+    )
     return {"archive": archive.name, "counts": counts, "skipped": len(skipped), **options}
 
 
@@ -438,9 +480,12 @@ def to_rgb32(images: np.ndarray) -> np.ndarray:
 
 
 def obtain_five_datasets(
-    dest: str | Path, local_dir: str | Path | None = None, verify: bool = True, retries: int = 3,
+    dest: str | Path,
+    local_dir: str | Path | None = None,
+    verify: bool = True,
+    retries: int = 3,
     overrides: dict[str, dict] | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Obtain the five source datasets into ``dest/raw/<name>`` and write the 50-class composite.
 
     ``local_dir``, if given, may hold one sub-folder per source named as in
@@ -459,8 +504,9 @@ def obtain_five_datasets(
         own = Path(local_dir) / name if local_dir is not None and (Path(local_dir) / name).is_dir() else None
         kw = dict(overrides.get(name, {}))
         if name == "fashion_mnist":
-            obtain_fashion_mnist(sub, source="local" if own else "auto", local_dir=own, verify=verify,
-                                 retries=retries, **kw)  # fmt: skip
+            obtain_fashion_mnist(
+                sub, source="local" if own else "auto", local_dir=own, verify=verify, retries=retries, **kw
+            )
         elif name == "cifar10":
             obtain_cifar("cifar10", sub, local_dir=own, verify=verify, retries=retries, **kw)
         else:
@@ -484,9 +530,17 @@ def obtain_five_datasets(
                 classes += [f"{name}:{c}" for c in ds.classes]
         _write_split(dest, split, np.concatenate(images), np.concatenate(labels))
         counts[split] = int(sum(len(v) for v in labels))
-    write_json(dest / "dataset.json", {"dataset": "five_datasets", "classes": classes, "counts": counts,
-                                       "sources": list(FIVE_DATASETS), "per_source": per_source,
-                                       "options": {}})  # fmt: skip
+    write_json(
+        dest / "dataset.json",
+        {
+            "dataset": "five_datasets",
+            "classes": classes,
+            "counts": counts,
+            "sources": list(FIVE_DATASETS),
+            "per_source": per_source,
+            "options": {},
+        },
+    )
     return {"sources": listing, "counts": counts}
 
 
@@ -496,8 +550,23 @@ def load_five_datasets(root: str | Path, split: str) -> ImageDataset:
 
 
 __all__ = [
-    "FIVE_DATASETS", "MNIST_FILES", "SVHN_FILES",
-    "check_obtained_options", "decode_square", "fetch", "load_five_datasets", "load_imagenet_r",
-    "load_mnist", "load_notmnist", "load_svhn", "obtain_five_datasets", "obtain_imagenet_r", "obtain_mnist",
-    "obtain_notmnist", "obtain_svhn", "random_split", "read_dataset_meta", "to_rgb32",
-]  # fmt: skip
+    "FIVE_DATASETS",
+    "MNIST_FILES",
+    "SVHN_FILES",
+    "check_obtained_options",
+    "decode_square",
+    "fetch",
+    "load_five_datasets",
+    "load_imagenet_r",
+    "load_mnist",
+    "load_notmnist",
+    "load_svhn",
+    "obtain_five_datasets",
+    "obtain_imagenet_r",
+    "obtain_mnist",
+    "obtain_notmnist",
+    "obtain_svhn",
+    "random_split",
+    "read_dataset_meta",
+    "to_rgb32",
+]

@@ -96,15 +96,23 @@ def reference_mask(sample_ids: np.ndarray, fraction: float, seed: int) -> np.nda
 
 
 def buffer_record(
-    noise_multiplier: float, sample_rate: float, steps_per_task: int, later_tasks: int, delta: float,
+    noise_multiplier: float,
+    sample_rate: float,
+    steps_per_task: int,
+    later_tasks: int,
+    delta: float,
     accountant: str = "prv",
-) -> dict:  # fmt: skip
+) -> dict:
     """Ledger entry of a reference part reread by ``later_tasks`` tasks of ``steps_per_task`` steps each."""
     if later_tasks < 1:
         raise ValueError(f"a buffer entry needs at least one later task, got {later_tasks}")
     rec = accountant_record(noise_multiplier, sample_rate, steps_per_task * later_tasks, delta, accountant)
-    rec.update(mechanism="dpsgd_buffer", steps_per_task=int(steps_per_task), later_tasks=int(later_tasks),
-               part="reference")  # fmt: skip
+    rec.update(
+        mechanism="dpsgd_buffer",
+        steps_per_task=int(steps_per_task),
+        later_tasks=int(later_tasks),
+        part="reference",
+    )
     return rec
 
 
@@ -118,14 +126,27 @@ def agem_noise(
         return train, None
     q_ref, reads = agem.ref_rate(cfg), (n_tasks - 1) * cfg.steps
     if math.isinf(epsilon):
-        return train, {"mechanism": "nonprivate", "noise_multiplier": 0.0, "epsilon": math.inf, "delta": 0.0,
-                       "sample_rate": q_ref, "steps": reads}  # fmt: skip
+        return train, {
+            "mechanism": "nonprivate",
+            "noise_multiplier": 0.0,
+            "epsilon": math.inf,
+            "delta": 0.0,
+            "sample_rate": q_ref,
+            "steps": reads,
+        }
     key = ("buffer", epsilon, delta, q_ref, reads)
     if cache is not None and key in cache:
         return train, dict(cache[key])
     info = noise_multiplier_info(epsilon, delta, q_ref, reads)
-    ref = {"noise_multiplier": info["noise_multiplier"], "accountant": info["accountant"], "sample_rate": q_ref,
-           "steps_per_task": cfg.steps, "worst_case_steps": reads, "epsilon_target": epsilon, "delta": delta}  # fmt: skip
+    ref = {
+        "noise_multiplier": info["noise_multiplier"],
+        "accountant": info["accountant"],
+        "sample_rate": q_ref,
+        "steps_per_task": cfg.steps,
+        "worst_case_steps": reads,
+        "epsilon_target": epsilon,
+        "delta": delta,
+    }
     if cache is not None:
         cache[key] = dict(ref)
     return train, ref
@@ -143,51 +164,89 @@ def split_task(
 
 
 def task_records(
-    t: int, n_tasks: int, cfg: DPSGDConfig, agem: AGEMConfig, noise: dict, noise_ref: dict | None,
-    n_train: int, n_ref: int, info: dict,
-) -> list[dict]:  # fmt: skip
+    t: int,
+    n_tasks: int,
+    cfg: DPSGDConfig,
+    agem: AGEMConfig,
+    noise: dict,
+    noise_ref: dict | None,
+    n_train: int,
+    n_ref: int,
+    info: dict,
+) -> list[dict]:
     """Ledger entries of task t (DESIGN §4, App. D.4): its train part's DP-SGD (``part: train``)
     and, unless t is the last task, its reference part's rereads by the T − 1 − t later tasks
     (``dpsgd_buffer``, ``part: reference``); ``info`` is the task's training record."""
-    entries = [{**noise, "steps": cfg.steps, "sample_rate": cfg.sample_rate, "part": "train",
-                "data": f"train part of D_{t}", "samples": n_train, **info}]  # fmt: skip
+    entries = [
+        {
+            **noise,
+            "steps": cfg.steps,
+            "sample_rate": cfg.sample_rate,
+            "part": "train",
+            "data": f"train part of D_{t}",
+            "samples": n_train,
+            **info,
+        }
+    ]
     if t == n_tasks - 1:
         return entries
     if noise_ref is None:
         raise ValueError("more than one task needs the buffer's noise (agem_noise)")
     sigma_ref = float(noise_ref["noise_multiplier"])
     if sigma_ref > 0:
-        rec = buffer_record(sigma_ref, agem.ref_rate(cfg), cfg.steps, n_tasks - 1 - t, float(noise_ref["delta"]),
-                            noise_ref["accountant"])  # fmt: skip
+        rec = buffer_record(
+            sigma_ref,
+            agem.ref_rate(cfg),
+            cfg.steps,
+            n_tasks - 1 - t,
+            float(noise_ref["delta"]),
+            noise_ref["accountant"],
+        )
         rec["epsilon_target"] = noise_ref["epsilon_target"]
     else:
         rec = {**noise_ref, "steps": cfg.steps * (n_tasks - 1 - t), "part": "reference"}
-    rec["data"] = f"reference part of D_{t} (raw, kept in the buffer and reread by tasks {t + 1}..{n_tasks - 1})"
+    rec["data"] = (
+        f"reference part of D_{t} (raw, kept in the buffer and reread by tasks {t + 1}..{n_tasks - 1})"
+    )
     rec["samples"] = n_ref
     entries.append(rec)
     return entries
 
 
 def privacy_summary(
-    privacy: dict, ledger_tasks: dict[int, list[dict]], cfg: DPSGDConfig, agem: AGEMConfig, noise: dict,
-    noise_ref: dict | None, n_tasks: int,
-) -> dict:  # fmt: skip
+    privacy: dict,
+    ledger_tasks: dict[int, list[dict]],
+    cfg: DPSGDConfig,
+    agem: AGEMConfig,
+    noise: dict,
+    noise_ref: dict | None,
+    n_tasks: int,
+) -> dict:
     """privacy.json's "agem" block: both parts' noise and compositions, the buffer's worst case
     (App. D.4 (d)) and the per-individual total (``privacy["overall"]`` of the verified ledger)."""
     buffer = [e for es in ledger_tasks.values() for e in es if e.get("part") == "reference"]
     return {
         "note": "baseline: the buffer keeps raw samples across tasks, which the paper's privacy model forbids "
-                "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
-        "train_part": {"noise_multiplier": noise["noise_multiplier"], "sample_rate": cfg.sample_rate,
-                       "steps": cfg.steps, "compositions": "steps of its own task only"},
-        "buffer_part": None if noise_ref is None else {
-            "noise_multiplier": noise_ref["noise_multiplier"], "sample_rate": agem.ref_rate(cfg),
-            "steps_per_task": cfg.steps, "worst_case_later_tasks": n_tasks - 1,
+        "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
+        "train_part": {
+            "noise_multiplier": noise["noise_multiplier"],
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+            "compositions": "steps of its own task only",
+        },
+        "buffer_part": None
+        if noise_ref is None
+        else {
+            "noise_multiplier": noise_ref["noise_multiplier"],
+            "sample_rate": agem.ref_rate(cfg),
+            "steps_per_task": cfg.steps,
+            "worst_case_later_tasks": n_tasks - 1,
             "worst_case_compositions": (n_tasks - 1) * cfg.steps,
             "epsilon_worst_case": max((float(e["epsilon"]) for e in buffer), default=0.0),
-            "compositions": "every step of every later task (sequential), App. D.4 (d)"},
+            "compositions": "every step of every later task (sequential), App. D.4 (d)",
+        },
         "per_individual_total": privacy["overall"],
-    }  # fmt: skip
+    }
 
 
 def _noisy_clipped_sum(
@@ -200,7 +259,7 @@ def _noisy_clipped_sum(
     gen: np.random.Generator,
     active: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1)."""  # fmt: skip
+    """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1)."""
     n = len(y)
     batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
     g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
@@ -221,10 +280,19 @@ def _noisy_clipped_sum(
 
 
 def train_agem_task(
-    head: LinearHead, x: np.ndarray, y: np.ndarray, buf_x: np.ndarray | None, buf_y: np.ndarray | None,
-    cfg: DPSGDConfig, sigma: float, q_ref: float, sigma_ref: float, gen: np.random.Generator,
-    gen_ref: np.random.Generator, active: np.ndarray,
-) -> dict:  # fmt: skip
+    head: LinearHead,
+    x: np.ndarray,
+    y: np.ndarray,
+    buf_x: np.ndarray | None,
+    buf_y: np.ndarray | None,
+    cfg: DPSGDConfig,
+    sigma: float,
+    q_ref: float,
+    sigma_ref: float,
+    gen: np.random.Generator,
+    gen_ref: np.random.Generator,
+    active: np.ndarray,
+) -> dict:
     """One task of DP-A-GEM in place; ``buf_x is None`` means no buffer mechanism (task 0).
 
     With a buffer mechanism, g_ref is computed at every step even if the buffer happens to
@@ -294,27 +362,57 @@ def run_agem_head(
         active[o_t] = True
         keep, ref = split_task(y, ids, o_t, t == n_tasks - 1, agem, split_seed)
         tr = keep & ~ref
-        info = train_agem_task(head, x[tr], y[tr], buf_x if t > 0 else None, buf_y if t > 0 else None, cfg,
-                               sigma, q_ref, sigma_ref, rng_for(t, "train"), rng_for(t, "reference"), active)  # fmt: skip
-        records.append(task_records(t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()),
-                                    int((keep & ref).sum()), info))  # fmt: skip
-        stats.append({"task": t, "train_samples": int(tr.sum()), "buffer_samples_before": int(len(buf_y)),
-                      **info})  # fmt: skip
+        info = train_agem_task(
+            head,
+            x[tr],
+            y[tr],
+            buf_x if t > 0 else None,
+            buf_y if t > 0 else None,
+            cfg,
+            sigma,
+            q_ref,
+            sigma_ref,
+            rng_for(t, "train"),
+            rng_for(t, "reference"),
+            active,
+        )
+        records.append(
+            task_records(
+                t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()), int((keep & ref).sum()), info
+            )
+        )
+        stats.append(
+            {"task": t, "train_samples": int(tr.sum()), "buffer_samples_before": int(len(buf_y)), **info}
+        )
         buf_x = np.concatenate([buf_x, x[keep & ref]])
         buf_y = np.concatenate([buf_y, y[keep & ref]])
         ids_active = np.flatnonzero(active)
-        preds.append([aggregate([head.logits(xt)[:, ids_active]], [ids_active]) if ids_active.size
-                      else np.full(len(xt), -1) for xt, _ in test_sets[: t + 1]])  # fmt: skip
+        preds.append(
+            [
+                aggregate([head.logits(xt)[:, ids_active]], [ids_active])
+                if ids_active.size
+                else np.full(len(xt), -1)
+                for xt, _ in test_sets[: t + 1]
+            ]
+        )
     if out is not None:
         out["head"] = head
     return preds, records, stats
 
 
 def tune_agem_head(
-    x: np.ndarray, y: np.ndarray, epsilon: float, delta: float, seed: int, buffer_fraction: float,
-    n_trials: int = 20, epochs: float = 40.0, normaliser: float = 128.0,
-    tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None, journal=None,
-) -> dict:  # fmt: skip
+    x: np.ndarray,
+    y: np.ndarray,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    buffer_fraction: float,
+    n_trials: int = 20,
+    epochs: float = 40.0,
+    normaliser: float = 128.0,
+    tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None,
+    journal=None,
+) -> dict:
     """DP-A-GEM's own Optuna study (App. D.1 ranges plus the buffer's sampling rate) on a tuning set.
 
     Each trial runs the learner's own two-task loop (:func:`train_agem_task`) on the 70 % part:
@@ -331,27 +429,60 @@ def tune_agem_head(
     classes = np.unique(y)
     tasks = [list(t) for t in (tasks if tasks is not None else np.array_split(classes, 2))]
     if len(tasks) != 2 or not all(tasks) or sorted(c for t in tasks for c in t) != classes.tolist():
-        raise ValueError(f"DP-A-GEM's tuning needs two tasks of classes covering the tuning set's {classes.tolist()}, "
-                         f"got {tasks}")  # fmt: skip
+        raise ValueError(
+            f"DP-A-GEM's tuning needs two tasks of classes covering the tuning set's {classes.tolist()}, "
+            f"got {tasks}"
+        )
     rows = [np.searchsorted(classes, t) for t in tasks]  # the tuning loop's label rows of each task
     ref_sigmas: dict[tuple[float, int], float] = {}
 
     def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, buffer_sample_rate) -> float:
         key = (buffer_sample_rate, cfg.steps)  # the buffer is reread by the one later task's steps
         if key not in ref_sigmas:
-            ref_sigmas[key] = 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
+            ref_sigmas[key] = (
+                0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
+            )
         # the Base Dataset setting (Fig. 3): every tuning class is in the label space from task 0
         head, active = LinearHead(x.shape[1], n_classes), np.ones(n_classes, dtype=bool)
         in_ref = reference_mask(tr, buffer_fraction, int(gen.integers(2**31)))
         first = np.isin(yy[tr], rows[0])
         t0, buf = tr[first & ~in_ref], tr[first & in_ref]
         gen_ref = np.random.default_rng(gen.integers(2**63))
-        train_agem_task(head, x[t0], yy[t0], None, None, cfg, sigma, buffer_sample_rate, 0.0, gen, gen_ref, active)
+        train_agem_task(
+            head, x[t0], yy[t0], None, None, cfg, sigma, buffer_sample_rate, 0.0, gen, gen_ref, active
+        )
         t1 = tr[~first]
-        train_agem_task(head, x[t1], yy[t1], x[buf], yy[buf], cfg, sigma, buffer_sample_rate,
-                        ref_sigmas[key], gen, gen_ref, active)  # fmt: skip
+        train_agem_task(
+            head,
+            x[t1],
+            yy[t1],
+            x[buf],
+            yy[buf],
+            cfg,
+            sigma,
+            buffer_sample_rate,
+            ref_sigmas[key],
+            gen,
+            gen_ref,
+            active,
+        )
         return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
-    res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
-                     keys=(LEARNER,), buffer_rate=True, journal=journal)  # fmt: skip
-    return res | {"learner": LEARNER, "buffer_fraction": buffer_fraction, "tasks": [[int(c) for c in t] for t in tasks]}
+    res = tune_dpsgd(
+        y,
+        epsilon,
+        delta,
+        seed,
+        train_and_score,
+        n_trials,
+        epochs,
+        normaliser,
+        keys=(LEARNER,),
+        buffer_rate=True,
+        journal=journal,
+    )
+    return res | {
+        "learner": LEARNER,
+        "buffer_fraction": buffer_fraction,
+        "tasks": [[int(c) for c in t] for t in tasks],
+    }

@@ -81,22 +81,49 @@ def run_agem_film(
         tr = keep & ~ref
         buffer = None
         if t > 0:  # the buffer mechanism runs at every task t ≥ 1, whatever the buffer holds
-            buffer = BufferMechanism(np.concatenate(buf_x), np.concatenate(buf_y), q_ref, sigma_ref,
-                                     rng_for(t, "reference"))  # fmt: skip
-        model, info = train_film(backbone, x[tr], y[tr], n_universe, cfg, sigma, rng_for(t, "train"), pre,
-                                 physical_batch=physical_batch, init=model, active=active.copy(), device=device,
-                                 progress=progress, buffer=buffer)  # fmt: skip
+            buffer = BufferMechanism(
+                np.concatenate(buf_x), np.concatenate(buf_y), q_ref, sigma_ref, rng_for(t, "reference")
+            )
+        model, info = train_film(
+            backbone,
+            x[tr],
+            y[tr],
+            n_universe,
+            cfg,
+            sigma,
+            rng_for(t, "train"),
+            pre,
+            physical_batch=physical_batch,
+            init=model,
+            active=active.copy(),
+            device=device,
+            progress=progress,
+            buffer=buffer,
+        )
         info = {**info, "projected_fraction": info.get("projected_fraction", 0.0)}
-        records.append(task_records(t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()),
-                                    int((keep & ref).sum()), info))  # fmt: skip
-        stats.append({"task": t, "train_samples": int(tr.sum()),
-                      "buffer_samples_before": int(sum(len(b) for b in buf_y)),
-                      "mean_clipped_fraction": info["mean_clipped_fraction"],
-                      "projected_fraction": info["projected_fraction"]})  # fmt: skip
+        records.append(
+            task_records(
+                t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()), int((keep & ref).sum()), info
+            )
+        )
+        stats.append(
+            {
+                "task": t,
+                "train_samples": int(tr.sum()),
+                "buffer_samples_before": int(sum(len(b) for b in buf_y)),
+                "mean_clipped_fraction": info["mean_clipped_fraction"],
+                "projected_fraction": info["projected_fraction"],
+            }
+        )
         buf_x.append(x[keep & ref])
         buf_y.append(np.asarray(y[keep & ref], dtype=np.int64))
         ids_active = np.flatnonzero(active)
-        preds.append([aggregate([film_logits(backbone, model, xt, pre, device=device)[:, ids_active]],
-                                [ids_active]) if ids_active.size else np.full(len(xt), -1)
-                      for xt, _ in test_sets[: t + 1]])  # fmt: skip
+        preds.append(
+            [
+                aggregate([film_logits(backbone, model, xt, pre, device=device)[:, ids_active]], [ids_active])
+                if ids_active.size
+                else np.full(len(xt), -1)
+                for xt, _ in test_sets[: t + 1]
+            ]
+        )
     return preds, records, stats, model

@@ -39,8 +39,11 @@ def entropy(z: np.ndarray) -> np.ndarray:
 def _entropy_aggregate(
     member_logits: list[np.ndarray], member_labels: list[np.ndarray], gamma: float
 ) -> np.ndarray:
-    live = [(z, np.asarray(lab, dtype=np.int64)) for z, lab in zip(member_logits, member_labels, strict=True)
-            if z.shape[1] > 0]  # fmt: skip
+    live = [
+        (z, np.asarray(lab, dtype=np.int64))
+        for z, lab in zip(member_logits, member_labels, strict=True)
+        if z.shape[1] > 0
+    ]
     n = member_logits[0].shape[0]
     if not live:
         return np.full(n, -1, dtype=np.int64)
@@ -109,7 +112,9 @@ class EnsembleVotes:
             z = z.astype(float)
         labels = np.asarray(labels, dtype=np.int64)
         if z.shape != (self.n, labels.size):
-            raise ValueError(f"logits of shape {z.shape} do not fit {self.n} samples and {labels.size} labels")
+            raise ValueError(
+                f"logits of shape {z.shape} do not fit {self.n} samples and {labels.size} labels"
+            )
         if labels.size == 0:  # an empty output space takes no part
             return
         rows = np.arange(self.n)

@@ -126,8 +126,9 @@ class CosineClassifier:
         return self._predict_rows(x, labels, protos, max_block_bytes, screen)
 
     @staticmethod
-    def _predict_rows(x: np.ndarray, labels: np.ndarray, protos: np.ndarray, max_block_bytes: int,
-                      screen: str) -> np.ndarray:  # fmt: skip
+    def _predict_rows(
+        x: np.ndarray, labels: np.ndarray, protos: np.ndarray, max_block_bytes: int, screen: str
+    ) -> np.ndarray:
         """The two-pass argmax of :meth:`predict` for non-zero unit rows ``x``."""
         n = len(x)
         arg = np.full(n, -1, dtype=np.int64)

@@ -127,11 +127,25 @@ def lemma2_noise(
     if not 0.0 < q_ref <= 1.0:
         raise ValueError(f"q_ref (the mini-memory sampling rate) must lie in (0, 1], got {q_ref!r}")
     q, steps = float(cfg.sample_rate), int(cfg.steps)
-    base = {"epsilon_target": epsilon, "delta": delta, "sample_rate": q, "reference_sample_rate": float(q_ref),
-            "steps": steps, "rule": "paper 002 Lemma 2: ε_i(T) = ε_i + ε'_i, δ split evenly, one σ"}  # fmt: skip
+    base = {
+        "epsilon_target": epsilon,
+        "delta": delta,
+        "sample_rate": q,
+        "reference_sample_rate": float(q_ref),
+        "steps": steps,
+        "rule": "paper 002 Lemma 2: ε_i(T) = ε_i + ε'_i, δ split evenly, one σ",
+    }
     if math.isinf(epsilon):
-        return {**base, "delta": 0.0, "noise_multiplier": 0.0, "accountant": None, "epsilon_i": math.inf,
-                "epsilon_prime_i": math.inf, "delta_i": 0.0, "delta_prime_i": 0.0}  # fmt: skip
+        return {
+            **base,
+            "delta": 0.0,
+            "noise_multiplier": 0.0,
+            "accountant": None,
+            "epsilon_i": math.inf,
+            "epsilon_prime_i": math.inf,
+            "delta_i": 0.0,
+            "delta_prime_i": 0.0,
+        }
     if not (epsilon > 0 and 0 < delta < 1):
         raise ValueError(f"need ε > 0 and 0 < δ < 1 for a private run, got ε={epsilon!r}, δ={delta!r}")
     key = ("lemma2", epsilon, delta, q, float(q_ref), steps)
@@ -156,20 +170,32 @@ def lemma2_noise(
     coarse = solve("rdp", 1.0, 2.0, 2.0, 1e-2)  # cheap bracket; PRV usually needs a few % less noise
     try:
         if epsilon < 2 * PRV_EPS_ERROR:  # PRV's bound adds eps_error to each term: it cannot certify the sum
-            raise RuntimeWarning(f"PRV cannot certify ε_i + ε'_i ≤ {epsilon} (each bound adds {PRV_EPS_ERROR})")
+            raise RuntimeWarning(
+                f"PRV cannot certify ε_i + ε'_i ≤ {epsilon} (each bound adds {PRV_EPS_ERROR})"
+            )
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message="PRV accountant failed", category=RuntimeWarning)
             sigma = solve("prv", coarse, 1.25, 1.1, SIGMA_RTOL)
             eps_i, eps_p = terms(sigma, "prv")
         accountant = "prv"
     except (RuntimeWarning, ValueError) as exc:  # PRV failed somewhere, or found no σ where RDP did
-        warnings.warn(f"{exc}; Lemma 2's σ was calibrated with the RDP accountant throughout", RuntimeWarning,
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"{exc}; Lemma 2's σ was calibrated with the RDP accountant throughout",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         sigma = solve("rdp", coarse, 1.25, 1.1, SIGMA_RTOL)
         eps_i, eps_p = terms(sigma, "rdp")
         accountant = "rdp"
-    out = {**base, "noise_multiplier": sigma, "accountant": accountant, "epsilon_i": eps_i,
-           "epsilon_prime_i": eps_p, "delta_i": half, "delta_prime_i": half}  # fmt: skip
+    out = {
+        **base,
+        "noise_multiplier": sigma,
+        "accountant": accountant,
+        "epsilon_i": eps_i,
+        "epsilon_prime_i": eps_p,
+        "delta_i": half,
+        "delta_prime_i": half,
+    }
     if cache is not None:
         cache[key] = dict(out)
     return out
@@ -180,8 +206,10 @@ def _check_noise(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig) -> tuple[float
     q_ref = agem.ref_rate(cfg)
     got = (noise.get("sample_rate"), noise.get("reference_sample_rate"), noise.get("steps"))
     if got != (cfg.sample_rate, q_ref, cfg.steps):
-        raise ValueError(f"noise was calibrated for (q, q_ref, steps) = {got}, but the run uses "
-                         f"{(cfg.sample_rate, q_ref, cfg.steps)}: call lemma2_noise with this config")  # fmt: skip
+        raise ValueError(
+            f"noise was calibrated for (q, q_ref, steps) = {got}, but the run uses "
+            f"{(cfg.sample_rate, q_ref, cfg.steps)}: call lemma2_noise with this config"
+        )
     sigma = float(noise["noise_multiplier"])
     if sigma < 0 or (sigma > 0 and math.isinf(cfg.clip)):
         raise ValueError(f"noise_multiplier must be >= 0 and a private run needs a finite clip, got {sigma}")
@@ -204,8 +232,11 @@ def desai_claim(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int) -
     claimed = eps_i + eps_p
     later = n_tasks - 1
     if sigma > 0 and later >= 1:
-        block0 = float(buffer_record(sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]),
-                                     noise["accountant"])["epsilon"])  # fmt: skip
+        block0 = float(
+            buffer_record(sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]), noise["accountant"])[
+                "epsilon"
+            ]
+        )
     else:
         block0 = math.inf if sigma == 0 and later >= 1 else None
     accounted = max(eps_i, block0) if block0 is not None else eps_i
@@ -216,11 +247,13 @@ def desai_claim(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int) -
         reason = "a single task reads no mini-memory: the claim is the train part's DP-SGD alone"
     else:
         verdict = "holds" if holds else "does not hold"
-        reason = (f"Lemma 2 charges the mini-memory reads once per task (ε'_i = {eps_p:.4g} for {cfg.steps} steps), "
-                  f"but an individual in block M_0 can be read at every step of every later task 1..{later} "
-                  f"({later * cfg.steps} steps); the accountant gives ε = {block0:.4g} for those rereads (an upper "
-                  f"bound: joint convexity over the block choice), so the per-individual worst case is "
-                  f"{accounted:.4g} against the claimed {claimed:.4g}: the claim {verdict}")  # fmt: skip
+        reason = (
+            f"Lemma 2 charges the mini-memory reads once per task (ε'_i = {eps_p:.4g} for {cfg.steps} steps), "
+            f"but an individual in block M_0 can be read at every step of every later task 1..{later} "
+            f"({later * cfg.steps} steps); the accountant gives ε = {block0:.4g} for those rereads (an upper "
+            f"bound: joint convexity over the block choice), so the per-individual worst case is "
+            f"{accounted:.4g} against the claimed {claimed:.4g}: the claim {verdict}"
+        )
     return {
         "source": CLAIM_SOURCE,
         "per_task_epsilon": [claimed] * n_tasks,
@@ -238,7 +271,14 @@ def desai_claim(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int) -
 
 
 def task_records(
-    t: int, n_tasks: int, cfg: DPSGDConfig, agem: AGEMConfig, noise: dict, n_train: int, n_ref: int, info: dict
+    t: int,
+    n_tasks: int,
+    cfg: DPSGDConfig,
+    agem: AGEMConfig,
+    noise: dict,
+    n_train: int,
+    n_ref: int,
+    info: dict,
 ) -> list[dict]:
     """Raw records of task t: its train part's DP-SGD (``part: train``) and, unless t is the last
     task, block M_t's rereads over the T − 1 − t later tasks with the ACCOUNTED ε (never the claim).
@@ -249,33 +289,63 @@ def task_records(
     sigma, q_ref = _check_noise(noise, cfg, agem)
     later = n_tasks - 1 - t
     if sigma > 0:
-        train = accountant_record(sigma, cfg.sample_rate, cfg.steps, float(noise["delta_i"]), noise["accountant"])
+        train = accountant_record(
+            sigma, cfg.sample_rate, cfg.steps, float(noise["delta_i"]), noise["accountant"]
+        )
     else:
-        train = {"mechanism": "nonprivate", "noise_multiplier": 0.0, "epsilon": math.inf, "delta": 0.0,
-                 "sample_rate": cfg.sample_rate, "steps": cfg.steps}  # fmt: skip
+        train = {
+            "mechanism": "nonprivate",
+            "noise_multiplier": 0.0,
+            "epsilon": math.inf,
+            "delta": 0.0,
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+        }
     entries = [{**train, "part": "train", "data": f"train part of D_{t}", "samples": n_train, **info}]
     if later < 1:
         return entries
     if sigma > 0:
-        ref = buffer_record(sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]), noise["accountant"])
-        ref["note"] = (f"{CLAIM_SOURCE} charges one task of reads, ε' = {float(noise['epsilon_prime_i']):.6g}; "
-                       "accounted here over every step of every later task (upper bound)")  # fmt: skip
+        ref = buffer_record(
+            sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]), noise["accountant"]
+        )
+        ref["note"] = (
+            f"{CLAIM_SOURCE} charges one task of reads, ε' = {float(noise['epsilon_prime_i']):.6g}; "
+            "accounted here over every step of every later task (upper bound)"
+        )
     else:
-        ref = {"mechanism": "nonprivate", "noise_multiplier": 0.0, "epsilon": math.inf, "delta": 0.0,
-               "sample_rate": q_ref, "steps": cfg.steps * later, "steps_per_task": cfg.steps,
-               "later_tasks": later, "part": "reference"}  # fmt: skip
-    ref["data"] = (f"mini-memory block M_{t} (reference part of D_{t}, raw), one block drawn uniformly at every "
-                   f"step of tasks {t + 1}..{n_tasks - 1}")  # fmt: skip
+        ref = {
+            "mechanism": "nonprivate",
+            "noise_multiplier": 0.0,
+            "epsilon": math.inf,
+            "delta": 0.0,
+            "sample_rate": q_ref,
+            "steps": cfg.steps * later,
+            "steps_per_task": cfg.steps,
+            "later_tasks": later,
+            "part": "reference",
+        }
+    ref["data"] = (
+        f"mini-memory block M_{t} (reference part of D_{t}, raw), one block drawn uniformly at every "
+        f"step of tasks {t + 1}..{n_tasks - 1}"
+    )
     ref["samples"] = n_ref
     entries.append(ref)
     return entries
 
 
 def train_desai_task(
-    head: LinearHead, x: np.ndarray, y: np.ndarray, blocks: list[tuple[np.ndarray, np.ndarray]],
-    cfg: DPSGDConfig, sigma: float, q_ref: float, gen: np.random.Generator, gen_ref: np.random.Generator,
-    gen_choice: np.random.Generator, active: np.ndarray,
-) -> dict:  # fmt: skip
+    head: LinearHead,
+    x: np.ndarray,
+    y: np.ndarray,
+    blocks: list[tuple[np.ndarray, np.ndarray]],
+    cfg: DPSGDConfig,
+    sigma: float,
+    q_ref: float,
+    gen: np.random.Generator,
+    gen_ref: np.random.Generator,
+    gen_choice: np.random.Generator,
+    active: np.ndarray,
+) -> dict:
     """One task of Alg. 1 in place; ``blocks`` = [M_0, …, M_{t−1}] as (features, labels), empty at task 0.
 
     At every step one block is drawn uniformly (CalGref, l. 20-23) and g_ref is computed from it
@@ -295,8 +365,9 @@ def train_desai_task(
         if blocks:
             s = int(gen_choice.integers(len(blocks)))
             counts[s] += 1
-            r_w, r_b, _ = _noisy_clipped_sum(head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, sigma, gen_ref,
-                                             active)  # fmt: skip
+            r_w, r_b, _ = _noisy_clipped_sum(
+                head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, sigma, gen_ref, active
+            )
             g, did = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
             projected += did
             g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
@@ -305,8 +376,11 @@ def train_desai_task(
             m[k] = b1 * m[k] + (1 - b1) * g
             v[k] = b2 * v[k] + (1 - b2) * g * g
             p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
-    return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps,
-            "block_counts": counts.tolist()}  # fmt: skip
+    return {
+        "mean_clipped_fraction": clipped / cfg.steps,
+        "projected_fraction": projected / cfg.steps,
+        "block_counts": counts.tolist(),
+    }
 
 
 def run_desai_head(
@@ -349,13 +423,20 @@ def run_desai_head(
         info = train_desai_task(head, x[tr], y[tr], blocks, cfg, sigma, q_ref, *gens, active)
         n_ref = int((keep & ref).sum())
         records.append(task_records(t, n_tasks, cfg, agem, noise, int(tr.sum()), n_ref, info))
-        stats.append({"task": t, "train_samples": int(tr.sum()), "block_samples": [len(b) for _, b in blocks],
-                      **info})  # fmt: skip
+        stats.append(
+            {"task": t, "train_samples": int(tr.sum()), "block_samples": [len(b) for _, b in blocks], **info}
+        )
         if t < n_tasks - 1:
             blocks.append((x[keep & ref], y[keep & ref]))  # M_t (UpdateEpsMem, l. 24-26)
         ids_active = np.flatnonzero(active)
-        preds.append([aggregate([head.logits(xt)[:, ids_active]], [ids_active]) if ids_active.size
-                      else np.full(len(xt), -1) for xt, _ in test_sets[: t + 1]])  # fmt: skip
+        preds.append(
+            [
+                aggregate([head.logits(xt)[:, ids_active]], [ids_active])
+                if ids_active.size
+                else np.full(len(xt), -1)
+                for xt, _ in test_sets[: t + 1]
+            ]
+        )
     if out is not None:
         out["head"] = head
     return preds, records, stats

@@ -108,7 +108,9 @@ class FMConfig:
         if isinstance(self.dim, bool) or not isinstance(self.dim, (int, np.integer)) or self.dim < 1:
             raise ValueError(f"fm_agem.dim must be a positive integer, got {self.dim!r}")
         if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not 0.0 < self.lr < 2.0:
-            raise ValueError(f"fm_agem.lr must lie in (0, 2) (relative to the surrogate's curvature), got {self.lr!r}")
+            raise ValueError(
+                f"fm_agem.lr must lie in (0, 2) (relative to the surrogate's curvature), got {self.lr!r}"
+            )
         if isinstance(self.steps, bool) or not isinstance(self.steps, (int, np.integer)) or self.steps < 0:
             raise ValueError(f"fm_agem.steps must be a non-negative integer, got {self.steps!r}")
 
@@ -119,8 +121,10 @@ class FMConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(block) - known - WORKFLOW_KEYS)
         if unknown:
-            raise ValueError(f"unknown key(s) {', '.join('fm_agem.' + k for k in unknown)}; allowed: "
-                             f"{', '.join('fm_agem.' + k for k in sorted(known))}")  # fmt: skip
+            raise ValueError(
+                f"unknown key(s) {', '.join('fm_agem.' + k for k in unknown)}; allowed: "
+                f"{', '.join('fm_agem.' + k for k in sorted(known))}"
+            )
         cfg = cls(**{k: v for k, v in block.items() if k in known})
         cfg.validate()
         return cfg
@@ -180,7 +184,9 @@ def coefficients(z: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, n
     if z.size and float(np.max(np.einsum("ij,ij->i", z, z))) > 1.0 + 1e-9:
         raise ValueError("records must have ‖z‖ ≤ 1 (apply the public Projection first)")
     if k < 0 or (rows.size and (rows.min() < 0 or rows.max() >= k)):
-        raise ValueError(f"rows must lie in 0..{k - 1}: records with a label outside O_t are not in the release")
+        raise ValueError(
+            f"rows must lie in 0..{k - 1}: records with a label outside O_t are not in the release"
+        )
     a = z.T @ z
     b = np.zeros((k, z.shape[1]))
     if k:
@@ -285,15 +291,22 @@ class FMHead:
         self.memory: list[ReleasedTask] = []
 
     def learn_task(
-        self, z: np.ndarray, y: np.ndarray, label_space: list[int], sigma: float, gen: np.random.Generator,
+        self,
+        z: np.ndarray,
+        y: np.ndarray,
+        label_space: list[int],
+        sigma: float,
+        gen: np.random.Generator,
         cfg: FMConfig,
-    ) -> dict:  # fmt: skip
+    ) -> dict:
         """Release task t's coefficients (fresh noise from ``gen``), train on them with A-GEM against the
         memory, then append the release to the memory. Returns non-private diagnostics."""
         labels = np.asarray(sorted(label_space), dtype=np.int64)
         y = np.asarray(y, dtype=np.int64)
         if y.size and not np.isin(y, labels).all():
-            raise ValueError("training labels outside the task's output label space: drop or remap them first")
+            raise ValueError(
+                "training labels outside the task's output label space: drop or remap them first"
+            )
         a_t, b_t = release_coefficients(z, np.searchsorted(labels, y), len(labels), sigma, gen)
         task, negative = postprocess(a_t, b_t, labels)
         del a_t, b_t
@@ -310,9 +323,14 @@ class FMHead:
                     g, projected = flat.reshape(g.shape), projected + did
                 self.w -= step * g
         self.memory.append(task)
-        return {"outputs": int(len(labels)), "negative_eigenvalues_clipped": negative, "step_size": step,
-                "trained": step > 0, "projected_fraction": projected / cfg.steps if cfg.steps and step > 0 else 0.0,
-                "surrogate_loss": task.loss(self.w)}  # fmt: skip
+        return {
+            "outputs": int(len(labels)),
+            "negative_eigenvalues_clipped": negative,
+            "step_size": step,
+            "trained": step > 0,
+            "projected_fraction": projected / cfg.steps if cfg.steps and step > 0 else 0.0,
+            "surrogate_loss": task.loss(self.w),
+        }
 
     def predict(self, z: np.ndarray) -> np.ndarray:
         """Argmax of z Wᵀ over the labels seen so far (−1 if none)."""
@@ -343,10 +361,10 @@ def task_record(t: int, sigma: float, epsilon: float, delta: float, dim: int, sa
         "dimension": int(dim),
         "data": f"features of D_{t} (projected)",
         "note": "functional mechanism: second-order Taylor coefficients (b_t, upper triangle of A_t) of the "
-                "softmax cross-entropy at W = 0 on publicly PCA-projected features clipped to norm 1, fresh "
-                "Gaussian noise per task; the A-GEM memory holds only released coefficients (post-processing)",
+        "softmax cross-entropy at W = 0 on publicly PCA-projected features clipped to norm 1, fresh "
+        "Gaussian noise per task; the A-GEM memory holds only released coefficients (post-processing)",
         "samples": int(samples),
-    }  # fmt: skip
+    }
 
 
 def run_fm_agem(
@@ -379,7 +397,9 @@ def run_fm_agem(
     records: list[dict] = []
     stats: list[dict] = []
     for t, (x, y) in enumerate(task_data):
-        info = head.learn_task(projection.apply(x), y, label_spaces[t], sigma, rng_for(t, "coefficients"), cfg)
+        info = head.learn_task(
+            projection.apply(x), y, label_spaces[t], sigma, rng_for(t, "coefficients"), cfg
+        )
         records.append(task_record(t, sigma, epsilon, delta, cfg.dim, len(y)))
         stats.append({"task": t, "samples": int(len(y)), **info})
         preds.append([head.predict(z) for z in test_z[: t + 1]])

@@ -121,8 +121,11 @@ def draw_noise(epsilon: float, cfg: L2DPMLConfig, gen: np.random.Generator) -> N
     d_r, d_l = cfg.sensitivities()
     if math.isinf(e1):
         return Noise(np.zeros(cfg.input_dim), np.zeros(cfg.hidden), np.zeros(cfg.hidden))
-    return Noise(gen.laplace(0.0, d_r / e1, cfg.input_dim), gen.laplace(0.0, d_r / e1, cfg.hidden),
-                 gen.laplace(0.0, d_l / e2, cfg.hidden))  # fmt: skip
+    return Noise(
+        gen.laplace(0.0, d_r / e1, cfg.input_dim),
+        gen.laplace(0.0, d_r / e1, cfg.hidden),
+        gen.laplace(0.0, d_l / e2, cfg.hidden),
+    )
 
 
 def to_unit_box(z: np.ndarray) -> np.ndarray:
@@ -206,9 +209,14 @@ def claimed_epsilon(epsilon: float, cfg: L2DPMLConfig, theta1_norm: float | None
 
 
 def train_task(
-    model: L2DPMLModel, x_bar: np.ndarray, y: np.ndarray, memory: list[tuple[np.ndarray, np.ndarray]],
-    active: np.ndarray, noise: Noise, gen: np.random.Generator,
-) -> tuple[tuple[np.ndarray, np.ndarray] | None, dict]:  # fmt: skip
+    model: L2DPMLModel,
+    x_bar: np.ndarray,
+    y: np.ndarray,
+    memory: list[tuple[np.ndarray, np.ndarray]],
+    active: np.ndarray,
+    noise: Noise,
+    gen: np.random.Generator,
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, dict]:
     """Alg. 2 for one task in place: fixed disjoint batches, ``epochs`` passes, A-GEM projection against a
     random memory batch after the first task; returns (the batch that joins the memory, stats)."""
     cfg = model.cfg
@@ -230,8 +238,11 @@ def train_task(
                 steps += 1
     kept = batches[int(gen.integers(len(batches)))] if batches else None
     diverged = not (np.isfinite(model.theta1).all() and np.isfinite(model.w).all())
-    return (None if kept is None else (x_bar[kept], y[kept])), {"steps": steps, "batches": len(batches),
-                                                                "diverged": diverged}  # fmt: skip
+    return (None if kept is None else (x_bar[kept], y[kept])), {
+        "steps": steps,
+        "batches": len(batches),
+        "diverged": diverged,
+    }
 
 
 def run_l2dpml(
@@ -257,24 +268,46 @@ def run_l2dpml(
     preds, records, stats = [], [], []
     for t, (x, y) in enumerate(task_data):
         if x.shape[1] != cfg.input_dim:
-            raise ValueError(f"task {t}: inputs have {x.shape[1]} dimensions, l2dpml.input_dim is {cfg.input_dim}")
+            raise ValueError(
+                f"task {t}: inputs have {x.shape[1]} dimensions, l2dpml.input_dim is {cfg.input_dim}"
+            )
         active[sorted(label_spaces[t])] = True
         x_bar = perturb(x, noise, cfg)
-        kept, info = train_task(model, x_bar, np.asarray(y, dtype=np.int64), memory, active, noise,
-                                rng_for(t, "batches"))  # fmt: skip
+        kept, info = train_task(
+            model, x_bar, np.asarray(y, dtype=np.int64), memory, active, noise, rng_for(t, "batches")
+        )
         if kept is not None:
             memory.append(kept)
         private = math.isfinite(epsilon)
-        records.append({
-            "mechanism": "l2dpml_functional" if private else "nonprivate", "epsilon": math.inf,
-            "delta": 1.0 if private else 0.0, "epsilon_1": e1, "epsilon_2": e2, "Delta_R": d_r, "Delta_L": d_l,
-            "hidden": cfg.hidden, "input_dim": cfg.input_dim, "batch_size": cfg.batch_size, "epochs": cfg.epochs,
-            "data": f"features of D_{t}, perturbed once with the run's shared Laplace draws (Alg. 2)",
-            "samples": int(len(y)), **info,
-            "claimed_epsilon_full": claimed_epsilon(epsilon, cfg, model.theta1_norm()),
-        })  # fmt: skip
-        stats.append({"task": t, "samples": int(len(y)), "memory_batches": len(memory), **info,
-                      "theta1_norm": model.theta1_norm()})  # fmt: skip
-        preds.append([model.predict(np.asarray(xt, dtype=np.float64), active) for xt, _ in test_sets[: t + 1]])
+        records.append(
+            {
+                "mechanism": "l2dpml_functional" if private else "nonprivate",
+                "epsilon": math.inf,
+                "delta": 1.0 if private else 0.0,
+                "epsilon_1": e1,
+                "epsilon_2": e2,
+                "Delta_R": d_r,
+                "Delta_L": d_l,
+                "hidden": cfg.hidden,
+                "input_dim": cfg.input_dim,
+                "batch_size": cfg.batch_size,
+                "epochs": cfg.epochs,
+                "data": f"features of D_{t}, perturbed once with the run's shared Laplace draws (Alg. 2)",
+                "samples": int(len(y)),
+                **info,
+                "claimed_epsilon_full": claimed_epsilon(epsilon, cfg, model.theta1_norm()),
+            }
+        )
+        stats.append(
+            {
+                "task": t,
+                "samples": int(len(y)),
+                "memory_batches": len(memory),
+                **info,
+                "theta1_norm": model.theta1_norm(),
+            }
+        )
+        preds.append(
+            [model.predict(np.asarray(xt, dtype=np.float64), active) for xt, _ in test_sets[: t + 1]]
+        )
     return preds, records, stats, model
-

@@ -36,8 +36,14 @@ FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
 def dpsgd_noise(epsilon: float, delta: float, cfg: DPSGDConfig, cache: dict | None = None) -> dict:
     """Noise multiplier and ledger record for one DP-SGD run at (ε, δ); non-private if ε = inf."""
     if math.isinf(epsilon):
-        return {"mechanism": "nonprivate", "noise_multiplier": 0.0, "epsilon": math.inf, "delta": 0.0,
-                "sample_rate": cfg.sample_rate, "steps": cfg.steps}  # fmt: skip
+        return {
+            "mechanism": "nonprivate",
+            "noise_multiplier": 0.0,
+            "epsilon": math.inf,
+            "delta": 0.0,
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+        }
     key = (epsilon, delta, cfg.sample_rate, cfg.steps)
     if cache is not None and key in cache:
         return dict(cache[key])
@@ -92,8 +98,10 @@ def run_head_learner(
         rec = {**noise, **info, "data": "features of all tasks at once", "samples": int(keep.sum())}
         records = [rec] * n_tasks  # one run; each individual's task sees it once
         union_arr = np.asarray(union, dtype=np.int64)
-        final = [aggregate([head.logits(xt)], [union_arr]) if len(union) else np.full(len(xt), -1)
-                 for xt, _ in test_sets]  # fmt: skip
+        final = [
+            aggregate([head.logits(xt)], [union_arr]) if len(union) else np.full(len(xt), -1)
+            for xt, _ in test_sets
+        ]
         preds = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
         return preds, records
     if learner == "naive_head":
@@ -176,8 +184,10 @@ def run_film_learner(
         member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
         rec = {**noise, **info, "data": "images of all tasks at once", "samples": int(keep.sum())}
         union_arr = np.asarray(union, dtype=np.int64)
-        final = [aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
-                 for xt, _ in test_sets]  # fmt: skip
+        final = [
+            aggregate([logits(member, xt)], [union_arr]) if union else np.full(len(xt), -1)
+            for xt, _ in test_sets
+        ]
         preds: list[list[np.ndarray | None]] = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
         return preds, [rec] * n_tasks, [(member, union_arr)]
     preds, records = [], []
@@ -196,8 +206,19 @@ def run_film_learner(
         else:
             active[o_t] = True
             keep = np.isin(y, o_t)
-            model, info = train_film(backbone, x[keep], y[keep], n_universe, cfg, sigma, rng_for(t), pre,
-                                     init=model, active=active, **kw)  # fmt: skip
+            model, info = train_film(
+                backbone,
+                x[keep],
+                y[keep],
+                n_universe,
+                cfg,
+                sigma,
+                rng_for(t),
+                pre,
+                init=model,
+                active=active,
+                **kw,
+            )
         records.append({**noise, **info, "data": f"images of D_{t}", "samples": int(keep.sum())})
         row = []
         for i, (xt, _) in enumerate(test_sets[: t + 1]):

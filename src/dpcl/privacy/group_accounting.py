@@ -42,8 +42,12 @@ def step_rdp(noise_multiplier: float, sample_rate: float) -> np.ndarray:
         return np.zeros(len(ORDERS))
     if not noise_multiplier > 0:
         return np.full(len(ORDERS), np.inf)
-    curve = np.asarray(compute_rdp(q=float(sample_rate), noise_multiplier=float(noise_multiplier), steps=1,
-                                   orders=list(ORDERS)), dtype=float)  # fmt: skip
+    curve = np.asarray(
+        compute_rdp(
+            q=float(sample_rate), noise_multiplier=float(noise_multiplier), steps=1, orders=list(ORDERS)
+        ),
+        dtype=float,
+    )
     curve.setflags(write=False)
     return curve
 

@@ -36,9 +36,11 @@ SELECTIONS = {
     "none": True,  # no selection phases (one training phase on the initial set)
 }
 INITIAL = {"poisson": True, "fixed_size": False}
-COUPLING = ("fixed-size selection couples records: adding a record can displace another from the labelled "
-            "set, so neighbouring pools can give training sets that differ by a swap, which add/remove "
-            "accounting does not cover (paper 004 states no end-to-end theorem for it)")  # fmt: skip
+COUPLING = (
+    "fixed-size selection couples records: adding a record can displace another from the labelled "
+    "set, so neighbouring pools can give training sets that differ by a swap, which add/remove "
+    "accounting does not cover (paper 004 states no end-to-end theorem for it)"
+)
 NONPRIVATE = "the selection reads exact (un-noised) acquisition scores: it is not differentially private"
 REL_TOL = 1e-9
 
@@ -60,7 +62,9 @@ def _group_entry(group: int | str, history: list, paid: float, delta: float) -> 
     }
 
 
-def group_ledger(schedule, selection: dict[str, Any], initial: str, claim: dict | None = None) -> dict[str, Any]:
+def group_ledger(
+    schedule, selection: dict[str, Any], initial: str, claim: dict | None = None
+) -> dict[str, Any]:
     """privacy.json of a DP-AL run from its (public) schedule and selection parameters.
 
     ``selection``: {"mechanism": one of :data:`SELECTIONS`, "acquisition", "sensitivity",
@@ -84,28 +88,43 @@ def group_ledger(schedule, selection: dict[str, Any], initial: str, claim: dict 
     worst = max(groups, key=lambda e: e["epsilon"])
     over = [e["group"] for e in groups if e["epsilon"] > plan.epsilon * (1 + REL_TOL)]
     if over and claim is None:  # our schedules are verified when solved: an overshoot here is a defect
-        raise PrivacyBudgetExceeded(f"groups {over} of a {schedule.kind} schedule spend more than the target "
-                                    f"ε = {plan.epsilon} over their own histories")  # fmt: skip
+        raise PrivacyBudgetExceeded(
+            f"groups {over} of a {schedule.kind} schedule spend more than the target "
+            f"ε = {plan.epsilon} over their own histories"
+        )
     if over:
-        reasons.append(f"groups {over} spend more than the target ε = {plan.epsilon} over their own histories")
+        reasons.append(
+            f"groups {over} spend more than the target ε = {plan.epsilon} over their own histories"
+        )
     overall_eps = math.inf if mech == "nonprivate_topk" else worst["epsilon"]
     out = {
         "adjacency": ADJACENCY + " (one record of the pool)",
         "accounting": ACCOUNTING,
         "target": {"epsilon": plan.epsilon, "delta": plan.delta},
         "private": True,
-        "accountant": {"name": "rdp", "orders": list(ORDERS),
-                       "conversion": "Balle et al. 2020, Thm 21; selection + training by basic composition"},
-        "schedule": {"kind": schedule.kind, "batch_size": plan.batch_size, "epochs_per_phase": plan.epochs,
-                     "initial_size": plan.initial_size, "query_sizes": list(plan.query_sizes),
-                     "normaliser": plan.batch_size},
+        "accountant": {
+            "name": "rdp",
+            "orders": list(ORDERS),
+            "conversion": "Balle et al. 2020, Thm 21; selection + training by basic composition",
+        },
+        "schedule": {
+            "kind": schedule.kind,
+            "batch_size": plan.batch_size,
+            "epochs_per_phase": plan.epochs,
+            "initial_size": plan.initial_size,
+            "query_sizes": list(plan.query_sizes),
+            "normaliser": plan.batch_size,
+        },
         "initial": {"sampling": initial},
         "selection": dict(selection),
         "groups": groups,
-        "overall": {"rule": "per-record accounting: every record's loss is its group's; the worst group bounds all",
-                    "epsilon": overall_eps, "delta": plan.delta},
+        "overall": {
+            "rule": "per-record accounting: every record's loss is its group's; the worst group bounds all",
+            "epsilon": overall_eps,
+            "delta": plan.delta,
+        },
         "guarantee_holds": not reasons,
-    }  # fmt: skip
+    }
     if reasons:
         out["why_not"] = reasons
     if claim is not None:
@@ -119,7 +138,11 @@ def _check_selection(sel: dict[str, Any], n_phases: int) -> float:
     if mech not in SELECTIONS:
         raise LedgerError(f"unknown selection mechanism {mech!r}")
     if mech in ("laplace_topk", "laplace_threshold"):
-        eps, c, scale = float(sel["epsilon_per_phase"]), float(sel["sensitivity"]), float(sel["laplace_scale"])
+        eps, c, scale = (
+            float(sel["epsilon_per_phase"]),
+            float(sel["sensitivity"]),
+            float(sel["laplace_scale"]),
+        )
         if int(sel.get("phases", n_phases)) != n_phases:
             raise LedgerError(f"selection states {sel.get('phases')} phases, the schedule has {n_phases}")
         if not (eps > 0 and c > 0) or scale < c / eps * (1 - 1e-12):
@@ -143,15 +166,21 @@ def verify_group_ledger(privacy: dict[str, Any]) -> dict[str, Any]:
     per_phase = _check_selection(privacy["selection"], n_sel)
     charged = privacy["selection"].get("charged_epsilon_per_phase", per_phase)
     if float(charged) < per_phase * (1 - 1e-12):
-        raise PrivacyBudgetExceeded(f"groups are charged {charged} per selection phase, the mechanism spends {per_phase}")
+        raise PrivacyBudgetExceeded(
+            f"groups are charged {charged} per selection phase, the mechanism spends {per_phase}"
+        )
     worst = 0.0
     for i, g in enumerate(privacy["groups"]):
         name = g["group"]
         expected_paid = float(charged) * (n_sel if name == "unselected" else int(name))
         if float(g["selection_epsilon"]) < expected_paid * (1 - 1e-12) - 1e-15:
-            raise PrivacyBudgetExceeded(f"group {name}: states selection ε {g['selection_epsilon']}, but it took "
-                                        f"part in selections worth {expected_paid}")  # fmt: skip
-        hist = tuple((float(p["noise_multiplier"]), float(p["sample_rate"]), int(p["steps"])) for p in g["phases"])
+            raise PrivacyBudgetExceeded(
+                f"group {name}: states selection ε {g['selection_epsilon']}, but it took "
+                f"part in selections worth {expected_paid}"
+            )
+        hist = tuple(
+            (float(p["noise_multiplier"]), float(p["sample_rate"]), int(p["steps"])) for p in g["phases"]
+        )
         if any(not (0 < q <= 1) or s <= 0 or n < 1 for s, q, n in hist):
             raise LedgerError(f"group {name}: a phase with an invalid (σ, q, steps): {hist}")
         eps = _verified(hist, float(g["selection_epsilon"]), delta)
@@ -171,9 +200,18 @@ def verify_group_ledger(privacy: dict[str, Any]) -> dict[str, Any]:
     sound = SELECTIONS[mech] and INITIAL[privacy["initial"]["sampling"]] and mech != "nonprivate_topk"
     holds = sound and overall <= target * (1 + REL_TOL)
     if bool(privacy.get("guarantee_holds")) != holds:
-        raise LedgerError(f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}")
-    return {"accounting": ACCOUNTING, "target": {"epsilon": target, "delta": delta},
-            "entries": len(privacy["groups"]), "n_tasks": 1, "groups": len(privacy["groups"]),
-            "overall": {"epsilon": overall, "delta": delta}, "guarantee_holds": holds,
-            "leaky_baseline": not sound, "published_claim": "published_claim" in privacy,
-            "why_not": privacy.get("why_not", [])}  # fmt: skip
+        raise LedgerError(
+            f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}"
+        )
+    return {
+        "accounting": ACCOUNTING,
+        "target": {"epsilon": target, "delta": delta},
+        "entries": len(privacy["groups"]),
+        "n_tasks": 1,
+        "groups": len(privacy["groups"]),
+        "overall": {"epsilon": overall, "delta": delta},
+        "guarantee_holds": holds,
+        "leaky_baseline": not sound,
+        "published_claim": "published_claim" in privacy,
+        "why_not": privacy.get("why_not", []),
+    }

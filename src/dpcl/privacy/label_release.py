@@ -193,8 +193,13 @@ def plan_fraction(
         raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
     n = _check_sizes(class_sizes)
     p = np.asarray(keep_probabilities(n, fraction * epsilon, fraction * delta, mechanism), dtype=float)
-    return {"expected_released": float(p.sum()), "keep_probabilities": p.tolist(), "fraction": fraction,
-            "label_epsilon": fraction * epsilon, "label_delta": fraction * delta}  # fmt: skip
+    return {
+        "expected_released": float(p.sum()),
+        "keep_probabilities": p.tolist(),
+        "fraction": fraction,
+        "label_epsilon": fraction * epsilon,
+        "label_delta": fraction * delta,
+    }
 
 
 def min_fraction(
@@ -263,14 +268,24 @@ def release_labels(
     if mechanism == "tsgd":
         threshold: float = tsgd_threshold(epsilon, delta)
         noise = sample_tsgd(epsilon, int(threshold), n_label_universe, rng)
-        record = {"mechanism": "ktsgd_label_release", "k": int(threshold), "p": -math.expm1(-epsilon),
-                  "delta_achieved": tsgd_delta(int(threshold), epsilon)}  # fmt: skip
+        record = {
+            "mechanism": "ktsgd_label_release",
+            "k": int(threshold),
+            "p": -math.expm1(-epsilon),
+            "delta_achieved": tsgd_delta(int(threshold), epsilon),
+        }
     else:
         threshold = laplace_threshold(epsilon, delta)
         noise = rng.laplace(0.0, 1.0 / epsilon, n_label_universe)
-        record = {"mechanism": "laplace_label_release", "tau": threshold,
-                  "delta_achieved": laplace_delta(threshold, epsilon)}  # fmt: skip
+        record = {
+            "mechanism": "laplace_label_release",
+            "tau": threshold,
+            "delta_achieved": laplace_delta(threshold, epsilon),
+        }
     released = sorted(int(y) for y, c in counts.items() if c > 0 and c + noise[int(y)] > threshold)
-    record.update(epsilon=float(epsilon), delta=float(delta),
-                  sensitivity="each individual contributes to one class count (add/remove)")  # fmt: skip
+    record.update(
+        epsilon=float(epsilon),
+        delta=float(delta),
+        sensitivity="each individual contributes to one class count (add/remove)",
+    )
     return released, record

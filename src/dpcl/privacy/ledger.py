@@ -41,7 +41,13 @@ class LedgerError(ValueError):
 
 #: Mechanisms that decide a task's output label space O_t (exactly one per task).
 LABEL_SPACE_KINDS = frozenset(
-    {"ktsgd_label_release", "laplace_label_release", "label_oracle", "label_oracle_nonprivate", "data_independent"}
+    {
+        "ktsgd_label_release",
+        "laplace_label_release",
+        "label_oracle",
+        "label_oracle_nonprivate",
+        "data_independent",
+    }
 )
 #: Mechanisms that train on a task's data (at least one per task).
 TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate", "l2dpml_functional"})
@@ -69,9 +75,28 @@ DEFAULT_QUERY = {
     "dpsgd_buffer": "clipped_gradient_sums",
 }
 
-_COMMON = {"mechanism", "epsilon", "delta", "data", "note", "part", "query", "sensitivity",
-           "delta_achieved", "epsilon_accounted", "epsilon_target"}  # fmt: skip
-_DPSGD = {"noise_multiplier", "sample_rate", "steps", "accountant", "clip", "normaliser", "accountant_history"}
+_COMMON = {
+    "mechanism",
+    "epsilon",
+    "delta",
+    "data",
+    "note",
+    "part",
+    "query",
+    "sensitivity",
+    "delta_achieved",
+    "epsilon_accounted",
+    "epsilon_target",
+}
+_DPSGD = {
+    "noise_multiplier",
+    "sample_rate",
+    "steps",
+    "accountant",
+    "clip",
+    "normaliser",
+    "accountant_history",
+}
 #: The public parameters each mechanism kind may record; anything else is not a ledger field.
 PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "gaussian": frozenset(_COMMON | {"sigma", "dimension"}),
@@ -81,8 +106,10 @@ PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks"}),
     "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
     "label_oracle": frozenset(_COMMON),
-    "l2dpml_functional": frozenset(_COMMON | {"epsilon_1", "epsilon_2", "Delta_R", "Delta_L", "hidden", "input_dim",
-                                              "batch_size", "epochs"}),
+    "l2dpml_functional": frozenset(
+        _COMMON
+        | {"epsilon_1", "epsilon_2", "Delta_R", "Delta_L", "hidden", "input_dim", "batch_size", "epochs"}
+    ),
     "label_oracle_nonprivate": frozenset(_COMMON),
     "data_independent": frozenset(_COMMON),
 }
@@ -95,8 +122,10 @@ def split_public(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]
     if kind not in PUBLIC_FIELDS:
         raise LedgerError(f"unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
     allowed = PUBLIC_FIELDS[kind]
-    return ({k: v for k, v in entry.items() if k in allowed},
-            {k: v for k, v in entry.items() if k not in allowed})  # fmt: skip
+    return (
+        {k: v for k, v in entry.items() if k in allowed},
+        {k: v for k, v in entry.items() if k not in allowed},
+    )
 
 
 def _num(v: Any) -> float:
@@ -115,17 +144,23 @@ def _check_sensitivity(kind: str, entry: dict[str, Any]) -> float:
     """The query's sensitivity (from :data:`QUERY_SENSITIVITY`); the entry's own claim must agree."""
     query = entry.get("query", DEFAULT_QUERY.get(kind))
     if query not in QUERY_SENSITIVITY:
-        raise LedgerError(f"{kind} entry answers query {query!r}, whose sensitivity the ledger does not know; "
-                          f"known queries: {sorted(QUERY_SENSITIVITY)}")  # fmt: skip
+        raise LedgerError(
+            f"{kind} entry answers query {query!r}, whose sensitivity the ledger does not know; "
+            f"known queries: {sorted(QUERY_SENSITIVITY)}"
+        )
     derived = QUERY_SENSITIVITY[query]
     stated = entry.get("sensitivity")
     if isinstance(stated, (int, float)) and not math.isclose(float(stated), derived, rel_tol=1e-12):
-        raise LedgerError(f"{kind} entry states sensitivity {stated}, but query {query!r} has sensitivity "
-                          f"{derived} under add/remove adjacency")  # fmt: skip
+        raise LedgerError(
+            f"{kind} entry states sensitivity {stated}, but query {query!r} has sensitivity "
+            f"{derived} under add/remove adjacency"
+        )
     return derived
 
 
-def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: int | None = None) -> dict[str, Any]:
+def verify_mechanism(
+    entry: dict[str, Any], task: int | None = None, n_tasks: int | None = None
+) -> dict[str, Any]:
     """Check one entry from its public parameters; return the derived values to store with it.
 
     Raises :class:`PrivacyBudgetExceeded` when the parameters give less privacy than claimed
@@ -137,8 +172,10 @@ def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: in
         raise LedgerError(f"unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
     extra = sorted(set(entry) - PUBLIC_FIELDS[kind])
     if extra:
-        raise LedgerError(f"{kind} entry has fields {extra} that are not public parameters of the mechanism "
-                          "(counts and statistics of the data belong in the run's diagnostics)")  # fmt: skip
+        raise LedgerError(
+            f"{kind} entry has fields {extra} that are not public parameters of the mechanism "
+            "(counts and statistics of the data belong in the run's diagnostics)"
+        )
     try:
         eps, delta = _num(entry["epsilon"]), float(entry["delta"])
     except (KeyError, TypeError, ValueError) as e:
@@ -152,7 +189,9 @@ def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: in
             raise LedgerError(f"a {kind} entry gives no privacy and must say ε = inf, not ε = {eps}")
     elif kind == "data_independent":
         if eps != 0 or delta != 0:
-            raise LedgerError(f"a data_independent entry reads no data and must say ε = δ = 0, not ({eps}, {delta})")
+            raise LedgerError(
+                f"a data_independent entry reads no data and must say ε = δ = 0, not ({eps}, {delta})"
+            )
     elif math.isinf(eps):
         raise LedgerError(f"a {kind} entry with ε = inf must be recorded as 'nonprivate'")
     elif kind == "gaussian":
@@ -173,8 +212,13 @@ def verify_mechanism(entry: dict[str, Any], task: int | None = None, n_tasks: in
         steps = int(entry["steps"])
         if kind == "dpsgd_buffer":
             steps = _check_buffer(entry, task, n_tasks)
-        spent = _dpsgd_epsilon(float(entry["noise_multiplier"]), float(entry["sample_rate"]), steps, delta,
-                               str(entry.get("accountant", "prv")))  # fmt: skip
+        spent = _dpsgd_epsilon(
+            float(entry["noise_multiplier"]),
+            float(entry["sample_rate"]),
+            steps,
+            delta,
+            str(entry.get("accountant", "prv")),
+        )
         if spent > eps * (1 + 1e-9):
             what = "buffer rereads" if kind == "dpsgd_buffer" else "DP-SGD run"
             raise PrivacyBudgetExceeded(f"{what} claims ε={eps} but its accountant gives ε={spent:.6g}")
@@ -270,8 +314,10 @@ class Ledger:
             if n_label != 1:
                 raise LedgerError(f"task {t} has {n_label} label-space entries; every task needs exactly one")
             if not any(k in TRAINING_KINDS for k in kinds):
-                raise LedgerError(f"task {t} has no training entry: the mechanism that trained on D_{t} is "
-                                  "missing from the ledger")  # fmt: skip
+                raise LedgerError(
+                    f"task {t} has no training entry: the mechanism that trained on D_{t} is "
+                    "missing from the ledger"
+                )
 
     def total(self) -> Budget:
         """Parallel composition over tasks (Thm B.7): the worst task's guarantee."""
@@ -313,8 +359,12 @@ class Ledger:
         parts = self.part_budgets(task)
         if not parts:
             return {}
-        return {"parts": {"rule": "disjoint parts compose in parallel; shared entries (no part) add to each",
-                          **{p: {"epsilon": b.epsilon, "delta": b.delta} for p, b in parts.items()}}}  # fmt: skip
+        return {
+            "parts": {
+                "rule": "disjoint parts compose in parallel; shared entries (no part) add to each",
+                **{p: {"epsilon": b.epsilon, "delta": b.delta} for p, b in parts.items()},
+            }
+        }
 
     def to_dict(self) -> dict[str, Any]:
         total = self.check()
@@ -362,8 +412,10 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
     if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
         from .group_ledger import verify_group_ledger
 
-        if target is not None and (float(privacy["target"]["epsilon"]), float(privacy["target"]["delta"])) != (
-            target.epsilon, target.delta):  # fmt: skip
+        if target is not None and (
+            float(privacy["target"]["epsilon"]),
+            float(privacy["target"]["delta"]),
+        ) != (target.epsilon, target.delta):
             raise LedgerError(f"the file states target {privacy['target']}, but the config's is {target}")
         return verify_group_ledger(privacy)
     for key in ("target", "tasks", "overall"):
@@ -374,12 +426,18 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
     else:
         stated = Budget(_num(privacy["target"]["epsilon"]), float(privacy["target"]["delta"]))
         if stated != target:
-            raise LedgerError(f"the file states target (ε={stated.epsilon}, δ={stated.delta}), but the "
-                              f"config's is (ε={target.epsilon}, δ={target.delta})")  # fmt: skip
+            raise LedgerError(
+                f"the file states target (ε={stated.epsilon}, δ={stated.delta}), but the "
+                f"config's is (ε={target.epsilon}, δ={target.delta})"
+            )
     if n_tasks is None:
         n_tasks = int(privacy.get("n_tasks", len(privacy["tasks"])))
-    ledger = Ledger(target, n_tasks, claim=privacy.get("published_claim"),
-                    unaccounted=list(privacy.get("unaccounted_uses") or []))  # fmt: skip
+    ledger = Ledger(
+        target,
+        n_tasks,
+        claim=privacy.get("published_claim"),
+        unaccounted=list(privacy.get("unaccounted_uses") or []),
+    )
     for task in privacy["tasks"]:
         t = int(task["task"])
         for i, entry in enumerate(task["mechanisms"]):
@@ -391,19 +449,30 @@ def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_task
                 raise cls(f"task {t}, entry {i} ({entry.get('mechanism')!r}): {e}") from None
     total = ledger.check()
     stated = privacy["overall"]
-    if _num(stated["epsilon"]) < total.epsilon * (1 - 1e-12) or float(stated["delta"]) < total.delta * (1 - 1e-12):
+    if _num(stated["epsilon"]) < total.epsilon * (1 - 1e-12) or float(stated["delta"]) < total.delta * (
+        1 - 1e-12
+    ):
         raise PrivacyBudgetExceeded(
             f"overall: the file states (ε={stated['epsilon']}, δ={stated['delta']}), but its entries compose to "
             f"(ε={total.epsilon}, δ={total.delta})"
         )
     hp = privacy.get("hyperparameters") or {}
     if hp.get("private_data_used") and not hp.get("accounted", True) and not ledger.unaccounted:
-        raise LedgerError("hyperparameters: chosen on private data without accounting, but no unaccounted_uses listed")
+        raise LedgerError(
+            "hyperparameters: chosen on private data without accounting, but no unaccounted_uses listed"
+        )
     holds = ledger.holds() and not ledger.leaky_baseline and not ledger.unaccounted
     if bool(privacy.get("guarantee_holds")) != holds:
-        raise LedgerError(f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}")
-    return {"target": {"epsilon": target.epsilon, "delta": target.delta}, "n_tasks": n_tasks,
-            "published_claim": ledger.claim is not None,
-            "entries": sum(len(v) for v in ledger.tasks.values()),
-            "overall": {"epsilon": total.epsilon, "delta": total.delta}, "guarantee_holds": holds,
-            "leaky_baseline": ledger.leaky_baseline, "unaccounted_uses": len(ledger.unaccounted)}  # fmt: skip
+        raise LedgerError(
+            f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}"
+        )
+    return {
+        "target": {"epsilon": target.epsilon, "delta": target.delta},
+        "n_tasks": n_tasks,
+        "published_claim": ledger.claim is not None,
+        "entries": sum(len(v) for v in ledger.tasks.values()),
+        "overall": {"epsilon": total.epsilon, "delta": total.delta},
+        "guarantee_holds": holds,
+        "leaky_baseline": ledger.leaky_baseline,
+        "unaccounted_uses": len(ledger.unaccounted),
+    }

@@ -184,7 +184,9 @@ class _PRVAccountant(PRVAccountant):
     def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
         from opacus.accountants.analysis.prv import Domain
 
-        history = [(p.noise_multiplier, p.sample_rate, n) for p, n in zip(prvs, num_self_compositions, strict=True)]
+        history = [
+            (p.noise_multiplier, p.sample_rate, n) for p, n in zip(prvs, num_self_compositions, strict=True)
+        ]
         half = _prv_half_width(history, delta_error, eps_error)
         return Domain.create_aligned(-half, half, _prv_mesh(history, delta_error, eps_error))
 
@@ -368,8 +370,11 @@ def noise_multiplier_info(
     q, n = _check_sample_rate(sample_rate), _check_steps(steps)
     acc = _check_accountant(accountant)
     # a pure function of public parameters, cached on disk across processes (dpcl.privacy.cache)
-    return memo("noise_multiplier_info", (epsilon, delta, q, n, acc),
-                lambda: _solve(lambda s: [(s, q, n)], epsilon, delta, acc))  # fmt: skip
+    return memo(
+        "noise_multiplier_info",
+        (epsilon, delta, q, n, acc),
+        lambda: _solve(lambda s: [(s, q, n)], epsilon, delta, acc),
+    )
 
 
 def noise_multiplier(
@@ -385,13 +390,18 @@ def epsilon(
     """ε spent by ``steps`` DP-SGD steps with noise multiplier σ at sample rate q (upper bound;
     cached on disk like :func:`_single_phase_epsilon`, dpcl.privacy.cache)."""
     sigma, q, n = (
-        _check_noise_multiplier(noise_multiplier), _check_sample_rate(sample_rate), _check_steps(steps)
+        _check_noise_multiplier(noise_multiplier),
+        _check_sample_rate(sample_rate),
+        _check_steps(steps),
     )
     from .cache import memo
 
     delta, acc = _check_delta(delta), _check_accountant(accountant)
-    eps, _ = memo("single_phase_epsilon", (sigma, q, n, delta, acc),
-                  lambda: list(_epsilon_of_history([(sigma, q, n)], delta, acc)))  # fmt: skip
+    eps, _ = memo(
+        "single_phase_epsilon",
+        (sigma, q, n, delta, acc),
+        lambda: list(_epsilon_of_history([(sigma, q, n)], delta, acc)),
+    )
     return float(eps)
 
 
@@ -429,8 +439,11 @@ def _single_phase_epsilon(sigma: float, q: float, n: int, delta: float, accounta
     ledger entries)."""
     from .cache import memo
 
-    eps, used = memo("single_phase_epsilon", (sigma, q, n, delta, accountant),
-                     lambda: list(_epsilon_of_history([(sigma, q, n)], delta, accountant)))  # fmt: skip
+    eps, used = memo(
+        "single_phase_epsilon",
+        (sigma, q, n, delta, accountant),
+        lambda: list(_epsilon_of_history([(sigma, q, n)], delta, accountant)),
+    )
     return float(eps), str(used)
 
 

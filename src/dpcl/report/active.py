@@ -68,7 +68,7 @@ PUBLISHED: dict[str, Any] = {
             (8.0, 2.0): (67.30, 0.82),
             (16.0, 4.0): (71.93, 0.48),
         },
-    },  # fmt: skip
+    },
     # Table V (App. E-B), CIFAR-10 ResNet-9, entropy sampling, ε = 8
     "table5": {
         "entropy-dp-cl": (63.94, 0.98),
@@ -92,14 +92,33 @@ TABLE1_ROWS = (
     ("bald-dp-sa", "MC BALD", "✓", "✓"),
 )
 TABLE2_ROWS = (("random-nal", "Random"), ("entropy-dp-sa", "Entropy"))
-TABLE5_ROWS = (("entropy-dp-cl", "Continual learning"), ("entropy-dp-nr", "Noise reduction"),
-               ("entropy-dp-sa", "Step amplification"))  # fmt: skip
+TABLE5_ROWS = (
+    ("entropy-dp-cl", "Continual learning"),
+    ("entropy-dp-nr", "Noise reduction"),
+    ("entropy-dp-sa", "Step amplification"),
+)
 POOL_ORDER = ("balanced", "imbalanced")
 MODE_ORDER = ("paper", "sound")
-GUARANTEE_NOTE = ("paper mode has no end-to-end guarantee (the fixed-size initial set and top-k selection couple "
-                  "records); non-DP selection has no guarantee (the selection is not private)")  # fmt: skip
-TIDY_COLUMNS = ["table", "row", "method", "column", "source", "pool", "mode", "epsilon", "selection_epsilon", "n",
-                "mean", "sd", "guarantee_holds", "cell"]  # fmt: skip
+GUARANTEE_NOTE = (
+    "paper mode has no end-to-end guarantee (the fixed-size initial set and top-k selection couple "
+    "records); non-DP selection has no guarantee (the selection is not private)"
+)
+TIDY_COLUMNS = [
+    "table",
+    "row",
+    "method",
+    "column",
+    "source",
+    "pool",
+    "mode",
+    "epsilon",
+    "selection_epsilon",
+    "n",
+    "mean",
+    "sd",
+    "guarantee_holds",
+    "cell",
+]
 
 
 # ----------------------------------------------------------------------------- reading
@@ -152,8 +171,12 @@ def _ordered(values: Sequence[str], order: Sequence[str]) -> list[str]:
 
 def _pool_modes(df: pd.DataFrame) -> list[tuple[str, str]]:
     present = set(zip(df["pool"], df["mode"], strict=True))
-    return [(p, m) for p in _ordered([p for p, _ in present], POOL_ORDER)
-            for m in _ordered([m for _, m in present], MODE_ORDER) if (p, m) in present]  # fmt: skip
+    return [
+        (p, m)
+        for p in _ordered([p for p, _ in present], POOL_ORDER)
+        for m in _ordered([m for _, m in present], MODE_ORDER)
+        if (p, m) in present
+    ]
 
 
 def _pm_name(pool: str, mode: str) -> str:
@@ -224,8 +247,12 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.row_header + self.columns) + " |",
-                 "|" + "|".join(["---"] * len(self.row_header) + ["--:"] * len(self.columns)) + "|"]  # fmt: skip
+        lines = [
+            f"### {self.title}",
+            "",
+            "| " + " | ".join(self.row_header + self.columns) + " |",
+            "|" + "|".join(["---"] * len(self.row_header) + ["--:"] * len(self.columns)) + "|",
+        ]
         prev: list[str] | None = None
         for (labels, _), cells in zip(self.rows, self.cells, strict=True):
             shown = list(labels)
@@ -241,12 +268,24 @@ class Table:
         out = []
         for (labels, method), cells in zip(self.rows, self.cells, strict=True):
             for col, c in zip(self.columns, cells, strict=True):
-                out.append({"table": self.name, "row": " / ".join(x for x in labels if x), "method": method,
-                            "column": col, "source": "paper 004" if c.published else "ours",
-                            "pool": c.meta.get("pool", ""), "mode": c.meta.get("mode", ""),
-                            "epsilon": c.meta.get("epsilon", math.nan),
-                            "selection_epsilon": c.meta.get("selection_epsilon", math.nan), "n": c.n,
-                            "mean": c.mean, "sd": c.sd, "guarantee_holds": c.holds, "cell": c.text()})  # fmt: skip
+                out.append(
+                    {
+                        "table": self.name,
+                        "row": " / ".join(x for x in labels if x),
+                        "method": method,
+                        "column": col,
+                        "source": "paper 004" if c.published else "ours",
+                        "pool": c.meta.get("pool", ""),
+                        "mode": c.meta.get("mode", ""),
+                        "epsilon": c.meta.get("epsilon", math.nan),
+                        "selection_epsilon": c.meta.get("selection_epsilon", math.nan),
+                        "n": c.n,
+                        "mean": c.mean,
+                        "sd": c.sd,
+                        "guarantee_holds": c.holds,
+                        "cell": c.text(),
+                    }
+                )
         return pd.DataFrame(out, columns=TIDY_COLUMNS)
 
     def write(self, out_dir: Path, prefix: str = "") -> list[Path]:
@@ -269,8 +308,9 @@ def _guarantee_note(runs: pd.DataFrame) -> str:
     for (mode, sel), g in runs.groupby(["mode", "selection"], sort=True):
         name = f"{mode} mode with {sel} selection"
         frac = g["guarantee_holds"].mean()
-        (holds if frac == 1 else fails if frac == 0 else mixed).append(name if frac in (0, 1)
-                                                                       else f"{name} ({frac:.0%} of runs)")  # fmt: skip
+        (holds if frac == 1 else fails if frac == 0 else mixed).append(
+            name if frac in (0, 1) else f"{name} ({frac:.0%} of runs)"
+        )
     parts = [f"holds for {', '.join(holds)}" if holds else "holds for no runs"]
     if fails:
         parts.append(f"does not hold for {', '.join(fails)}")
@@ -289,13 +329,24 @@ def table1(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
         return None
     pms = _pool_modes(used)
     sel_txt = f", ε_Sel = {sel:g} for DP selection" if sel is not None else ""
-    t = Table("table1", f"Table I analogue (paper 004): AL methods under DP, ε = {eps:g}{sel_txt}",
-              ["Method", "SA", "DP"],
-              [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR), _paper_col(OCT)])  # fmt: skip
+    t = Table(
+        "table1",
+        f"Table I analogue (paper 004): AL methods under DP, ε = {eps:g}{sel_txt}",
+        ["Method", "SA", "DP"],
+        [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR), _paper_col(OCT)],
+    )
     for method, name, sa, dp in TABLE1_ROWS:
         r = runs[method]
-        cells = [Cell.of(r[(r["pool"] == p) & (r["mode"] == m)], pool=p, mode=m, epsilon=eps,
-                         selection_epsilon=sel if "-dp-" in method else 0.0) for p, m in pms]  # fmt: skip
+        cells = [
+            Cell.of(
+                r[(r["pool"] == p) & (r["mode"] == m)],
+                pool=p,
+                mode=m,
+                epsilon=eps,
+                selection_epsilon=sel if "-dp-" in method else 0.0,
+            )
+            for p, m in pms
+        ]
         pub = PUBLISHED["table1"][method]
         cells += [Cell.paper(pub[CIFAR], epsilon=8.0), Cell.paper(pub[OCT], epsilon=8.0)]
         t.rows.append(([name, sa, dp], method))
@@ -325,15 +376,28 @@ def table2(df: pd.DataFrame, only: Sequence[Sequence[float]] | None = None) -> T
     if only:
         settings = {(float(e), float(s)) for e, s in only}
     cols = sorted(settings, key=lambda s: (s[0], -1.0 if s[1] is None else s[1]))
-    t = Table("table2", "Table II analogue (paper 004): Random vs. Entropy (DP selection, SA) per overall ε",
-              ["Data", "Method"], [f"ε (ε_Sel) = {_setting_name(*s)}" for s in cols])  # fmt: skip
+    t = Table(
+        "table2",
+        "Table II analogue (paper 004): Random vs. Entropy (DP selection, SA) per overall ε",
+        ["Data", "Method"],
+        [f"ε (ε_Sel) = {_setting_name(*s)}" for s in cols],
+    )
     for p, m in _pool_modes(pd.concat([rnd, ent])):
         for method, name in TABLE2_ROWS:
             sub = df[(df["pool"] == p) & (df["mode"] == m)]
             t.rows.append(([_pm_name(p, m), name], method))
-            t.cells.append([Cell.of(_at(sub, method, e, s), pool=p, mode=m, epsilon=e,
-                                    selection_epsilon=s if method != "random-nal" else 0.0)
-                            for e, s in cols])  # fmt: skip
+            t.cells.append(
+                [
+                    Cell.of(
+                        _at(sub, method, e, s),
+                        pool=p,
+                        mode=m,
+                        epsilon=e,
+                        selection_epsilon=s if method != "random-nal" else 0.0,
+                    )
+                    for e, s in cols
+                ]
+            )
     for method, name in TABLE2_ROWS:
         pub = PUBLISHED["table2"][method]
         t.rows.append(([_paper_col(CIFAR), name], method))
@@ -356,23 +420,39 @@ def table5(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
     used = pd.concat(list(runs.values()))
     pms = _pool_modes(used)
     sel_txt = f", ε_Sel = {sel:g}" if sel is not None else ""
-    t = Table("table5", f"Table V analogue (paper 004): handling disparate privacy leakage, ε = {eps:g}{sel_txt}",
-              ["Method"], [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR)])  # fmt: skip
+    t = Table(
+        "table5",
+        f"Table V analogue (paper 004): handling disparate privacy leakage, ε = {eps:g}{sel_txt}",
+        ["Method"],
+        [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR)],
+    )
     for method, name in TABLE5_ROWS:
         r = runs[method]
-        cells = [Cell.of(r[(r["pool"] == p) & (r["mode"] == m)], pool=p, mode=m, epsilon=eps,
-                         selection_epsilon=sel) for p, m in pms]  # fmt: skip
+        cells = [
+            Cell.of(
+                r[(r["pool"] == p) & (r["mode"] == m)], pool=p, mode=m, epsilon=eps, selection_epsilon=sel
+            )
+            for p, m in pms
+        ]
         cells.append(Cell.paper(PUBLISHED["table5"][method], epsilon=8.0, selection_epsilon=2.0))
         t.rows.append(([name], method))
         t.cells.append(cells)
-    t.notes = [_stats_note(), "Entropy acquisition with DP selection in every row.", _guarantee_note(used),
-               "Paper 004 column: Table V (App. E-B), CIFAR-10 ResNet-9, ε = 8."]  # fmt: skip
+    t.notes = [
+        _stats_note(),
+        "Entropy acquisition with DP selection in every row.",
+        _guarantee_note(used),
+        "Paper 004 column: Table V (App. E-B), CIFAR-10 ResNet-9, ε = 8.",
+    ]
     return t
 
 
-def active_tables(summary_csv: str | Path, out_dir: str | Path,
-                  setting: tuple[float, float] | None = None, prefix: str = "",
-                  table2_settings: Sequence[Sequence[float]] | None = None) -> list[Path]:  # fmt: skip
+def active_tables(
+    summary_csv: str | Path,
+    out_dir: str | Path,
+    setting: tuple[float, float] | None = None,
+    prefix: str = "",
+    table2_settings: Sequence[Sequence[float]] | None = None,
+) -> list[Path]:
     """Write ``table1``, ``table2``, ``table5`` (.csv tidy, .md) — analogues of paper 004's Tables
     I, II and V — skipping a table without runs; ``setting``: the main (ε, ε_Sel), else :func:`main_setting`."""
     df = load_summary(summary_csv)
@@ -421,8 +501,9 @@ def selection_epsilon_figure(
         here = df[(df["pool"] == p) & (df["mode"] == m)]
         e = ent[(ent["pool"] == p) & (ent["mode"] == m)]
         xs = sorted(e["selection_epsilon"].unique())
-        for k, (method, name, color) in enumerate((("random-nal", "Random (no AL)", "C7"),
-                                                   ("entropy-nondp-sa", "Entropy, non-DP selection", "C2"))):  # fmt: skip
+        for k, (method, name, color) in enumerate(
+            (("random-nal", "Random (no AL)", "C7"), ("entropy-nondp-sa", "Entropy, non-DP selection", "C2"))
+        ):
             c = Cell.of(_at(here, method, eps, None))
             if c.n:
                 sd = c.sd if math.isfinite(c.sd) else 0.0
@@ -431,8 +512,16 @@ def selection_epsilon_figure(
                 )
                 ax.axhspan(c.mean - sd, c.mean + sd, color=color, alpha=0.15, lw=0)
         cells = [Cell.of(e[np.isclose(e["selection_epsilon"], x)]) for x in xs]
-        ax.errorbar(xs, [c.mean for c in cells], yerr=[c.sd if math.isfinite(c.sd) else 0.0 for c in cells],
-                    color="C0", marker="o", ms=4, capsize=3, label="Entropy, DP selection (SA)")  # fmt: skip
+        ax.errorbar(
+            xs,
+            [c.mean for c in cells],
+            yerr=[c.sd if math.isfinite(c.sd) else 0.0 for c in cells],
+            color="C0",
+            marker="o",
+            ms=4,
+            capsize=3,
+            label="Entropy, DP selection (SA)",
+        )
         ax.set_title(_pm_name(p, m), fontsize=9)
         ax.set_xlabel("selection budget ε_Sel")
         ax.set_xticks(xs)
@@ -447,8 +536,11 @@ def selection_epsilon_figure(
                 handles.append(h)
                 labels.append(key)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle(f"Accuracy against the selection budget at total ε = {eps:g} (paper 004 Fig. 5 analogue; "
-                 "mean ± sd over seeds)", fontsize=10)  # fmt: skip
+    fig.suptitle(
+        f"Accuracy against the selection budget at total ε = {eps:g} (paper 004 Fig. 5 analogue; "
+        "mean ± sd over seeds)",
+        fontsize=10,
+    )
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     outs = _outputs(out_png)
     _save(fig, outs)
@@ -474,9 +566,20 @@ def group_epsilon_curves(schedule: Any) -> list[list[float]]:
     s = _load_schedule(schedule)
     curves = []
     for g in range(s.groups):
-        curves.append([s.plan.paid(g) + training_epsilon(
-            [(x.noise_multiplier, x.rates[g], x.steps) for x in s.segments if x.phase <= p and x.rates[g] > 0],
-            s.plan.delta) for p in range(g, s.plan.phases)])  # fmt: skip
+        curves.append(
+            [
+                s.plan.paid(g)
+                + training_epsilon(
+                    [
+                        (x.noise_multiplier, x.rates[g], x.steps)
+                        for x in s.segments
+                        if x.phase <= p and x.rates[g] > 0
+                    ],
+                    s.plan.delta,
+                )
+                for p in range(g, s.plan.phases)
+            ]
+        )
     return curves
 
 
@@ -522,8 +625,16 @@ def group_privacy_figure(
                 worst = g if worst < 0 or ys[-1] > curves[worst][-1] else worst
             top = max(top, max(ys))
         if worst >= 0:
-            ax.annotate(f"max {curves[worst][-1]:.2f} > {target:g}", (phases, curves[worst][-1]), ha="right",
-                        va="bottom", textcoords="offset points", xytext=(-12, 6), fontsize=8, color="red")  # fmt: skip
+            ax.annotate(
+                f"max {curves[worst][-1]:.2f} > {target:g}",
+                (phases, curves[worst][-1]),
+                ha="right",
+                va="bottom",
+                textcoords="offset points",
+                xytext=(-12, 6),
+                fontsize=8,
+                color="red",
+            )
         ax.axhline(target, color="k", ls="--", lw=1, label=f"target ε = {target:g}")
         ax.set_title(
             f"{name}\n(ε = {target:g}, ε_Sel = {s.plan.selection_epsilon:g}, T = {phases - 1})", fontsize=9

@@ -46,7 +46,9 @@ def _task_axis(ax, eps: str, n_tasks: int) -> None:
     ax.grid(alpha=0.3)
 
 
-def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path], legend_below: bool = False) -> None:
+def _finish_panels(
+    fig, axes, ylabel: str, title: str, outputs: list[str | Path], legend_below: bool = False
+) -> None:
     """Label, title, save and close a row of panels (``legend_below``: one legend under the panels,
     so that it covers no data when there are many series)."""
     import matplotlib.pyplot as plt
@@ -59,7 +61,9 @@ def _finish_panels(fig, axes, ylabel: str, title: str, outputs: list[str | Path]
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False)
+        fig.legend(
+            handles, labels, fontsize=8, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False
+        )
         fig.suptitle(title, fontsize=10)
         rows = (len(labels) + 2) // 3
         fig.tight_layout(rect=(0, 0.06 * rows + 0.02, 1, 1))
@@ -82,8 +86,13 @@ def _save(fig, outputs: list[str | Path]) -> None:
             fig.savefig(tmp, dpi=150, format=fmt, metadata=meta)
 
 
-def plot_label_drop(epsilons: list[float], deltas: list[float], max_class_size: int, outputs: list[str | Path],
-                    lower_bound: bool = False) -> None:  # fmt: skip
+def plot_label_drop(
+    epsilons: list[float],
+    deltas: list[float],
+    max_class_size: int,
+    outputs: list[str | Path],
+    lower_bound: bool = False,
+) -> None:
     """Fig. 2 (``lower_bound=False``): Pr[a new label is not added] under k-TSGD release, or
     Fig. A1 (``lower_bound=True``): the lower bound 1 − δ_n for any (ε, δ)-DP release."""
     import matplotlib
@@ -102,8 +111,12 @@ def plot_label_drop(epsilons: list[float], deltas: list[float], max_class_size: 
             ax.plot(n, drop, styles[j % len(styles)], color=f"C{i}", label=f"ε = {eps:g}, δ = {delta:g}")
     ax.set_xlabel("class size n (examples of the new label)")
     ax.set_ylabel("lower bound on Pr[label dropped]" if lower_bound else "Pr[label not added]")
-    ax.set_title("Any (ε, δ)-DP label release (paper Fig. A1)" if lower_bound
-                 else "k-TSGD label release (paper Fig. 2)", fontsize=10)  # fmt: skip
+    ax.set_title(
+        "Any (ε, δ)-DP label release (paper Fig. A1)"
+        if lower_bound
+        else "k-TSGD label release (paper Fig. 2)",
+        fontsize=10,
+    )
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
@@ -112,8 +125,9 @@ def plot_label_drop(epsilons: list[float], deltas: list[float], max_class_size: 
     plt.close(fig)
 
 
-def blurry_samples_per_task(labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float,
-                            seed: int) -> np.ndarray:  # fmt: skip
+def blurry_samples_per_task(
+    labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
+) -> np.ndarray:
     """Mean number of training samples per blurry class present in each task (paper Fig. 7,
     right): M = 0 keeps each blurry class whole in its owner task; larger M spreads fewer
     samples of more blurry classes over every task."""
@@ -131,8 +145,15 @@ def blurry_samples_per_task(labels: np.ndarray, n_tasks: int, disjoint_pct: floa
     return np.array(out)
 
 
-def plot_blurry_samples(labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pcts: list[float], seed: int,
-                        title: str, outputs: list[str | Path]) -> None:  # fmt: skip
+def plot_blurry_samples(
+    labels: np.ndarray,
+    n_tasks: int,
+    disjoint_pct: float,
+    blurry_pcts: list[float],
+    seed: int,
+    title: str,
+    outputs: list[str | Path],
+) -> None:
     """Fig. 7 (right panel): samples per blurry class per task, one line per blurry ratio M."""
     import matplotlib
 
@@ -142,8 +163,13 @@ def plot_blurry_samples(labels: np.ndarray, n_tasks: int, disjoint_pct: float, b
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     t = np.arange(1, n_tasks + 1)
     for m in blurry_pcts:
-        ax.plot(t, blurry_samples_per_task(labels, n_tasks, disjoint_pct, m, seed), marker="o", ms=3,
-                label=f"M = {m:g} %")  # fmt: skip
+        ax.plot(
+            t,
+            blurry_samples_per_task(labels, n_tasks, disjoint_pct, m, seed),
+            marker="o",
+            ms=3,
+            label=f"M = {m:g} %",
+        )
     ax.set_xlabel("task t")
     ax.set_ylabel("samples per blurry class")
     ax.set_xticks(t)
@@ -155,8 +181,9 @@ def plot_blurry_samples(labels: np.ndarray, n_tasks: int, disjoint_pct: float, b
     plt.close(fig)
 
 
-def plot_aggregation_comparison(records: list[dict], methods: list[str], title: str,
-                                outputs: list[str | Path], rules: tuple[str, ...]) -> None:  # fmt: skip
+def plot_aggregation_comparison(
+    records: list[dict], methods: list[str], title: str, outputs: list[str | Path], rules: tuple[str, ...]
+) -> None:
     """Fig. A2: final accuracy of the PEFT ensemble under each aggregation rule (App. D.2);
     one panel per label method, bars per ε, median over seeds with min/max error bars.
     ``rules`` are the rule names in the order to draw them (``dpcl.learners.aggregation.RULES``)."""
@@ -168,21 +195,33 @@ def plot_aggregation_comparison(records: list[dict], methods: list[str], title: 
     RULES = tuple(rules)
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
-    fig, axes = plt.subplots(1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.4), sharey=True,
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.4), sharey=True, squeeze=False
+    )
     width = 0.8 / len(RULES)
     for ax, m in zip(axes[0], methods, strict=False):
         for k, rule in enumerate(RULES):
             med, lo, hi = [], [], []
             for eps in epsilons:
-                v = 100 * np.array([r["final_accuracy_by_aggregation"][rule] for r in records
-                                    if r["epsilon"] == eps and r["label_method"] == m])  # fmt: skip
+                v = 100 * np.array(
+                    [
+                        r["final_accuracy_by_aggregation"][rule]
+                        for r in records
+                        if r["epsilon"] == eps and r["label_method"] == m
+                    ]
+                )
                 med.append(np.median(v) if v.size else np.nan)
                 lo.append(med[-1] - v.min() if v.size else 0)
                 hi.append(v.max() - med[-1] if v.size else 0)
             x = np.arange(len(epsilons)) + (k - (len(RULES) - 1) / 2) * width
-            ax.bar(x, med, width, yerr=[lo, hi], capsize=2, label={"argmax": "ArgMax", "median": "Median",
-                                                                   "entropy": "Entropy"}[rule])  # fmt: skip
+            ax.bar(
+                x,
+                med,
+                width,
+                yerr=[lo, hi],
+                capsize=2,
+                label={"argmax": "ArgMax", "median": "Median", "entropy": "Entropy"}[rule],
+            )
         ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
         ax.set_title(label_method_name(m), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
@@ -231,7 +270,14 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
             curves = 100 * np.asarray(curves, dtype=float)
             med = np.median(curves, axis=0)
             t = np.arange(1, curves.shape[1] + 1) + offsets[learner]
-            ax.errorbar(t, med, yerr=[med - curves.min(axis=0), curves.max(axis=0) - med], marker="o", ms=3,
-                        capsize=2, label=name)  # fmt: skip
+            ax.errorbar(
+                t,
+                med,
+                yerr=[med - curves.min(axis=0), curves.max(axis=0) - med],
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=name,
+            )
         _task_axis(ax, eps, len(records[0]["average_accuracy"]))
     _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs, legend_below=True)

@@ -116,24 +116,44 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
         groups.setdefault(key, []).append(f)
     from ..config import benchmark_datasets
 
-    shared = {k: config[k] for k in ("seeds", "epsilons", "delta", "label_methods", "head_label_methods",
-                                   "nonprivate_label_methods", "learners", "dpsgd", "tuning", "agem", "aggregation",
-                                   "film")
-              if k in config}  # fmt: skip
+    shared = {
+        k: config[k]
+        for k in (
+            "seeds",
+            "epsilons",
+            "delta",
+            "label_methods",
+            "head_label_methods",
+            "nonprivate_label_methods",
+            "learners",
+            "dpsgd",
+            "tuning",
+            "agem",
+            "aggregation",
+            "film",
+        )
+        if k in config
+    }
     sections = []
     for name in config.get("benchmarks", {}):
         if f"bench {name}" in groups:
             b = config["benchmarks"][name]
-            cfg = {"benchmarks": {name: b}, **shared,
-                   "datasets": {d: config.get("datasets", {}).get(d) for d in benchmark_datasets(config, name)},
-                   "backbones": {b["backbone"]: config.get("backbones", {}).get(b["backbone"])}}  # fmt: skip
+            cfg = {
+                "benchmarks": {name: b},
+                **shared,
+                "datasets": {d: config.get("datasets", {}).get(d) for d in benchmark_datasets(config, name)},
+                "backbones": {b["backbone"]: config.get("backbones", {}).get(b["backbone"])},
+            }
             sections.append(
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)
             )
-    titles = {"paper figures": "Paper Figures 4-7, A3-A9 and paper 003 Fig. 4 (all benchmarks)",
-              "paper tables": "Paper Tables A3-A10 and paper 003 Tables F.1, F.2 (all benchmarks)",
-              "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)", "other": "Other",
-              "active": "DP active learning (paper 004): Tables I, II, V, Fig. 5, per-group privacy"}  # fmt: skip
+    titles = {
+        "paper figures": "Paper Figures 4-7, A3-A9 and paper 003 Fig. 4 (all benchmarks)",
+        "paper tables": "Paper Tables A3-A10 and paper 003 Tables F.1, F.2 (all benchmarks)",
+        "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)",
+        "other": "Other",
+        "active": "DP active learning (paper 004): Tables I, II, V, Fig. 5, per-group privacy",
+    }
     for key in ("paper figures", "paper tables", "privacy", "active"):
         if key in groups:
             cfg = {"benchmarks": config.get("benchmarks", {}), **shared} if key.startswith("paper") else {}
@@ -242,24 +262,36 @@ def _render_item(stem: str, files: list[Path], cap: str) -> tuple[str, str]:
     if ".md" in by_ext:
         body.append(markdown_to_html(by_ext[".md"].read_text()))
         if ".csv" in by_ext:
-            body.append(f"<details><summary>all columns ({_esc(by_ext['.csv'].name)})</summary>"
-                        f"{csv_to_html(by_ext['.csv'])}</details>")  # fmt: skip
+            body.append(
+                f"<details><summary>all columns ({_esc(by_ext['.csv'].name)})</summary>"
+                f"{csv_to_html(by_ext['.csv'])}</details>"
+            )
     elif ".csv" in by_ext:
         body.append(csv_to_html(by_ext[".csv"]))
     if ".tex" in by_ext:
-        body.append(f"<details><summary>LaTeX ({_esc(by_ext['.tex'].name)})</summary>"
-                    f"<pre>{_esc(by_ext['.tex'].read_text())}</pre></details>")  # fmt: skip
+        body.append(
+            f"<details><summary>LaTeX ({_esc(by_ext['.tex'].name)})</summary>"
+            f"<pre>{_esc(by_ext['.tex'].read_text())}</pre></details>"
+        )
     other = [f for f in files if f.suffix.lower() not in (*FIGURE_EXTS, *TABLE_EXTS)]
     for f in other:
-        body.append(f"<details><summary>{_esc(f.name)}</summary><pre>{_esc(f.read_text(errors='replace'))}</pre>"
-                    "</details>")  # fmt: skip
+        body.append(
+            f"<details><summary>{_esc(f.name)}</summary><pre>{_esc(f.read_text(errors='replace'))}</pre>"
+            "</details>"
+        )
     if not body:
         body.append("<p><em>only a vector version (PDF/SVG) was produced: see the file listed</em></p>")
     return head + "\n".join(body) + listing + "</div>", kind
 
 
-def build_html_report(sections: list[Section], config: dict, out: str | Path, title: str = "dpcl report",
-                      version: str | None = None, date: str | None = None) -> None:  # fmt: skip
+def build_html_report(
+    sections: list[Section],
+    config: dict,
+    out: str | Path,
+    title: str = "dpcl report",
+    version: str | None = None,
+    date: str | None = None,
+) -> None:
     """Write one self-contained HTML page: a table of contents, a section per group of files
     (each with the config entries behind it) and the full validated config at the end."""
     from ..provenance import provenance
@@ -269,16 +301,21 @@ def build_html_report(sections: list[Section], config: dict, out: str | Path, ti
         version = prov["dpcl"] or "unknown"
     # no generation time (the same config gives the same bytes, issue 18 item 10): the code and
     # package versions identify what produced the page
-    made = (f"commit {prov['commit'] or 'unknown'}, library {prov['library_sha256']}, "
-            + ", ".join(f"{k} {v}" for k, v in prov["packages"].items() if v) + (f"; {date}" if date else ""))
+    made = (
+        f"commit {prov['commit'] or 'unknown'}, library {prov['library_sha256']}, "
+        + ", ".join(f"{k} {v}" for k, v in prov["packages"].items() if v)
+        + (f"; {date}" if date else "")
+    )
     missing = [str(f) for s in sections for f in s.files if not Path(f).is_file()]
     if missing:
         raise FileNotFoundError(f"report inputs missing: {missing[:5]}{' …' if len(missing) > 5 else ''}")
-    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{_esc(title)}</h1><p>dpcl {_esc(version)} ({_esc(made)}). Every table and figure of "
-             "this run; each section shows the config entries that produced it, the full config is at the end."
-             "</p>"]  # fmt: skip
+    parts = [
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>{_esc(title)}</h1><p>dpcl {_esc(version)} ({_esc(made)}). Every table and figure of "
+        "this run; each section shows the config entries that produced it, the full config is at the end."
+        "</p>",
+    ]
     if config.get("miniature"):
         from .paper_tables import MINIATURE_NOTE
 
@@ -290,20 +327,29 @@ def build_html_report(sections: list[Section], config: dict, out: str | Path, ti
         toc.append(f'<li><a href="#{sid}">{_esc(sec.title)}</a></li>')
         body.append(f'<section id="{sid}"><h2>{_esc(sec.title)}</h2>')
         if sec.config:
-            body.append("<details><summary>config for this section</summary>"
-                        f"<pre>{_esc(_yaml(sec.config))}</pre></details>")  # fmt: skip
+            body.append(
+                "<details><summary>config for this section</summary>"
+                f"<pre>{_esc(_yaml(sec.config))}</pre></details>"
+            )
         stems: dict[str, list[Path]] = {}
         for f in map(Path, sec.files):
             stems.setdefault(str(f.with_suffix("")), []).append(f)
         bench = sec.title.removeprefix("Benchmark ") if sec.title.startswith("Benchmark ") else None
-        rendered = [_render_item(Path(s).name, fs, caption(Path(s).name)
-                                 or (_bench_caption(Path(s).name, bench) if bench else ""))
-                    for s, fs in stems.items()]  # fmt: skip
+        rendered = [
+            _render_item(
+                Path(s).name,
+                fs,
+                caption(Path(s).name) or (_bench_caption(Path(s).name, bench) if bench else ""),
+            )
+            for s, fs in stems.items()
+        ]
         body += [h for h, kind in rendered if kind == "table"] + [
             h for h, kind in rendered if kind == "figure"
         ]
         body.append("</section>")
     toc.append('<li><a href="#config">Full configuration</a></li></ul></nav>')
-    body.append('<section id="config"><h2>Full configuration (validated, defaults filled)</h2>'
-                f"<pre>{_esc(_yaml(config))}</pre></section>")  # fmt: skip
+    body.append(
+        '<section id="config"><h2>Full configuration (validated, defaults filled)</h2>'
+        f"<pre>{_esc(_yaml(config))}</pre></section>"
+    )
     write_text(out, "\n".join(parts + toc + body) + "\n</body></html>\n")

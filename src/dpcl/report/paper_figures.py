@@ -54,8 +54,13 @@ def public_multiplier(method: str) -> int | None:
 
 def _final(records: list[dict], learner: str, eps: str, method: str) -> np.ndarray:
     """Final accuracies (%) of the seeds of one (learner, ε, label method)."""
-    return np.array([100 * float(r["final_accuracy"]) for r in records
-                     if r["learner"] == learner and r["epsilon"] == eps and r["label_method"] == method])  # fmt: skip
+    return np.array(
+        [
+            100 * float(r["final_accuracy"])
+            for r in records
+            if r["learner"] == learner and r["epsilon"] == eps and r["label_method"] == method
+        ]
+    )
 
 
 def _learners(records: list[dict]) -> list[str]:
@@ -85,8 +90,17 @@ def _note(ax, text: str, notes: list[str] | None = None) -> None:
     """A readable 'nothing to draw' message in place of a panel's data (also kept in ``notes``)."""
     if notes is not None:
         notes.append(text)
-    ax.text(0.5, 0.5, textwrap.fill(text, 55), ha="center", va="center", fontsize=8, wrap=True, transform=ax.transAxes,
-            bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#bbbbbb"})  # fmt: skip
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(text, 55),
+        ha="center",
+        va="center",
+        fontsize=8,
+        wrap=True,
+        transform=ax.transAxes,
+        bbox={"boxstyle": "round", "fc": "#f4f4f4", "ec": "#bbbbbb"},
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -146,8 +160,9 @@ def _stat_bar(
     return hi
 
 
-def _bar_figure(bench_records: dict[str, list[dict]], categories, title: str, empty: str,
-                outputs: list[str | Path]) -> list[str]:  # fmt: skip
+def _bar_figure(
+    bench_records: dict[str, list[dict]], categories, title: str, empty: str, outputs: list[str | Path]
+) -> list[str]:
     """Rows benchmarks, columns learners; per panel bars of final accuracy grouped by ε, one
     colour per category. ``categories(records, learner, eps)`` yields (name, method tag | None)."""
     plt = _pyplot()
@@ -189,8 +204,15 @@ def _bar_figure(bench_records: dict[str, list[dict]], categories, title: str, em
                     drawn = True
                     rf = release_fraction(method)
                     if rf is not None and name.startswith("Release Labels"):
-                        ax.annotate(f"f={100 * rf[1]:g}%", (xk, hi), ha="center", va="bottom", fontsize=6,
-                                    xytext=(0, 2), textcoords="offset points")  # fmt: skip
+                        ax.annotate(
+                            f"f={100 * rf[1]:g}%",
+                            (xk, hi),
+                            ha="center",
+                            va="bottom",
+                            fontsize=6,
+                            xytext=(0, 2),
+                            textcoords="offset points",
+                        )
             if not drawn:
                 _note(ax, f"no runs of these label methods for {LEARNER_NAMES[learner]} on {bench}", notes)
                 continue
@@ -229,8 +251,13 @@ def plot_fig4_label_methods(bench_records: dict[str, list[dict]], outputs: list[
             ("Release Labels (best f)", best_release(records, learner, eps)),
         ]
 
-    return _bar_figure(bench_records, categories, "Fig. 4: comparison of label methods (median, 2nd/4th best seed)",
-                "; ".join(missing), outputs)  # fmt: skip
+    return _bar_figure(
+        bench_records,
+        categories,
+        "Fig. 4: comparison of label methods (median, 2nd/4th best seed)",
+        "; ".join(missing),
+        outputs,
+    )
 
 
 def plot_fig6_public_labels(bench_records: dict[str, list[dict]], outputs: list[str | Path]) -> list[str]:
@@ -247,8 +274,13 @@ def plot_fig6_public_labels(bench_records: dict[str, list[dict]], outputs: list[
     def categories(records, learner, eps):
         return [(label_method_name(m), m) for m in ("oracle", "base", *publics)]
 
-    return _bar_figure(bench_records, categories, "Fig. 6: details on Public Labels (median, 2nd/4th best seed)",
-                missing, outputs)  # fmt: skip
+    return _bar_figure(
+        bench_records,
+        categories,
+        "Fig. 6: details on Public Labels (median, 2nd/4th best seed)",
+        missing,
+        outputs,
+    )
 
 
 def _released_total(r: dict) -> float:
@@ -280,8 +312,10 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
             continue
         fracs = sorted({release_fraction(r["label_method"])[1] for r in rel})
         if len(fracs) == 1:
-            notes.append(f"{bench}: one release fraction (f = {100 * fracs[0]:g} %); add release-f<F> methods "
-                         "(config/paper.yaml sweeps 2.5-50 %) to trace the trade-off")  # fmt: skip
+            notes.append(
+                f"{bench}: one release fraction (f = {100 * fracs[0]:g} %); add release-f<F> methods "
+                "(config/paper.yaml sweeps 2.5-50 %) to trace the trade-off"
+            )
         styles = {"ktsgd": "-", "laplace": "--"}
         k = 0
         for learner in _learners(rel):
@@ -300,8 +334,17 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
                     name = f"{LEARNER_NAMES[learner]}, {_eps_name(eps)}" + (
                         ", Laplace" if mech == "laplace" else ""
                     )
-                    ax_acc.errorbar(100 * f, med, yerr=[med - lo, hi - med], fmt=styles[mech], marker="o", ms=3,
-                                    capsize=2, color=f"C{k}", label=name)  # fmt: skip
+                    ax_acc.errorbar(
+                        100 * f,
+                        med,
+                        yerr=[med - lo, hi - med],
+                        fmt=styles[mech],
+                        marker="o",
+                        ms=3,
+                        capsize=2,
+                        color=f"C{k}",
+                        label=name,
+                    )
                     ax_acc.axvline(100 * f[np.argmax(med)], color="red", ls=":", lw=1)
                     k += 1
         # The label release depends on (seed, ε, f), not on the learner: one curve per ε.
@@ -310,14 +353,25 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
         for c, eps in enumerate(_epsilons(lab)):
             pts = []
             for m in sorted({r["label_method"] for r in lab}, key=lambda m: release_fraction(m)[1]):
-                v = [_released_total(r) for r in lab if r["epsilon"] == eps and r["label_method"] == m
-                     and release_fraction(m)[0] == "ktsgd"]  # fmt: skip
+                v = [
+                    _released_total(r)
+                    for r in lab
+                    if r["epsilon"] == eps and r["label_method"] == m and release_fraction(m)[0] == "ktsgd"
+                ]
                 if v:
                     pts.append((release_fraction(m)[1], *order_stats(v)))
             if pts:
                 f, lo, med, hi = (np.array(x) for x in zip(*pts, strict=True))
-                ax_lab.errorbar(100 * f, med, yerr=[med - lo, hi - med], marker="o", ms=3, capsize=2, color=f"C{c}",
-                                label=_eps_name(eps))  # fmt: skip
+                ax_lab.errorbar(
+                    100 * f,
+                    med,
+                    yerr=[med - lo, hi - med],
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    color=f"C{c}",
+                    label=_eps_name(eps),
+                )
         oracle = [
             _released_total(r)
             for r in records
@@ -358,8 +412,10 @@ def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
             for key, members in groups.items():
                 if key[:3] == (b["dataset"], b["backbone"], int(b["n_tasks"])):
                     members.setdefault(0.0, name)
-    return {f"{d} / {bb}, i-Blurry N = {n:g} %, {t} tasks": dict(sorted(v.items()))
-            for (d, bb, t, n), v in groups.items()}  # fmt: skip
+    return {
+        f"{d} / {bb}, i-Blurry N = {n:g} %, {t} tasks": dict(sorted(v.items()))
+        for (d, bb, t, n), v in groups.items()
+    }
 
 
 #: Paper 003 Sec. 7.2 (Fig. 4, Table F.2): the task splits compared on one data set, by scenario.
@@ -382,8 +438,10 @@ def blurry_comparisons(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]
             continue
         key = (str(b["dataset"]), str(b.get("backbone", "")), int(b["n_tasks"]))
         groups.setdefault(key, {}).setdefault(scenario, name)
-    return {f"{d} / {bb}, {t} tasks": {s: v[s] for s in BLURRY_SETTINGS if s in v}
-            for (d, bb, t), v in groups.items()}  # fmt: skip
+    return {
+        f"{d} / {bb}, {t} tasks": {s: v[s] for s in BLURRY_SETTINGS if s in v}
+        for (d, bb, t), v in groups.items()
+    }
 
 
 def blurry_trios(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
@@ -394,13 +452,22 @@ def blurry_trios(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
 def _blurry_layout(groups: dict[str, dict[float, list[dict]]], title: str, outputs: list[str | Path]):
     """(rows (group, learner), ε tags, None) of a blurriness figure, or (…, notes) after writing a
     note figure when no i-Blurry runs exist."""
-    rows = [(g, lr) for g, by_m in groups.items()
-            for lr in _learners([r for recs in by_m.values() for r in recs])]  # fmt: skip
+    rows = [
+        (g, lr) for g, by_m in groups.items() for lr in _learners([r for recs in by_m.values() for r in recs])
+    ]
     if not rows:
         why = "no runs of the i-Blurry benchmarks" if groups else "no i-Blurry benchmarks in this config"
-        return [], [], _note_figure(title, f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and "
-                                    "blurry_pct M (config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on "
-                                    "CIFAR-100)", outputs)  # fmt: skip
+        return (
+            [],
+            [],
+            _note_figure(
+                title,
+                f"{why}: add benchmarks with scenario: iblurry, disjoint_pct N and "
+                "blurry_pct M (config/paper.yaml has N = 50, M = 10, 25, 50, 75, 100 on "
+                "CIFAR-100)",
+                outputs,
+            ),
+        )
     epsilons = sorted(
         {r["epsilon"] for by_m in groups.values() for recs in by_m.values() for r in recs}, key=_eps_key
     )
@@ -416,24 +483,30 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
     rows, epsilons, empty = _blurry_layout(groups, title, outputs)
     if empty is not None:
         return empty
-    fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(4.4 * len(epsilons), 3.4 * len(rows)),
-                             squeeze=False, sharey="row")  # fmt: skip
+    fig, axes = plt.subplots(
+        len(rows), len(epsilons), figsize=(4.4 * len(epsilons), 3.4 * len(rows)), squeeze=False, sharey="row"
+    )
     handles: dict[str, object] = {}
     colors: dict[str, str] = {}
     notes = []
     for i, (group, learner) in enumerate(rows):
         by_m = groups[group]
         if len(by_m) == 1:
-            notes.append(f"{group}: one blurry ratio (M = {next(iter(by_m)):g} %); add i-Blurry benchmarks with "
-                         "other blurry_pct values")  # fmt: skip
+            notes.append(
+                f"{group}: one blurry ratio (M = {next(iter(by_m)):g} %); add i-Blurry benchmarks with "
+                "other blurry_pct values"
+            )
         for j, eps in enumerate(epsilons):
             ax = axes[i][j]
             series: dict[str, list[tuple]] = {}
             for m_pct, recs in by_m.items():
                 pub = _largest_public([r for r in recs if r["learner"] == learner])
-                picks = [("Label Oracle (Baseline)", "oracle"), ("Base Dataset (Baseline)", "base"),
-                         (f"Public Labels ({public_multiplier(pub)}x)" if pub else "", pub),
-                         ("Release Labels (best f)", best_release(recs, learner, eps))]  # fmt: skip
+                picks = [
+                    ("Label Oracle (Baseline)", "oracle"),
+                    ("Base Dataset (Baseline)", "base"),
+                    (f"Public Labels ({public_multiplier(pub)}x)" if pub else "", pub),
+                    ("Release Labels (best f)", best_release(recs, learner, eps)),
+                ]
                 for name, method in picks:
                     v = _final(recs, learner, eps, method) if method else np.array([])
                     if v.size:
@@ -444,8 +517,16 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
             for name, pts in series.items():
                 m_pct, lo, med, hi = (np.array(c) for c in zip(*pts, strict=True))
                 color = colors.setdefault(name, f"C{len(colors)}")
-                h = ax.errorbar(m_pct, med, yerr=[med - lo, hi - med], marker="o", ms=3, capsize=2, color=color,
-                                label=name)  # fmt: skip
+                h = ax.errorbar(
+                    m_pct,
+                    med,
+                    yerr=[med - lo, hi - med],
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    color=color,
+                    label=name,
+                )
                 handles.setdefault(name, h)
             ax.set_xticks(sorted(by_m))
             span = (max(by_m) - min(by_m)) or 10.0
@@ -467,12 +548,23 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
 # --- Appendix figures A3-A9 (paper 000 App. E.1, F) ------------------------------------------
 
 #: Learners of Figs. A4-A9 (App. F): Table A8's row order, then the DP-A-GEM baselines of ours.
-TASK_LEARNERS = ("naive_head", "naive_film", "cosine", "peft_film", "noncl_film", "peft_head", "noncl_head",
-                 "agem_head", "agem_film")  # fmt: skip
+TASK_LEARNERS = (
+    "naive_head",
+    "naive_film",
+    "cosine",
+    "peft_film",
+    "noncl_film",
+    "peft_head",
+    "noncl_head",
+    "agem_head",
+    "agem_film",
+)
 #: The label method of App. F (Tables A8-A10 match Table A3's Base Dataset column).
 TASK_METHOD = "base"
-_NO_BASE = ("no runs with label method 'base' (Base Dataset, the setting of App. F): add base to label_methods "
-            "(Cosine Classifier) and head_label_methods (DP-SGD learners)")  # fmt: skip
+_NO_BASE = (
+    "no runs with label method 'base' (Base Dataset, the setting of App. F): add base to label_methods "
+    "(Cosine Classifier) and head_label_methods (DP-SGD learners)"
+)
 _DATASET_NAMES = {"cifar100": "CIFAR-100", "imagenet_r": "ImageNet-R", "five_datasets": "5-dataset"}
 
 
@@ -523,14 +615,17 @@ def task_series(base: list[dict], metric: str) -> dict[str, dict[str, tuple[np.n
             if not curves:
                 continue
             if len({len(c) for c in curves}) > 1:
-                raise ValueError(f"{_learner_name(lr)} at {_eps_name(eps)}: runs with different task counts "
-                                 f"{sorted({len(c) for c in curves})}; one benchmark has one task count")  # fmt: skip
+                raise ValueError(
+                    f"{_learner_name(lr)} at {_eps_name(eps)}: runs with different task counts "
+                    f"{sorted({len(c) for c in curves})}; one benchmark has one task count"
+                )
             out.setdefault(eps, {})[lr] = _per_task_stats(curves)
     return out
 
 
-def plot_task_metric(records: list[dict], metric: str, bench: str, bench_cfg: dict,
-                     outputs: list[str | Path]) -> list[str]:  # fmt: skip
+def plot_task_metric(
+    records: list[dict], metric: str, bench: str, bench_cfg: dict, outputs: list[str | Path]
+) -> list[str]:
     """Figs. A5-A9 (App. F): median over seeds of the accuracy AA_t (``metric`` 'accuracy') or the
     forgetting AF_t ('forgetting') after each task t, error bars min/max over the seeds (task orders
     for 5-dataset), a line per learner, a panel per ε, label method Base Dataset. Non-CL models are
@@ -547,21 +642,31 @@ def plot_task_metric(records: list[dict], metric: str, bench: str, bench_cfg: di
         f"Fig. {fig_id}" if fig_id else "Style of Figs. " + ("A5/A7/A8" if metric == "accuracy" else "A6/A9")
     )
     over = "task orders" if scenario == "datasets" else "seeds"
-    title = (f"{head}: median {what} per task, {bench} ({_DATASET_NAMES.get(dataset, dataset)}, {scenario}); "
-             f"Base Dataset, error bars min/max over {over}")  # fmt: skip
+    title = (
+        f"{head}: median {what} per task, {bench} ({_DATASET_NAMES.get(dataset, dataset)}, {scenario}); "
+        f"Base Dataset, error bars min/max over {over}"
+    )
     if not records:
         return _note_figure(title, f"no runs for benchmark {bench} in this config", outputs)
     base = [r for r in records if r["label_method"] == TASK_METHOD]
     if not base:
         return _note_figure(title, _NO_BASE, outputs)
-    notes = [f"no Base Dataset runs for {_learner_name(lr)}: add base to "
-             + ("label_methods" if lr == "cosine" else "head_label_methods")
-             for lr in _task_learners(records) if lr not in {r["learner"] for r in base}]  # fmt: skip
+    notes = [
+        f"no Base Dataset runs for {_learner_name(lr)}: add base to "
+        + ("label_methods" if lr == "cosine" else "head_label_methods")
+        for lr in _task_learners(records)
+        if lr not in {r["learner"] for r in base}
+    ]
     learners = _task_learners(base)
     epsilons = _epsilons(base)
     n_tasks = max(len(r[key]) for r in base)
-    fig, axes = plt.subplots(1, len(epsilons), figsize=(max(4.6, 0.35 * n_tasks + 2.6) * len(epsilons), 3.8),
-                             squeeze=False, sharey=True)  # fmt: skip
+    fig, axes = plt.subplots(
+        1,
+        len(epsilons),
+        figsize=(max(4.6, 0.35 * n_tasks + 2.6) * len(epsilons), 3.8),
+        squeeze=False,
+        sharey=True,
+    )
     handles: dict[str, object] = {}
     colors = {lr: f"C{k}" for k, lr in enumerate(learners)}
     offsets = {
@@ -584,16 +689,25 @@ def plot_task_metric(records: list[dict], metric: str, bench: str, bench_cfg: di
                 continue
             single = t.size == 1 and lr.startswith("noncl")
             name = _learner_name(lr) + (" (after all data)" if single else "")
-            h = ax.errorbar(t + offsets[lr], med, yerr=[med - lo, hi - med], marker="*" if single else "o",
-                            ms=8 if single else 3, capsize=2, color=colors[lr], ls="none" if single else "-",
-                            label=name)  # fmt: skip
+            h = ax.errorbar(
+                t + offsets[lr],
+                med,
+                yerr=[med - lo, hi - med],
+                marker="*" if single else "o",
+                ms=8 if single else 3,
+                capsize=2,
+                color=colors[lr],
+                ls="none" if single else "-",
+                label=name,
+            )
             handles.setdefault(name, h)
         ax.set_title(_eps_name(eps), fontsize=9)
         ax.set_xlabel("task t")
         ax.set_xticks(np.arange(1, n_tasks + 1))
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy on tasks seen, AA_t (%)" if metric == "accuracy"
-                          else "average forgetting AF_t (%)")  # fmt: skip
+    axes[0][0].set_ylabel(
+        "test accuracy on tasks seen, AA_t (%)" if metric == "accuracy" else "average forgetting AF_t (%)"
+    )
     if metric == "forgetting":
         notes.append("AF_1 is undefined (no earlier task to forget): curves start at t = 2")
     notes = list(dict.fromkeys(notes))
@@ -603,8 +717,9 @@ def plot_task_metric(records: list[dict], metric: str, bench: str, bench_cfg: di
     return notes
 
 
-def plot_figA4_privacy_utility(bench_records: dict[str, list[dict]], benchmarks: dict[str, dict],
-                               outputs: list[str | Path]) -> list[str]:  # fmt: skip
+def plot_figA4_privacy_utility(
+    bench_records: dict[str, list[dict]], benchmarks: dict[str, dict], outputs: list[str | Path]
+) -> list[str]:
     """Fig. A4 (App. F): final accuracy against the privacy budget ε per learner (Cosine Classifier,
     PEFT Ensemble, Naive, Non-CL), a panel per disjoint or 5-dataset benchmark (the paper:
     Split-CIFAR-100 left, Split-ImageNet-R right); Base Dataset, median with min/max over seeds as
@@ -644,16 +759,29 @@ def plot_figA4_privacy_utility(bench_records: dict[str, list[dict]], benchmarks:
             x, med, lo, hi = (np.array(c) for c in zip(*pts, strict=True))
             color = colors.setdefault(lr, f"C{len(colors)}")
             off = (k - (len(learners) - 1) / 2) * min(0.06, 0.4 / len(learners))
-            h = ax.errorbar(x + off, med, yerr=[med - lo, hi - med], marker="o", ms=3, capsize=2, color=color,
-                            label=_learner_name(lr))  # fmt: skip
+            h = ax.errorbar(
+                x + off,
+                med,
+                yerr=[med - lo, hi - med],
+                marker="o",
+                ms=3,
+                capsize=2,
+                color=color,
+                label=_learner_name(lr),
+            )
             handles.setdefault(_learner_name(lr), h)
         cfg = benchmarks.get(bench, {})
         ds = str(cfg.get("dataset", "")).split("__", 1)[0]
         ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
         ax.set_xlim(-0.4, len(epsilons) - 0.6)
         ax.set_title(f"{bench} ({_DATASET_NAMES.get(ds, ds)}, {cfg.get('scenario', 'disjoint')})", fontsize=9)
-        ax.set_xlabel("privacy budget (δ = " + ", ".join(f"{d:g}" for d in sorted({r.get('delta', math.nan)
-                      for r in base if r["epsilon"] != "inf"})) + ")")  # fmt: skip
+        ax.set_xlabel(
+            "privacy budget (δ = "
+            + ", ".join(
+                f"{d:g}" for d in sorted({r.get("delta", math.nan) for r in base if r["epsilon"] != "inf"})
+            )
+            + ")"
+        )
         ax.set_ylabel("final accuracy (%)")
         ax.grid(alpha=0.3)
     _finish(
@@ -678,8 +806,9 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
     rows, epsilons, empty = _blurry_layout(groups, title, outputs)
     if empty is not None:
         return empty
-    fig, axes = plt.subplots(len(rows), len(epsilons), figsize=(4.6 * len(epsilons), 3.4 * len(rows)),
-                             squeeze=False, sharey="row")  # fmt: skip
+    fig, axes = plt.subplots(
+        len(rows), len(epsilons), figsize=(4.6 * len(epsilons), 3.4 * len(rows)), squeeze=False, sharey="row"
+    )
     handles: dict[str, object] = {}
     colors: dict[str, str] = {}
     notes: list[str] = []
@@ -692,9 +821,11 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
             for x, m_pct in enumerate(ms):
                 recs = by_m[m_pct]
                 pub = _largest_public([r for r in recs if r["learner"] == learner])
-                picks = [("Base Dataset (Baseline)", "base"),
-                         ("Public Labels (largest ×N run)", pub),
-                         ("Release Labels (best f)", best_release(recs, learner, eps))]  # fmt: skip
+                picks = [
+                    ("Base Dataset (Baseline)", "base"),
+                    ("Public Labels (largest ×N run)", pub),
+                    ("Release Labels (best f)", best_release(recs, learner, eps)),
+                ]
                 width = 0.8 / len(picks)
                 for k, (name, method) in enumerate(picks):
                     v = _final(recs, learner, eps, method) if method else np.array([])
@@ -704,13 +835,27 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
                     hi = _stat_bar(ax, xk, v, width, name, colors, handles)
                     drawn = True
                     if method and method != "base":
-                        tag = f"{public_multiplier(method)}x" if public_multiplier(method) else (
-                            f"f={100 * release_fraction(method)[1]:g}%")  # fmt: skip
-                        ax.annotate(tag, (xk, hi), ha="center", va="bottom", fontsize=5, xytext=(0, 2),
-                                    textcoords="offset points", rotation=90)  # fmt: skip
+                        tag = (
+                            f"{public_multiplier(method)}x"
+                            if public_multiplier(method)
+                            else (f"f={100 * release_fraction(method)[1]:g}%")
+                        )
+                        ax.annotate(
+                            tag,
+                            (xk, hi),
+                            ha="center",
+                            va="bottom",
+                            fontsize=5,
+                            xytext=(0, 2),
+                            textcoords="offset points",
+                            rotation=90,
+                        )
             if not drawn:
-                _note(ax, f"no Base / Public / Release Labels runs for {LEARNER_NAMES[learner]} at {_eps_name(eps)}",
-                      notes)  # fmt: skip
+                _note(
+                    ax,
+                    f"no Base / Public / Release Labels runs for {LEARNER_NAMES[learner]} at {_eps_name(eps)}",
+                    notes,
+                )
                 continue
             ax.set_xticks(np.arange(len(ms)), [f"{m:g}" for m in ms])
             ax.set_xlabel("blurry ratio M (%)")
@@ -722,8 +867,10 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
             0, axes[i][0].get_ylim()[1] * 1.12
         )  # the row shares y: room for the ×N / f labels
         if len(ms) == 1:
-            notes.append(f"{group}: one blurry ratio (M = {ms[0]:g} %); add i-Blurry benchmarks with other "
-                         "blurry_pct values")  # fmt: skip
+            notes.append(
+                f"{group}: one blurry ratio (M = {ms[0]:g} %); add i-Blurry benchmarks with other "
+                "blurry_pct values"
+            )
     if len(groups) == 1:
         title += f"\n{next(iter(groups))}"
     notes = list(dict.fromkeys(notes))
@@ -747,9 +894,11 @@ class BlurrySetting:
     seed: int | None = None  # the scenario seed ``samples`` come from
 
 
-_NO_COMPARISON = ("no data set with a disjoint, an i-Blurry (disjoint_pct 50, blurry_pct 10) and a Si-Blurry "
-                  "benchmark (same dataset, backbone and n_tasks) in this config: add them to the config key "
-                  "'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100)")  # fmt: skip
+_NO_COMPARISON = (
+    "no data set with a disjoint, an i-Blurry (disjoint_pct 50, blurry_pct 10) and a Si-Blurry "
+    "benchmark (same dataset, backbone and n_tasks) in this config: add them to the config key "
+    "'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100)"
+)
 
 
 def _samples_panel(ax, setting: str, s: BlurrySetting, notes: list[str], handles: dict, top: float) -> None:
@@ -767,8 +916,10 @@ def _samples_panel(ax, setting: str, s: BlurrySetting, notes: list[str], handles
         handles.setdefault(name, ax.bar([np.nan], [np.nan], color="0.4", ec="0.4", **kw))  # legend proxies
     ax.set_xticks(t)
     ax.set_ylim(0, top)
-    ax.set_title(f"{BLURRY_SETTINGS[setting]}: {s.benchmark}" + (f", seed {s.seed}" if s.seed is not None else ""),
-                 fontsize=8)  # fmt: skip
+    ax.set_title(
+        f"{BLURRY_SETTINGS[setting]}: {s.benchmark}" + (f", seed {s.seed}" if s.seed is not None else ""),
+        fontsize=8,
+    )
     ax.set_ylabel("train samples", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3, axis="y")
@@ -778,12 +929,18 @@ def _accuracy_panel(
     ax, settings: dict[str, BlurrySetting], learner: str, handles: dict, notes: list[str]
 ) -> None:
     """Bars per ε and setting: final accuracy (Base Dataset), median with min/max over seeds."""
-    base = {k: [r for r in s.records if r["label_method"] == TASK_METHOD and r["learner"] == learner]
-            for k, s in settings.items()}  # fmt: skip
+    base = {
+        k: [r for r in s.records if r["label_method"] == TASK_METHOD and r["learner"] == learner]
+        for k, s in settings.items()
+    }
     epsilons = _epsilons([r for recs in base.values() for r in recs])
     if not epsilons:
-        _note(ax, f"no Base Dataset runs of {LEARNER_NAMES[learner]}: add base to "
-              + ("label_methods" if learner == "cosine" else "head_label_methods"), notes)  # fmt: skip
+        _note(
+            ax,
+            f"no Base Dataset runs of {LEARNER_NAMES[learner]}: add base to "
+            + ("label_methods" if learner == "cosine" else "head_label_methods"),
+            notes,
+        )
         return
     width = 0.8 / len(settings)
     colors = {BLURRY_SETTINGS[k]: f"C{i}" for i, k in enumerate(BLURRY_SETTINGS)}
@@ -810,8 +967,10 @@ def plot_p003_fig4_blurry(
     over seeds). ``groups``: title → {scenario: BlurrySetting} with all of ``BLURRY_SETTINGS``
     (``blurry_comparisons``); without any, a note figure says which benchmarks to add."""
     plt = _pyplot()
-    title = ("Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry; train samples per task "
-             "(left), final accuracy, Base Dataset, median and min/max over seeds (right)")  # fmt: skip
+    title = (
+        "Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry; train samples per task "
+        "(left), final accuracy, Base Dataset, median and min/max over seeds (right)"
+    )
     groups = {g: s for g, s in groups.items() if len(s) == len(BLURRY_SETTINGS)}
     if not groups:
         return _note_figure(title, _NO_COMPARISON, outputs)

@@ -60,8 +60,17 @@ REF_LEARNER = {
     "noncl_film": "noncl_film",
 }
 CLASSIFIERS = ("cosine", "peft_film", "peft_head")  # the "Classifier" rows of Tables A3-A7
-LEARNER_ORDER = ("naive", "naive_film", "naive_head", "cosine", "peft_film", "noncl_film", "peft_head",
-                 "noncl_head", "agem_head")  # fmt: skip  # Table A8's row order, then ours
+LEARNER_ORDER = (
+    "naive",
+    "naive_film",
+    "naive_head",
+    "cosine",
+    "peft_film",
+    "noncl_film",
+    "peft_head",
+    "noncl_head",
+    "agem_head",
+)  # Table A8's row order, then ours
 _REF_ONLY_NAMES = {"naive": "Naive"}
 DATASET_NAMES = {
     "cifar100": "CIFAR-100",
@@ -133,8 +142,16 @@ class Bench:
         else:
             setting = scenario
         dataset = str(cfg["dataset"])
-        return cls(name, dataset, dataset.split("__", 1)[0], scenario, setting,
-                   None if n is None else float(n), None if m is None else float(m), str(cfg.get("backbone", "")))  # fmt: skip
+        return cls(
+            name,
+            dataset,
+            dataset.split("__", 1)[0],
+            scenario,
+            setting,
+            None if n is None else float(n),
+            None if m is None else float(m),
+            str(cfg.get("backbone", "")),
+        )
 
     @property
     def display(self) -> str:
@@ -248,8 +265,17 @@ class _Reference:
         return {(k[1], k[2], k[3]) for k in self.values if k[0] == dataset and k[4] == setting}
 
 
-def _cell(bench: Bench, runs: _Runs, ref: _Reference, kind: str, eps: str, learner: str, method: str,
-          metric: str, label_method: str | None = None) -> Cell:  # fmt: skip
+def _cell(
+    bench: Bench,
+    runs: _Runs,
+    ref: _Reference,
+    kind: str,
+    eps: str,
+    learner: str,
+    method: str,
+    metric: str,
+    label_method: str | None = None,
+) -> Cell:
     """Our statistics over seeds for (learner, ε, method) beside the published ones."""
     records = [] if learner == "both" else runs.get(learner, eps, method)
     if learner == "both":  # Table A5: the release does not depend on the learner; take one learner's runs
@@ -259,8 +285,15 @@ def _cell(bench: Bench, runs: _Runs, ref: _Reference, kind: str, eps: str, learn
     ours, n = _our_stats([_metric_value(r, metric) for r in records], kind)
     ref_learner = "both" if learner == "both" else REF_LEARNER.get(learner, learner)
     published = ref.stats(bench.ref_dataset, eps, ref_learner, label_method or method, bench.setting, metric)
-    key = dict(benchmark=bench.name, dataset=bench.dataset, setting=bench.setting, epsilon=eps, learner=learner,
-               label_method=label_method or method, metric=metric)  # fmt: skip
+    key = dict(
+        benchmark=bench.name,
+        dataset=bench.dataset,
+        setting=bench.setting,
+        epsilon=eps,
+        learner=learner,
+        label_method=label_method or method,
+        metric=metric,
+    )
     return Cell(key, ours, published, n, method if label_method else "")
 
 
@@ -276,14 +309,21 @@ def _tuned_cell(bench: Bench, runs: _Runs, ref: _Reference, eps: str, learner: s
 
 # --- the tables ------------------------------------------------------------------------------
 
-_ORDER_NOTE = ("Cells: (2nd worst), median, (2nd best) seed over the runs' seeds (min and max below three "
-               "seeds); paper: the published cell; Δ = our median − published median.")  # fmt: skip
-_MEAN_NOTE = ("Cells: mean ± sample std over seeds (ddof = 1, as published; one seed: no std); paper: the published cell; "
-              "Δ = our mean − published mean.")  # fmt: skip
-_REF_NOTE = ("Published: paper {source} (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
-             "config/paper_reference; '–' where the paper has no number for that data set, setting or learner.")  # fmt: skip
-_NO_BASE_NOTE = ("No runs with label method 'base': add base to the config key 'label_methods' "
-                 "(and 'head_label_methods').")  # fmt: skip
+_ORDER_NOTE = (
+    "Cells: (2nd worst), median, (2nd best) seed over the runs' seeds (min and max below three "
+    "seeds); paper: the published cell; Δ = our median − published median."
+)
+_MEAN_NOTE = (
+    "Cells: mean ± sample std over seeds (ddof = 1, as published; one seed: no std); paper: the published cell; "
+    "Δ = our mean − published mean."
+)
+_REF_NOTE = (
+    "Published: paper {source} (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
+    "config/paper_reference; '–' where the paper has no number for that data set, setting or learner."
+)
+_NO_BASE_NOTE = (
+    "No runs with label method 'base': add base to the config key 'label_methods' (and 'head_label_methods')."
+)
 
 
 def _non_blurry(benches: Sequence[Bench]) -> list[Bench]:
@@ -299,8 +339,11 @@ def _classifier_rows(
 ) -> list[tuple[str, str]]:
     """(ε, learner) rows of a classifier table: ours with a run in ``methods`` ∪ the published ones."""
     ours_learners = {k[0] for k in runs.keys()}
-    rows = {(k[1], k[0]) for k in runs.keys() if k[0] in CLASSIFIERS and (k[2] in methods or (
-        "release-tuned" in methods and _fraction(k[2])))}  # fmt: skip
+    rows = {
+        (k[1], k[0])
+        for k in runs.keys()
+        if k[0] in CLASSIFIERS and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
+    }
     for eps, ref_learner, method in ref.rows(bench.ref_dataset, bench.setting):
         if method not in methods:
             continue
@@ -310,19 +353,30 @@ def _classifier_rows(
 
 
 def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> None:
-    ref_only = sorted({c.key["learner"] for row in t.cells for c in row
-                       if c.key["learner"] not in {k[0] for r in runs_by_bench.values() for k in r.keys()}
-                       and c.key["learner"] != "both"}, key=_learner_key)  # fmt: skip
+    ref_only = sorted(
+        {
+            c.key["learner"]
+            for row in t.cells
+            for c in row
+            if c.key["learner"] not in {k[0] for r in runs_by_bench.values() for k in r.keys()}
+            and c.key["learner"] != "both"
+        },
+        key=_learner_key,
+    )
     if ref_only:
-        t.notes.append(f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
-                       f"numbers: add {', '.join(lr if lr != 'naive' else 'naive_film or naive_head' for lr in ref_only)} "
-                       "to the config key 'learners' to run them.")  # fmt: skip
+        t.notes.append(
+            f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
+            f"numbers: add {', '.join(lr if lr != 'naive' else 'naive_film or naive_head' for lr in ref_only)} "
+            "to the config key 'learners' to run them."
+        )
 
 
 def _head_only_note(t: PaperTable) -> None:
     if any(c.key["learner"] == "peft_head" for row in t.cells for c in row):
-        t.notes.append("The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
-                       "counterpart in this table.")  # fmt: skip
+        t.notes.append(
+            "The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
+            "counterpart in this table."
+        )
 
 
 def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
@@ -331,20 +385,38 @@ def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
     for i, (m, col) in enumerate(zip(methods, t.cols, strict=True)):
         if t.cells and not any(row[i].ours for row in t.cells):
             tag = "release-fF tags (e.g. release-f0.1)" if m == "release-tuned" else m
-            t.notes.append(f"Column '{col[0]}': no runs; add {tag} to the config key 'label_methods' "
-                           "(and 'head_label_methods' for the DP-SGD heads).")  # fmt: skip
+            t.notes.append(
+                f"Column '{col[0]}': no runs; add {tag} to the config key 'label_methods' "
+                "(and 'head_label_methods' for the DP-SGD heads)."
+            )
             continue
-        lacking = sorted({row[i].key["learner"] for row in t.cells if m != "release-tuned" and not row[i].ours
-                          and any(c.ours for c in row)}, key=_learner_key)  # fmt: skip
+        lacking = sorted(
+            {
+                row[i].key["learner"]
+                for row in t.cells
+                if m != "release-tuned" and not row[i].ours and any(c.ours for c in row)
+            },
+            key=_learner_key,
+        )
         if lacking:
             keys = sorted({"label_methods" if lr == "cosine" else "head_label_methods" for lr in lacking})
-            t.notes.append(f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
-                           f"add {m} to the config key {' and '.join(repr(k) for k in keys)}.")  # fmt: skip
+            t.notes.append(
+                f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
+                f"add {m} to the config key {' and '.join(repr(k) for k in keys)}."
+            )
 
 
-def _label_method_table(tid: str, caption: str, columns: list[tuple[str, str]], benches: Sequence[Bench],
-                        runs: Mapping[str, _Runs], ref: pd.DataFrame | None, kind: str = "order",
-                        select=_non_blurry, fixed: bool = False) -> PaperTable:  # fmt: skip
+def _label_method_table(
+    tid: str,
+    caption: str,
+    columns: list[tuple[str, str]],
+    benches: Sequence[Bench],
+    runs: Mapping[str, _Runs],
+    ref: pd.DataFrame | None,
+    kind: str = "order",
+    select=_non_blurry,
+    fixed: bool = False,
+) -> PaperTable:
     """Tables A3, A4, A6, F1: rows benchmark × ε × classifier, one column group per label method;
     ``select`` picks the benchmarks, ``fixed`` keeps every column (the published layout)."""
     r = _Reference(ref, tid)
@@ -353,22 +425,33 @@ def _label_method_table(tid: str, caption: str, columns: list[tuple[str, str]], 
     grid: list[tuple[tuple[str, ...], list[Cell]]] = []
     for b in select(benches):
         for eps, learner in _classifier_rows(b, runs[b.name], r, methods):
-            cells = [_tuned_cell(b, runs[b.name], r, eps, learner) if m == "release-tuned"
-                     else _cell(b, runs[b.name], r, kind, eps, learner, m, "aa") for m in methods]  # fmt: skip
+            cells = [
+                _tuned_cell(b, runs[b.name], r, eps, learner)
+                if m == "release-tuned"
+                else _cell(b, runs[b.name], r, kind, eps, learner, m, "aa")
+                for m in methods
+            ]
             grid.append(((b.display, _eps_name(eps), _learner_name(learner)), cells))
-    keep = [j for j, (m, _) in enumerate(columns) if fixed or m in ("oracle", "base")
-            or any(row[j].ours or row[j].published for _, row in grid)]  # fmt: skip
+    keep = [
+        j
+        for j, (m, _) in enumerate(columns)
+        if fixed or m in ("oracle", "base") or any(row[j].ours or row[j].published for _, row in grid)
+    ]
     t.cols = [(columns[j][1],) for j in keep]
     t.rows = [lab for lab, _ in grid]
     t.cells = [[row[j] for j in keep] for _, row in grid]
     if not select(benches):
-        t.notes.append("No benchmark without blurry tasks is configured: add one with scenario 'disjoint' "
-                       "(config/paper.yaml: split_cifar100, split_imagenet_r) to the config key 'benchmarks'.")  # fmt: skip
+        t.notes.append(
+            "No benchmark without blurry tasks is configured: add one with scenario 'disjoint' "
+            "(config/paper.yaml: split_cifar100, split_imagenet_r) to the config key 'benchmarks'."
+        )
     _column_notes(t, [methods[j] for j in keep])
     if "release-tuned" in methods:
-        t.notes.append("Release Labels (Ours): the paper tunes the label-release budget fraction per setting "
-                       "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
-                       "its fraction in brackets.")  # fmt: skip
+        t.notes.append(
+            "Release Labels (Ours): the paper tunes the label-release budget fraction per setting "
+            "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
+            "its fraction in brackets."
+        )
     _head_only_note(t)
     _missing_row_notes(t, runs)
     return t
@@ -383,8 +466,11 @@ def _fraction_columns(benches: Sequence[Bench], runs: Mapping[str, _Runs]) -> li
 
 def _fraction_notes(t: PaperTable) -> None:
     if not t.cols:
-        t.notes.append("No Release Labels runs: add release-fF tags to the config key 'label_methods' (the paper's: "
-                       + ", ".join(f"release-f{f:g}" for f in PAPER_FRACTIONS) + ").")  # fmt: skip
+        t.notes.append(
+            "No Release Labels runs: add release-fF tags to the config key 'label_methods' (the paper's: "
+            + ", ".join(f"release-f{f:g}" for f in PAPER_FRACTIONS)
+            + ")."
+        )
 
 
 def table_a3(benches, runs, ref) -> PaperTable:
@@ -394,17 +480,30 @@ def table_a3(benches, runs, ref) -> PaperTable:
         ("public-x1000", "Public Labels (Ours)"),
         ("release-tuned", "Release Labels (Ours)"),
     ]
-    t = _label_method_table("A3", "Performance (final test accuracy in %) when varying the label space "
-                            "(tabular version of Fig. 4).", cols, benches, runs, ref, fixed=True)  # fmt: skip
+    t = _label_method_table(
+        "A3",
+        "Performance (final test accuracy in %) when varying the label space (tabular version of Fig. 4).",
+        cols,
+        benches,
+        runs,
+        ref,
+        fixed=True,
+    )
     t.notes.insert(0, "Public Labels (Ours) is public-x1000 (1000× the base labels, Fig. 4 caption).")
     return t
 
 
 def table_a4(benches, runs, ref) -> PaperTable:
     """Table A4 (Fig. 5): final accuracy per label-release budget fraction (of both ε and δ)."""
-    t = _label_method_table("A4", "Performance (test accuracy in %) when varying the budget fraction for "
-                            "releasing the labels (tabular form of Fig. 5).", _fraction_columns(benches, runs),
-                            benches, runs, ref)  # fmt: skip
+    t = _label_method_table(
+        "A4",
+        "Performance (test accuracy in %) when varying the budget fraction for "
+        "releasing the labels (tabular form of Fig. 5).",
+        _fraction_columns(benches, runs),
+        benches,
+        runs,
+        ref,
+    )
     _fraction_notes(t)
     return t
 
@@ -421,60 +520,101 @@ def table_a6(benches, runs, ref) -> PaperTable:
     ns = {10, 1000}
     for b in _non_blurry(benches):
         ns |= {int(m.group(1)) for k in runs[b.name].keys() if (m := _PUBLIC.match(k[2]))}
-    return _label_method_table("A6", "Performance (final test accuracy in %) when varying the label space "
-                               "method (tabular version of Fig. 6).", _public_columns(ns), benches, runs, ref)  # fmt: skip
+    return _label_method_table(
+        "A6",
+        "Performance (final test accuracy in %) when varying the label space "
+        "method (tabular version of Fig. 6).",
+        _public_columns(ns),
+        benches,
+        runs,
+        ref,
+    )
 
 
 def table_f1(benches, runs, ref) -> PaperTable:
     """Paper 003 Table F.1 (its Fig. 3): final accuracy, mean ± std, of Label Oracle, Base Dataset and
     Public Labels ×10, ×100, ×1000 on the disjoint benchmarks."""
-    t = _label_method_table("F1", "Performance (final test accuracy in %, mean ± std) when varying the label "
-                            "space: label match and additional dummy labels (paper 003 App. F.1, tabular "
-                            "form of its Fig. 3).", _public_columns((10, 100, 1000)), benches, runs, ref,
-                            kind="mean", select=_disjoint, fixed=True)  # fmt: skip
-    t.notes.insert(0, "Columns as paper 003 prints them: Label Oracle (labels matching the task data), Base "
-                   "Dataset (no additional labels), Public Labels (N×): dummy labels up to N× the base labels.")  # fmt: skip
+    t = _label_method_table(
+        "F1",
+        "Performance (final test accuracy in %, mean ± std) when varying the label "
+        "space: label match and additional dummy labels (paper 003 App. F.1, tabular "
+        "form of its Fig. 3).",
+        _public_columns((10, 100, 1000)),
+        benches,
+        runs,
+        ref,
+        kind="mean",
+        select=_disjoint,
+        fixed=True,
+    )
+    t.notes.insert(
+        0,
+        "Columns as paper 003 prints them: Label Oracle (labels matching the task data), Base "
+        "Dataset (no additional labels), Public Labels (N×): dummy labels up to N× the base labels.",
+    )
     return t
 
 
 def table_a5(benches, runs, ref) -> PaperTable:
     """Table A5 (Fig. 5): number of released labels per budget fraction (the same for every learner)."""
     r = _Reference(ref, "A5")
-    t = PaperTable("A5", "Number of released labels when varying the budget fraction for releasing the labels "
-                   "(tabular form of Fig. 5).", "order", 0, ["Benchmark", "ε"], 1)  # fmt: skip
+    t = PaperTable(
+        "A5",
+        "Number of released labels when varying the budget fraction for releasing the labels "
+        "(tabular form of Fig. 5).",
+        "order",
+        0,
+        ["Benchmark", "ε"],
+        1,
+    )
     cols = _fraction_columns(benches, runs)
     grid = []
     for b in _non_blurry(benches):
         eps_set = {k[1] for k in runs[b.name].keys() if _fraction(k[2])}
         eps_set |= {e for e, lr, _ in r.rows(b.ref_dataset, b.setting) if lr == "both"}
         for eps in sorted(eps_set, key=_eps_key):
-            grid.append(((b.display, _eps_name(eps)),
-                         [_cell(b, runs[b.name], r, "order", eps, "both", m, "n_labels") for m, _ in cols]))  # fmt: skip
+            grid.append(
+                (
+                    (b.display, _eps_name(eps)),
+                    [_cell(b, runs[b.name], r, "order", eps, "both", m, "n_labels") for m, _ in cols],
+                )
+            )
     keep = [j for j in range(len(cols)) if any(row[j].ours or row[j].published for _, row in grid)]
     t.cols = [(cols[j][1],) for j in keep]
     t.rows = [lab for lab, _ in grid]
     t.cells = [[row[j] for j in keep] for _, row in grid]
     _fraction_notes(t)
-    t.notes.append("Released labels per seed: Σ_t |O_t| over the tasks (= the distinct labels, each class "
-                   "lives in one task); taken from the Cosine Classifier's runs where present (the release "
-                   "does not depend on the learner).")  # fmt: skip
+    t.notes.append(
+        "Released labels per seed: Σ_t |O_t| over the tasks (= the distinct labels, each class "
+        "lives in one task); taken from the Cosine Classifier's runs where present (the release "
+        "does not depend on the learner)."
+    )
     return t
 
 
 def table_a7(benches, runs, ref) -> PaperTable:
     """Table A7 (Fig. 7): final accuracy on i-Blurry(N, M) per blurry sample ratio M."""
     r = _Reference(ref, "A7")
-    t = PaperTable("A7", "Performance (test accuracy in %) when varying the blurry sample ratio M "
-                   "(tabular version of Fig. 7; i-Blurry with N % disjoint classes).", "order", 1,
-                   ["Data set", "ε", "Classifier", "Label method"], 1)  # fmt: skip
+    t = PaperTable(
+        "A7",
+        "Performance (test accuracy in %) when varying the blurry sample ratio M "
+        "(tabular version of Fig. 7; i-Blurry with N % disjoint classes).",
+        "order",
+        1,
+        ["Data set", "ε", "Classifier", "Label method"],
+        1,
+    )
     blurry = [b for b in benches if b.scenario == "iblurry"]
     groups: dict[tuple[str, float, str], dict[float, Bench]] = {}
     for b in blurry:
         groups.setdefault((b.ref_dataset, b.disjoint_pct, b.backbone), {})[b.blurry_pct] = b
     ms = sorted({m for g in groups.values() for m in g})
     t.cols = [(f"M = {m:g}",) for m in ms]
-    methods = [("base", "Base Dataset (Baseline)"), ("public-x1000", "Public Labels (Ours)"),
-               ("release-tuned", "Release Labels (Ours)")]  # fmt: skip
+    methods = [
+        ("base", "Base Dataset (Baseline)"),
+        ("public-x1000", "Public Labels (Ours)"),
+        ("release-tuned", "Release Labels (Ours)"),
+    ]
     backbones = {g[2] for g in groups}
     for (dataset, n, backbone), by_m in groups.items():
         label = f"{DATASET_NAMES.get(dataset, dataset)}, N = {n:g}" + (
@@ -485,16 +625,31 @@ def table_a7(benches, runs, ref) -> PaperTable:
             ours_learners = {k[0] for k in runs[b.name].keys()}
             rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in CLASSIFIERS}
             for eps, ref_learner, _ in r.rows(b.ref_dataset, b.setting):
-                rows |= {(eps, lr) for lr in ([lr for lr in ours_learners if REF_LEARNER.get(lr) == ref_learner]
-                                              or [ref_learner])}  # fmt: skip
+                rows |= {
+                    (eps, lr)
+                    for lr in (
+                        [lr for lr in ours_learners if REF_LEARNER.get(lr) == ref_learner] or [ref_learner]
+                    )
+                }
         for eps, learner in sorted(rows, key=lambda x: (_eps_key(x[0]), _learner_key(x[1]))):
             for m, name in methods:
                 cells = []
                 for mm in ms:
                     b = by_m.get(mm)
                     if b is None:
-                        cells.append(Cell(dict(benchmark="", dataset=dataset, setting=f"iblurry-m{mm:g}", epsilon=eps,
-                                               learner=learner, label_method=m, metric="aa")))  # fmt: skip
+                        cells.append(
+                            Cell(
+                                dict(
+                                    benchmark="",
+                                    dataset=dataset,
+                                    setting=f"iblurry-m{mm:g}",
+                                    epsilon=eps,
+                                    learner=learner,
+                                    label_method=m,
+                                    metric="aa",
+                                )
+                            )
+                        )
                     elif m == "release-tuned":
                         cells.append(_tuned_cell(b, runs[b.name], r, eps, learner))
                     else:
@@ -502,46 +657,69 @@ def table_a7(benches, runs, ref) -> PaperTable:
                 t.rows.append((label, _eps_name(eps), _learner_name(learner), name))
                 t.cells.append(cells)
     if not blurry:
-        t.notes.append("No i-Blurry benchmarks are configured: add benchmarks with scenario 'iblurry', "
-                       "disjoint_pct 50 and blurry_pct M ∈ {10, 25, 50, 75, 100} to the config key 'benchmarks' "
-                       "(config/paper.yaml: iblurry_cifar100_m10 ... iblurry_cifar100_m100).")  # fmt: skip
+        t.notes.append(
+            "No i-Blurry benchmarks are configured: add benchmarks with scenario 'iblurry', "
+            "disjoint_pct 50 and blurry_pct M ∈ {10, 25, 50, 75, 100} to the config key 'benchmarks' "
+            "(config/paper.yaml: iblurry_cifar100_m10 ... iblurry_cifar100_m100)."
+        )
     else:
-        t.notes.append("Public Labels (Ours) is public-x1000 (Fig. 7 caption); Release Labels (Ours): the best of "
-                       "our release-fF runs by median, its fraction in brackets (the paper tunes it, Sec. 6.2).")  # fmt: skip
+        t.notes.append(
+            "Public Labels (Ours) is public-x1000 (Fig. 7 caption); Release Labels (Ours): the best of "
+            "our release-fF runs by median, its fraction in brackets (the paper tunes it, Sec. 6.2)."
+        )
         if any(b.disjoint_pct != 50 for b in blurry):
             t.notes.append("Published numbers exist only for N = 50 disjoint classes (Sec. 6.3).")
     si = [b.name for b in benches if b.scenario == "siblurry"]
     if si:
-        t.notes.append(f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 "
-                       "(paper 003 App. F.2).")  # fmt: skip
+        t.notes.append(
+            f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 (paper 003 App. F.2)."
+        )
     _missing_row_notes(t, runs)
     return t
 
 
 _AAAF_SCOPE = {
-    "A8": ("Split-CIFAR-100 (and every other disjoint benchmark but ImageNet-R)",
-           lambda b: b.scenario == "disjoint" and b.ref_dataset != "imagenet_r",
-           "a benchmark with scenario 'disjoint' (config/paper.yaml: split_cifar100)"),
-    "A9": ("Split ImageNet-R", lambda b: b.scenario == "disjoint" and b.ref_dataset == "imagenet_r",
-           "a benchmark on imagenet_r with scenario 'disjoint' (config/paper.yaml: split_imagenet_r)"),
-    "A10": ("5-datasets (task orders as seeds)", lambda b: b.scenario == "datasets",
-            "a benchmark with scenario 'datasets' (config/paper.yaml: five_datasets)"),
-}  # fmt: skip
+    "A8": (
+        "Split-CIFAR-100 (and every other disjoint benchmark but ImageNet-R)",
+        lambda b: b.scenario == "disjoint" and b.ref_dataset != "imagenet_r",
+        "a benchmark with scenario 'disjoint' (config/paper.yaml: split_cifar100)",
+    ),
+    "A9": (
+        "Split ImageNet-R",
+        lambda b: b.scenario == "disjoint" and b.ref_dataset == "imagenet_r",
+        "a benchmark on imagenet_r with scenario 'disjoint' (config/paper.yaml: split_imagenet_r)",
+    ),
+    "A10": (
+        "5-datasets (task orders as seeds)",
+        lambda b: b.scenario == "datasets",
+        "a benchmark with scenario 'datasets' (config/paper.yaml: five_datasets)",
+    ),
+}
 
 
 def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
     """Tables A8-A10 (App. F.2-F.4): AA and AF (× 100) after the final task, mean ± std, per learner and ε."""
     scope, select, hint = _AAAF_SCOPE[tid]
     r = _Reference(ref, tid)
-    t = PaperTable(tid, f"Average accuracy (AA) and average forgetting (AF, scaled by 100) after learning the "
-                   f"final task in %, {scope}; Base Dataset label space.", "mean", 2, ["Benchmark", "Method"], 2)  # fmt: skip
+    t = PaperTable(
+        tid,
+        f"Average accuracy (AA) and average forgetting (AF, scaled by 100) after learning the "
+        f"final task in %, {scope}; Base Dataset label space.",
+        "mean",
+        2,
+        ["Benchmark", "Method"],
+        2,
+    )
     chosen = [b for b in benches if select(b)]
     eps_set = {"1", "8", "inf"}
     for b in chosen:
         eps_set |= {k[1] for k in runs[b.name].keys() if k[2] == "base"}
     eps_list = sorted(eps_set, key=_eps_key)
-    t.cols = [(f"ε = {e}" if e != "inf" else "non-DP", f"{m} ({'↑' if m == 'AA' else '↓'})")
-              for e in eps_list for m in ("AA", "AF")]  # fmt: skip
+    t.cols = [
+        (f"ε = {e}" if e != "inf" else "non-DP", f"{m} ({'↑' if m == 'AA' else '↓'})")
+        for e in eps_list
+        for m in ("AA", "AF")
+    ]
     for b in chosen:
         ours = {k[0] for k in runs[b.name].keys() if k[2] == "base"}
         learners = set(ours)
@@ -550,11 +728,20 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
                 learners.add(ref_learner)
         for learner in sorted(learners, key=_learner_key):
             t.rows.append((b.display, _learner_name(learner)))
-            t.cells.append([_cell(b, runs[b.name], r, "mean", e, learner, "base", metric)
-                            for e in eps_list for metric in ("aa", "af")])  # fmt: skip
+            t.cells.append(
+                [
+                    _cell(b, runs[b.name], r, "mean", e, learner, "base", metric)
+                    for e in eps_list
+                    for metric in ("aa", "af")
+                ]
+            )
     # an ε with neither our runs nor published numbers is left out (e.g. non-DP for Fashion-MNIST)
-    keep = [j for j in range(len(t.cols)) if any(row[j - j % 2].ours or row[j - j % 2].published for row in t.cells)
-            or any(row[j - j % 2 + 1].published for row in t.cells)]  # fmt: skip
+    keep = [
+        j
+        for j in range(len(t.cols))
+        if any(row[j - j % 2].ours or row[j - j % 2].published for row in t.cells)
+        or any(row[j - j % 2 + 1].published for row in t.cells)
+    ]
     if t.cells:
         t.cols = [t.cols[j] for j in keep]
         t.cells = [[row[j] for j in keep] for row in t.cells]
@@ -567,15 +754,19 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
     if chosen and "inf" not in {k[1] for b in chosen for k in runs[b.name].keys()}:
         t.notes.append("non-DP columns: add inf to the config key 'epsilons'.")
     if any(c.key["learner"] in ("naive_head", "naive_film") for row in t.cells for c in row):
-        t.notes.append("The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
-                       "Naive rows are compared with it either way.")  # fmt: skip
+        t.notes.append(
+            "The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
+            "Naive rows are compared with it either way."
+        )
     _missing_row_notes(t, runs)
     return t
 
 
-_F2_SPEC = {"disjoint": "scenario 'disjoint'",
-            "iblurry": f"scenario 'iblurry', disjoint_pct {IBLURRY_NM[0]:g}, blurry_pct {IBLURRY_NM[1]:g}",
-            "siblurry": "scenario 'siblurry' (config/paper.yaml: disjoint_pct 50, blurry_pct 10)"}  # fmt: skip
+_F2_SPEC = {
+    "disjoint": "scenario 'disjoint'",
+    "iblurry": f"scenario 'iblurry', disjoint_pct {IBLURRY_NM[0]:g}, blurry_pct {IBLURRY_NM[1]:g}",
+    "siblurry": "scenario 'siblurry' (config/paper.yaml: disjoint_pct 50, blurry_pct 10)",
+}
 _F2_NOTES = (
     "Label method: ours are Base Dataset (base) runs. Paper 003 does not state F.2's label method; base is its "
     "stated default prior ('all classes of the base dataset(s) at all tasks', Sec. 7), though its Cosine ε = 1 "
@@ -586,12 +777,23 @@ _F2_NOTES = (
 )
 
 
-def _f2_group(t: PaperTable, settings: Mapping[str, str], by_name: Mapping[str, Bench], runs: Mapping[str, _Runs],
-              r: _Reference, label: str, group: str) -> None:  # fmt: skip
+def _f2_group(
+    t: PaperTable,
+    settings: Mapping[str, str],
+    by_name: Mapping[str, Bench],
+    runs: Mapping[str, _Runs],
+    r: _Reference,
+    label: str,
+    group: str,
+) -> None:
     """Rows ε × classifier of one data set; a setting without a benchmark keeps the published cell."""
     proto = by_name[next(iter(settings.values()))]
-    cols = {s: replace(by_name[settings[s]], setting=s) if s in settings
-            else replace(proto, name="", scenario=s, setting=s) for s in BLURRY_SETTINGS}  # fmt: skip
+    cols = {
+        s: replace(by_name[settings[s]], setting=s)
+        if s in settings
+        else replace(proto, name="", scenario=s, setting=s)
+        for s in BLURRY_SETTINGS
+    }
     empty = _Runs([])
     rows = {
         row
@@ -600,27 +802,61 @@ def _f2_group(t: PaperTable, settings: Mapping[str, str], by_name: Mapping[str, 
     }
     for eps, learner in sorted(rows, key=lambda x: (_eps_key(x[0]), _learner_key(x[1]))):
         t.rows.append((label, _eps_name(eps), _learner_name(learner)))
-        t.cells.append([_cell(b, runs.get(b.name, empty), r, "mean", eps, learner, "base", "aa",
-                              label_method="unspecified") for b in cols.values()])  # fmt: skip
-    t.notes.append(f"{label}: " + ", ".join(f"{BLURRY_SETTINGS[s]} = {n}" + (
-        f" (N = {by_name[n].disjoint_pct:g}, M = {by_name[n].blurry_pct:g})" if s == "siblurry"
-        and by_name[n].blurry_pct is not None else "")
-        for s, n in settings.items()) + ".")  # fmt: skip
+        t.cells.append(
+            [
+                _cell(
+                    b,
+                    runs.get(b.name, empty),
+                    r,
+                    "mean",
+                    eps,
+                    learner,
+                    "base",
+                    "aa",
+                    label_method="unspecified",
+                )
+                for b in cols.values()
+            ]
+        )
+    t.notes.append(
+        f"{label}: "
+        + ", ".join(
+            f"{BLURRY_SETTINGS[s]} = {n}"
+            + (
+                f" (N = {by_name[n].disjoint_pct:g}, M = {by_name[n].blurry_pct:g})"
+                if s == "siblurry" and by_name[n].blurry_pct is not None
+                else ""
+            )
+            for s, n in settings.items()
+        )
+        + "."
+    )
     for s in [s for s in BLURRY_SETTINGS if s not in settings]:
-        t.notes.append(f"{label}: no {BLURRY_SETTINGS[s]} benchmark; add one on the same data set, backbone and "
-                       f"n_tasks ({group}) with {_F2_SPEC[s]} to the config key 'benchmarks'.")  # fmt: skip
+        t.notes.append(
+            f"{label}: no {BLURRY_SETTINGS[s]} benchmark; add one on the same data set, backbone and "
+            f"n_tasks ({group}) with {_F2_SPEC[s]} to the config key 'benchmarks'."
+        )
     no_dp = [n for n in settings.values() if runs[n].keys() and "inf" not in {k[1] for k in runs[n].keys()}]
     if no_dp:
-        t.notes.append(f"{label}: no non-DP runs of {', '.join(no_dp)}; add inf to the config key 'epsilons' "
-                       "(or to these benchmarks' own 'epsilons').")  # fmt: skip
+        t.notes.append(
+            f"{label}: no non-DP runs of {', '.join(no_dp)}; add inf to the config key 'epsilons' "
+            "(or to these benchmarks' own 'epsilons')."
+        )
 
 
 def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTable:
     """Paper 003 Table F.2 (Sec. 7.2): final accuracy, mean ± std, on Not Blurry, I-Blurry and
     Si-Blurry tasks per data set, ε and classifier, label method Base Dataset."""
     r = _Reference(ref, "F2")
-    t = PaperTable("F2", "Performance (final test accuracy in %, mean ± std) with blurry tasks (paper 003 "
-                   "App. F.2, Sec. 7.2).", "mean", 2, ["Data set", "ε", "Classifier"], 1)  # fmt: skip
+    t = PaperTable(
+        "F2",
+        "Performance (final test accuracy in %, mean ± std) with blurry tasks (paper 003 "
+        "App. F.2, Sec. 7.2).",
+        "mean",
+        2,
+        ["Data set", "ε", "Classifier"],
+        1,
+    )
     t.cols = [(name,) for name in BLURRY_SETTINGS.values()]
     groups = blurry_comparisons(benchmarks)
     shown = {g: s for g, s in groups.items() if s.keys() - {"disjoint"}} or groups
@@ -632,9 +868,11 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
             t, settings, by_name, runs, r, name if names.count(name) == 1 else f"{name} ({title})", title
         )
     if not shown:
-        t.notes.append("No benchmark for this table is configured: add a disjoint, an i-Blurry (disjoint_pct 50, "
-                       "blurry_pct 10) and a Si-Blurry benchmark on one data set, backbone and n_tasks to the config "
-                       "key 'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100).")  # fmt: skip
+        t.notes.append(
+            "No benchmark for this table is configured: add a disjoint, an i-Blurry (disjoint_pct 50, "
+            "blurry_pct 10) and a Si-Blurry benchmark on one data set, backbone and n_tasks to the config "
+            "key 'benchmarks' (config/paper.yaml: split_cifar100, iblurry_cifar100_m10, siblurry_cifar100)."
+        )
     elif not any(c.ours for row in t.cells for c in row):
         t.notes.append(_NO_BASE_NOTE)
     t.notes[:0] = _F2_NOTES
@@ -643,15 +881,20 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
     return t
 
 
-
 #: First note of every table, and the report's header, of a miniature run (config key ``miniature``).
-MINIATURE_NOTE = ("Miniature run: random weights, synthetic data (config/paper_mini.yaml). These numbers check "
-                  "that every step of the paper's workflow runs end to end; they say nothing about the published "
-                  "accuracies.")
+MINIATURE_NOTE = (
+    "Miniature run: random weights, synthetic data (config/paper_mini.yaml). These numbers check "
+    "that every step of the paper's workflow runs end to end; they say nothing about the published "
+    "accuracies."
+)
 
 
-def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mapping[str, Mapping],
-                       reference: pd.DataFrame | None = None, notes: Sequence[str] = ()) -> list[PaperTable]:  # fmt: skip
+def build_paper_tables(
+    records: Mapping[str, Sequence[dict]],
+    benchmarks: Mapping[str, Mapping],
+    reference: pd.DataFrame | None = None,
+    notes: Sequence[str] = (),
+) -> list[PaperTable]:
     """Tables A3-A10, F1, F2 from run records per benchmark (as ``dpcl.stages._read_records`` gives them).
 
     ``records``: benchmark name -> its runs' metrics dicts (ε as a tag); ``benchmarks``: the config's
@@ -666,8 +909,13 @@ def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mappin
     ref = load_reference() if reference is None else reference
     benches = [Bench.from_config(name, cfg) for name, cfg in benchmarks.items()]
     runs = {b.name: _Runs(records.get(b.name, [])) for b in benches}
-    tables = [table_a3(benches, runs, ref), table_a4(benches, runs, ref), table_a5(benches, runs, ref),
-              table_a6(benches, runs, ref), table_a7(benches, runs, ref)]  # fmt: skip
+    tables = [
+        table_a3(benches, runs, ref),
+        table_a4(benches, runs, ref),
+        table_a5(benches, runs, ref),
+        table_a6(benches, runs, ref),
+        table_a7(benches, runs, ref),
+    ]
     tables += [table_aa_af(tid, benches, runs, ref) for tid in ("A8", "A9", "A10")]
     tables += [table_f1(benches, runs, ref), table_f2(benches, runs, ref, benchmarks)]
     for t in tables:
@@ -688,8 +936,23 @@ def build_paper_tables(records: Mapping[str, Sequence[dict]], benchmarks: Mappin
 
 # --- output ----------------------------------------------------------------------------------
 
-TIDY_COLUMNS = ["table", "row", "benchmark", "dataset", "setting", "epsilon", "learner", "label_method",
-                "our_label_method", "metric", "statistic", "ours", "published", "diff", "n_seeds"]  # fmt: skip
+TIDY_COLUMNS = [
+    "table",
+    "row",
+    "benchmark",
+    "dataset",
+    "setting",
+    "epsilon",
+    "learner",
+    "label_method",
+    "our_label_method",
+    "metric",
+    "statistic",
+    "ours",
+    "published",
+    "diff",
+    "n_seeds",
+]
 
 
 def to_tidy(t: PaperTable) -> pd.DataFrame:
@@ -699,8 +962,19 @@ def to_tidy(t: PaperTable) -> pd.DataFrame:
         for c in row:
             for s in t.stats:
                 o, p = c.ours.get(s, math.nan), c.published.get(s, math.nan)
-                out.append({"table": t.table, "row": i, **c.key, "our_label_method": c.our_label_method,
-                            "statistic": s, "ours": o, "published": p, "diff": o - p, "n_seeds": c.n_seeds})  # fmt: skip
+                out.append(
+                    {
+                        "table": t.table,
+                        "row": i,
+                        **c.key,
+                        "our_label_method": c.our_label_method,
+                        "statistic": s,
+                        "ours": o,
+                        "published": p,
+                        "diff": o - p,
+                        "n_seeds": c.n_seeds,
+                    }
+                )
     return pd.DataFrame(out, columns=TIDY_COLUMNS)
 
 
@@ -766,11 +1040,33 @@ def to_markdown(t: PaperTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "ε": r"$\varepsilon$", "±": r"$\pm$",
-        "Δ": r"$\Delta$", "–": "--", "×": r"$\times$", "↑": r"$\uparrow$", "↓": r"$\downarrow$", "Σ": r"$\Sigma$",
-        "−": "-", "∈": r"$\in$", "…": r"\dots{}", "δ": r"$\delta$", "|": r"\textbar{}", "<": r"\textless{}",
-        ">": r"\textgreater{}"}  # fmt: skip
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "ε": r"$\varepsilon$",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+    "–": "--",
+    "×": r"$\times$",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "Σ": r"$\Sigma$",
+    "−": "-",
+    "∈": r"$\in$",
+    "…": r"\dots{}",
+    "δ": r"$\delta$",
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
 
 
 def tex_escape(s: str) -> str:
@@ -781,10 +1077,15 @@ def tex_escape(s: str) -> str:
 def to_latex(t: PaperTable) -> str:
     """A booktabs ``table`` with a multi-row header (column groups over ours / paper / Δ) and the notes."""
     nr, ng = len(t.row_header), len(t.cols)
-    lines = [f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
-             r"\begin{table}[ht]",
-             r"\centering", r"\scriptsize", f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
-             f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}", r"\toprule"]  # fmt: skip
+    lines = [
+        f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
+        r"\begin{table}[ht]",
+        r"\centering",
+        r"\scriptsize",
+        f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
+        f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}",
+        r"\toprule",
+    ]
     for level in range(t.col_levels if ng else 0):
         parts, rules, j = [""] * nr, [], 0
         while j < ng:

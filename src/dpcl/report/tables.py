@@ -57,13 +57,24 @@ def summarise(records: list[dict], benchmark: str) -> pd.DataFrame:
     for (learner, eps, method), g in df.groupby(["learner", "epsilon", "label_method"], sort=False):
         lo, med, hi = order_stats(100 * g["final_accuracy"])
         flo, fmed, fhi = order_stats(100 * g["final_forgetting"])
-        rows.append({
-            "benchmark": benchmark, "learner": learner, "epsilon": eps, "label_method": method,
-            "n_seeds": len(g), "acc_median": med, "acc_2nd_worst": lo, "acc_2nd_best": hi,
-            "acc_mean": float(100 * g["final_accuracy"].mean()), "acc_std": float(100 * g["final_accuracy"].std(ddof=0)),
-            "forgetting_median": fmed, "forgetting_2nd_worst": flo, "forgetting_2nd_best": fhi,
-            "released_labels_final_task_median": float(np.median([r[-1] for r in g["released_labels"]])),
-        })  # fmt: skip
+        rows.append(
+            {
+                "benchmark": benchmark,
+                "learner": learner,
+                "epsilon": eps,
+                "label_method": method,
+                "n_seeds": len(g),
+                "acc_median": med,
+                "acc_2nd_worst": lo,
+                "acc_2nd_best": hi,
+                "acc_mean": float(100 * g["final_accuracy"].mean()),
+                "acc_std": float(100 * g["final_accuracy"].std(ddof=0)),
+                "forgetting_median": fmed,
+                "forgetting_2nd_worst": flo,
+                "forgetting_2nd_best": fhi,
+                "released_labels_final_task_median": float(np.median([r[-1] for r in g["released_labels"]])),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -92,6 +103,9 @@ def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> 
                 f"| {eps_name} | {LEARNER_NAMES.get(learner, learner)} | " + " | ".join(cells) + " |"
             )
     n = int(summary["n_seeds"].max()) if len(summary) else 0
-    lines += ["", f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
-              "in parentheses (paper 000 Table A3 layout)."]  # fmt: skip
+    lines += [
+        "",
+        f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
+        "in parentheses (paper 000 Table A3 layout).",
+    ]
     return "\n".join(lines) + "\n"

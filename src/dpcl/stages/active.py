@@ -35,7 +35,9 @@ def planned_pool_size(n_classes: int, per_class: int, variant: str, imbalance: f
     """The pool's size from the config alone (public): what the sound mode's rates are computed from."""
     if variant == "balanced":
         return n_classes * per_class
-    return sum(max(1, int(round(imbalance ** (i / max(n_classes - 1, 1)) * per_class))) for i in range(n_classes))
+    return sum(
+        max(1, int(round(imbalance ** (i / max(n_classes - 1, 1)) * per_class))) for i in range(n_classes)
+    )
 
 
 def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
@@ -54,8 +56,10 @@ def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
     else:
         sched = build_schedule(kind, plan_for(active, kind, eps, sel))
         groups = sched.check()
-    log(f"schedule {key}: {len(sched.segments)} segments, per-group ε {[round(g, 4) for g in groups]} "
-        f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    log(
+        f"schedule {key}: {len(sched.segments)} segments, per-group ε {[round(g, 4) for g in groups]} "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     d = sched.to_dict() | {"group_epsilons": groups}
     write_json(out, d)
     return d
@@ -69,10 +73,18 @@ def _load(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_active_seed(
-    pool_path: str | Path, public_path: str | Path, test_path: str | Path, schedule_paths: dict[str, str],
-    active: dict, pool_variant: str, seed: int, per_class: int, out_root: str | Path, dataset: str,
+    pool_path: str | Path,
+    public_path: str | Path,
+    test_path: str | Path,
+    schedule_paths: dict[str, str],
+    active: dict,
+    pool_variant: str,
+    seed: int,
+    per_class: int,
+    out_root: str | Path,
+    dataset: str,
     threads: int | None = None,
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """Every configured run of one (pool variant, seed); files under ``out_root/{key}/seed{seed}/``."""
     from threadpoolctl import threadpool_limits
 
@@ -90,8 +102,10 @@ def run_active_seed(
         ux = ux[imbalanced_subset(uy, imb, 1)]
     size = planned_pool_size(n_classes, per_class, pool_variant, imb)
     if float(active["delta"]) * size >= 1:
-        raise ValueError(f"active.delta = {active['delta']} is not below 1/pool size (1/{size}): δ is set for the "
-                         "whole pool, every record of which is an individual at risk")  # fmt: skip
+        raise ValueError(
+            f"active.delta = {active['delta']} is not below 1/pool size (1/{size}): δ is set for the "
+            "whole pool, every record of which is an individual at risk"
+        )
     schedules = {k: Schedule.from_dict(read_json(p)) for k, p in schedule_paths.items()}
     done = []
     with threadpool_limits(threads):
@@ -104,23 +118,46 @@ def run_active_seed(
                 return rng(seed, "active", dataset, pool_variant, _c["key"], *keys)
 
             metrics, privacy, diag, head = run_active(
-                (px, py), (tx, ty), ux, n_classes, size, method, schedules[skey], float(active["lr"]),
-                float(active["clip"]), stream, int(active["mc_passes"]), float(active["mc_dropout"]),
-            )  # fmt: skip
+                (px, py),
+                (tx, ty),
+                ux,
+                n_classes,
+                size,
+                method,
+                schedules[skey],
+                float(active["lr"]),
+                float(active["clip"]),
+                stream,
+                int(active["mc_passes"]),
+                float(active["mc_dropout"]),
+            )
             metrics |= {"method": cell["method"], "pool": pool_variant, "seed": seed}
             run_dir = Path(out_root) / cell["key"] / f"seed{seed}"
             write_json(run_dir / "metrics.json", metrics | {"provenance": provenance()})
             write_json(run_dir / "privacy.json", privacy | {"provenance": provenance()})
             write_json(run_dir / "diagnostics.json", {"non_private": NON_PRIVATE} | diag)
             write_npz(run_dir / "head.npz", w=head.w, b=head.b)
-            log(f"active {pool_variant} seed {seed} {cell['key']}: accuracy {metrics['final_accuracy']:.4f}, "
-                f"guarantee {'holds' if privacy['guarantee_holds'] else 'does NOT hold'}")  # fmt: skip
+            log(
+                f"active {pool_variant} seed {seed} {cell['key']}: accuracy {metrics['final_accuracy']:.4f}, "
+                f"guarantee {'holds' if privacy['guarantee_holds'] else 'does NOT hold'}"
+            )
             done.append(metrics)
     return done
 
 
-SUMMARY_COLUMNS = ("pool", "mode", "method", "acquisition", "selection", "schedule", "epsilon", "selection_epsilon",
-                   "seed", "final_accuracy", "guarantee_holds")  # fmt: skip
+SUMMARY_COLUMNS = (
+    "pool",
+    "mode",
+    "method",
+    "acquisition",
+    "selection",
+    "schedule",
+    "epsilon",
+    "selection_epsilon",
+    "seed",
+    "final_accuracy",
+    "guarantee_holds",
+)
 
 
 def summarise(metrics_paths: list[str], out_csv: str | Path) -> None:
@@ -135,17 +172,30 @@ def summarise(metrics_paths: list[str], out_csv: str | Path) -> None:
             w.writerow([r[c] for c in SUMMARY_COLUMNS])
 
 
-def report(summary_csv: str | Path, schedules: dict[str, str], out_tables: str | Path, out_figures: str | Path,
-           epsilon: float, selection_epsilon: float, fig5: bool = False,
-           table2_settings: list | None = None) -> list[Path]:  # fmt: skip
+def report(
+    summary_csv: str | Path,
+    schedules: dict[str, str],
+    out_tables: str | Path,
+    out_figures: str | Path,
+    epsilon: float,
+    selection_epsilon: float,
+    fig5: bool = False,
+    table2_settings: list | None = None,
+) -> list[Path]:
     """Table I, II, V analogues, the Fig. 5 analogue (when the config sweeps ε_Sel) and the
     per-group privacy figure (Fig. 2/4 analogue: naive, ours and the authors' step amplification)."""
     from ..report import active as rep
 
-    out = rep.active_tables(summary_csv, out_tables, setting=(epsilon, selection_epsilon), prefix="active_",
-                            table2_settings=table2_settings)  # fmt: skip
+    out = rep.active_tables(
+        summary_csv,
+        out_tables,
+        setting=(epsilon, selection_epsilon),
+        prefix="active_",
+        table2_settings=table2_settings,
+    )
     if fig5:
-        out += rep.selection_epsilon_figure(summary_csv, Path(out_figures) / "active_fig5_selection_budget.png",
-                                            epsilon=epsilon)  # fmt: skip
+        out += rep.selection_epsilon_figure(
+            summary_csv, Path(out_figures) / "active_fig5_selection_budget.png", epsilon=epsilon
+        )
     out += rep.group_privacy_figure(schedules, Path(out_figures) / "active_group_privacy.png")
     return out

@@ -56,17 +56,36 @@ def run_agem(
     noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, noise_cache)
     spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     preds, records, stats = run_agem_head(
-        task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise, noise_ref,
-        lambda t, part: release_rng(labels, backbone, "agem_head", t, part), seed,
-    )  # fmt: skip
-    extra = {"noise_multiplier": noise["noise_multiplier"],
-             "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-             "dpsgd": dpsgd_cfg, "agem": agem_cfg}  # fmt: skip
+        task_data,
+        test_sets,
+        spaces,
+        int(labels["label_universe"]),
+        cfg,
+        agem,
+        noise,
+        noise_ref,
+        lambda t, part: release_rng(labels, backbone, "agem_head", t, part),
+        seed,
+    )
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+        "dpsgd": dpsgd_cfg,
+        "agem": agem_cfg,
+    }
     return finish_run(
-        "agem_head", labels, seed, preds, records, [y for _, y in test_sets], extra,
-        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks), target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"agem_tasks": stats},
-    )  # fmt: skip
+        "agem_head",
+        labels,
+        seed,
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra,
+        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks),
+        target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        diagnostics={"agem_tasks": stats},
+    )
 
 
 def run_desai(
@@ -97,15 +116,31 @@ def run_desai(
     noise = lemma2_noise(eps, delta, cfg, agem.ref_rate(cfg), noise_cache)
     spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     preds, records, stats = run_desai_head(
-        task_data, test_sets, spaces, int(labels["label_universe"]), cfg, agem, noise,
-        lambda t, part: release_rng(labels, backbone, "desai_head", t, part), seed,
-    )  # fmt: skip
+        task_data,
+        test_sets,
+        spaces,
+        int(labels["label_universe"]),
+        cfg,
+        agem,
+        noise,
+        lambda t, part: release_rng(labels, backbone, "desai_head", t, part),
+        seed,
+    )
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
     claim = desai_claim(noise, cfg, agem, n_tasks) if math.isfinite(eps) else None
     return finish_run(
-        "desai_head", labels, seed, preds, records, [y for _, y in test_sets], extra, target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"desai_tasks": stats}, claim=claim,
-    )  # fmt: skip
+        "desai_head",
+        labels,
+        seed,
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra,
+        target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        diagnostics={"desai_tasks": stats},
+        claim=claim,
+    )
 
 
 AGEM_LEARNERS = {"agem_head": run_agem, "desai_head": run_desai}
@@ -117,15 +152,24 @@ def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None) -> dict:
         return dict(agem_cfg)
     res = read_json(tuned_path)
     if "best_buffer_sample_rate" not in res:
-        raise ValueError(f"{tuned_path} is not a DP-A-GEM tuning result (no buffer rate); rerun its tune_agem job")
+        raise ValueError(
+            f"{tuned_path} is not a DP-A-GEM tuning result (no buffer rate); rerun its tune_agem job"
+        )
     return {**agem_cfg, "buffer_sample_rate": float(res["best_buffer_sample_rate"])}
 
 
 def agem_sweep(
-    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
-    dpsgd_cfg: dict, agem_cfg: dict, threads: int | None = None, tuned: dict[str, str] | None = None,
-    targets: dict | None = None, learners: list[str] | tuple[str, ...] = ("agem_head",),
-) -> None:  # fmt: skip
+    train_path: str | Path,
+    test_path: str | Path,
+    scenario_path: str | Path,
+    runs: list[dict],
+    dpsgd_cfg: dict,
+    agem_cfg: dict,
+    threads: int | None = None,
+    tuned: dict[str, str] | None = None,
+    targets: dict | None = None,
+    learners: list[str] | tuple[str, ...] = ("agem_head",),
+) -> None:
     """All (ε, label method) runs of one seed of the memory-buffer learners (``agem_head``: the enhanced
     DP-A-GEM, App. D.4; ``desai_head``: paper 002 as published); ``runs`` items: {labels, outputs:
     {learner: (metrics, privacy, diagnostics)}} or, for ``agem_head`` alone, {labels, metrics, privacy,
@@ -144,13 +188,31 @@ def agem_sweep(
             t0 = time.perf_counter()
             cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
             agem = tuned_agem(agem_cfg, tuned_path)
-            metrics, privacy, diag = AGEM_LEARNERS[learner](train, test, sc, labels, int(sc.seed), cfg, agem, cache,
-                                                            backbone, config_target(labels, targets), protocol)  # fmt: skip
-            paths = run["outputs"][learner] if "outputs" in run else (run["metrics"], run["privacy"],
-                                                                       run.get("diagnostics"))  # fmt: skip
-            write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag)
-            log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-                f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+            metrics, privacy, diag = AGEM_LEARNERS[learner](
+                train,
+                test,
+                sc,
+                labels,
+                int(sc.seed),
+                cfg,
+                agem,
+                cache,
+                backbone,
+                config_target(labels, targets),
+                protocol,
+            )
+            paths = (
+                run["outputs"][learner]
+                if "outputs" in run
+                else (run["metrics"], run["privacy"], run.get("diagnostics"))
+            )
+            write_run(
+                {"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag
+            )
+            log(
+                f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+                f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
+            )
 
 
 def desai_figure(metrics_paths: list[str | Path], benchmark: str, outputs: list[str | Path]) -> None:

@@ -44,8 +44,10 @@ def config_target(labels: dict, targets: dict | None) -> Budget:
     if not math.isfinite(want.epsilon):
         want = Budget(math.inf, 0.0)
     if stated != want:
-        raise ValueError(f"label file states target (ε={stated.epsilon}, δ={stated.delta}), but the config asks "
-                         f"(ε={want.epsilon}, δ={want.delta}); rerun its label_spaces job")  # fmt: skip
+        raise ValueError(
+            f"label file states target (ε={stated.epsilon}, δ={stated.delta}), but the config asks "
+            f"(ε={want.epsilon}, δ={want.delta}); rerun its label_spaces job"
+        )
     return want
 
 
@@ -55,9 +57,22 @@ def release_rng(labels: dict, backbone: str, learner: str, task: int, mechanism:
     so two benchmarks over the same data never share noise (DESIGN §4)."""
     stream = labels.get("stream")
     if not stream:
-        raise ValueError("the label file names no data stream (dataset, scenario); rerun its label_spaces job")
-    return rng(int(labels["seed"]), "release", stream["dataset"], stream["scenario"], backbone, learner,
-               labels["epsilon_tag"], labels["method"], "task", int(task), mechanism)  # fmt: skip
+        raise ValueError(
+            "the label file names no data stream (dataset, scenario); rerun its label_spaces job"
+        )
+    return rng(
+        int(labels["seed"]),
+        "release",
+        stream["dataset"],
+        stream["scenario"],
+        backbone,
+        learner,
+        labels["epsilon_tag"],
+        labels["method"],
+        "task",
+        int(task),
+        mechanism,
+    )
 
 
 def ledger_from_labels(labels: dict, target: Budget | None = None) -> Ledger:
@@ -102,8 +117,13 @@ def ledger_and_diagnostics(
         for rec in recs if isinstance(recs, list) else [recs]:
             public, private = split_public({k: v for k, v in rec.items() if k not in _NOT_RECORDED})
             ledger.add(t, public)
-            entries.append({"mechanism": public["mechanism"], **({"part": public["part"]} if "part" in public
-                            else {}), **private})  # fmt: skip
+            entries.append(
+                {
+                    "mechanism": public["mechanism"],
+                    **({"part": public["part"]} if "part" in public else {}),
+                    **private,
+                }
+            )
         diagnostics.append({"task": t, "entries": entries})
     return ledger, diagnostics
 
@@ -115,12 +135,16 @@ def hyperparameters_note(values: dict | None, protocol: str | None) -> dict:
     from ..training.tuning_protocol import hyperparameters_use
 
     if values is None:
-        return {"chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
-                "private_data_used": False}  # fmt: skip
+        return {
+            "chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
+            "private_data_used": False,
+        }
     return hyperparameters_use(protocol) | {"values": values}
 
 
-def resolve_dpsgd(dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_tag: str, learner: str) -> tuple[dict, str | None]:
+def resolve_dpsgd(
+    dpsgd_cfg: dict, tuned_path: str | Path | None, epsilon_tag: str, learner: str
+) -> tuple[dict, str | None]:
     """(DP-SGD config, tuning protocol or None) of ``learner``'s run at ``epsilon_tag``: the tuning
     result's config for that learner, scaled to its training set (App. D.1), over ``dpsgd_cfg`` when
     ``tuned_path`` is given, else ``dpsgd_cfg`` as is."""
@@ -168,14 +192,30 @@ def finish_run(
     if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
         privacy["agem"] = summary(privacy, ledger.tasks)
     metrics = {
-        "learner": learner, "label_method": labels["method"], "epsilon": target.epsilon, "delta": target.delta,
-        "seed": seed, "acc": acc, "average_accuracy": aa, "average_forgetting": af,
-        "final_accuracy": float(np.nanmean(acc[-1])), "final_forgetting": float(af[-1]),
-        "worst_case_forgetting": wf, "final_worst_case_forgetting": float(wf[-1]),
-        "released_labels": [len(t["labels"]) for t in labels["tasks"]], **extra,
-    }  # fmt: skip
-    diag = {"non_private": NON_PRIVATE, "learner": learner, "label_method": labels["method"],
-            "epsilon": target.epsilon, "seed": seed, "tasks": per_task, **(diagnostics or {})}  # fmt: skip
+        "learner": learner,
+        "label_method": labels["method"],
+        "epsilon": target.epsilon,
+        "delta": target.delta,
+        "seed": seed,
+        "acc": acc,
+        "average_accuracy": aa,
+        "average_forgetting": af,
+        "final_accuracy": float(np.nanmean(acc[-1])),
+        "final_forgetting": float(af[-1]),
+        "worst_case_forgetting": wf,
+        "final_worst_case_forgetting": float(wf[-1]),
+        "released_labels": [len(t["labels"]) for t in labels["tasks"]],
+        **extra,
+    }
+    diag = {
+        "non_private": NON_PRIVATE,
+        "learner": learner,
+        "label_method": labels["method"],
+        "epsilon": target.epsilon,
+        "seed": seed,
+        "tasks": per_task,
+        **(diagnostics or {}),
+    }
     return metrics, privacy, diag
 
 
@@ -228,9 +268,12 @@ def read_records(metrics_paths: list[str | Path]) -> list[dict]:
 
 
 def task_inputs(
-    train: tuple[np.ndarray, np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], scenario: Scenario,
-    labels: dict, with_ids: bool = False,
-) -> tuple[list[list[int]], list[tuple], list[tuple[np.ndarray, np.ndarray]]]:  # fmt: skip
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    scenario: Scenario,
+    labels: dict,
+    with_ids: bool = False,
+) -> tuple[list[list[int]], list[tuple], list[tuple[np.ndarray, np.ndarray]]]:
     """(label spaces O_t, per-task training data R_t^task(D_t) as (features, labels[, sample ids]), per-task
     test sets (features, labels as the public vocabulary names them)) of one run on cached features."""
     train_x, train_y, train_index = train
@@ -239,7 +282,9 @@ def task_inputs(
     task_data: list[tuple] = []
     for rows, ids, o_t in zip(task_rows(train_index, scenario), scenario.train_indices, spaces, strict=True):
         keep, y = remap_task_data(train_y[rows], o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        task_data.append((train_x[rows[keep]], y, np.asarray(ids)[keep]) if with_ids else (train_x[rows[keep]], y))
+        task_data.append(
+            (train_x[rows[keep]], y, np.asarray(ids)[keep]) if with_ids else (train_x[rows[keep]], y)
+        )
     eval_y = evaluation_labels(test_y, labels)  # test labels as the public vocabulary names them
     test_sets = [(test_x[m], eval_y[m]) for m in (np.isin(test_y, cs) for cs in scenario.task_classes)]
     if scenario.feature_permutation:  # domain-incremental: task t's data through its public permutation
@@ -251,12 +296,21 @@ def task_inputs(
     return spaces, task_data, test_sets
 
 
-def runs_by_learner(labels: list, metrics: list, privacy: list, diagnostics: list, learners: list[str]) -> list[dict]:
+def runs_by_learner(
+    labels: list, metrics: list, privacy: list, diagnostics: list, learners: list[str]
+) -> list[dict]:
     """Sweep ``runs`` from a rule's outputs, which follow expand(learner, eps, method): learner-major,
     then (eps, method) in the order of the label files."""
     n = len(labels)
     if not len(metrics) == len(privacy) == len(diagnostics) == n * len(learners):
         raise ValueError(f"{len(metrics)} outputs for {n} label files x {len(learners)} learners")
-    return [{"labels": lab, "outputs": {learner: (metrics[i * n + r], privacy[i * n + r], diagnostics[i * n + r])
-                                        for i, learner in enumerate(learners)}}
-            for r, lab in enumerate(labels)]  # fmt: skip
+    return [
+        {
+            "labels": lab,
+            "outputs": {
+                learner: (metrics[i * n + r], privacy[i * n + r], diagnostics[i * n + r])
+                for i, learner in enumerate(learners)
+            },
+        }
+        for r, lab in enumerate(labels)
+    ]

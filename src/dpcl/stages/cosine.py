@@ -47,9 +47,13 @@ def run_cosine(
     records = []
     for t, (x, y) in enumerate(task_data):
         rec = clf.update(x, y, spaces[t], sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
-        rec.update(epsilon=t_eps, delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
-                   data=f"features of R_task(D_{t})", samples=int(len(y)),
-                   dropped=int(len(scenario.train_indices[t]) - len(y)))  # fmt: skip
+        rec.update(
+            epsilon=t_eps,
+            delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
+            data=f"features of R_task(D_{t})",
+            samples=int(len(y)),
+            dropped=int(len(scenario.train_indices[t]) - len(y)),
+        )
         records.append(rec)
         if scenario.feature_permutation:  # every test set through its own task's permutation
             preds.append([clf.predict(xt) for xt, _ in test_sets[: t + 1]])
@@ -57,17 +61,22 @@ def run_cosine(
         pred = clf.predict(np.concatenate([xt for xt, _ in test_sets[: t + 1]]))  # one pass over all seen
         bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
-    metrics, privacy, diag = finish_run("cosine", labels, seed, preds, records, [yt for _, yt in test_sets],
-                                        {"sigma": sigma}, target=target)  # fmt: skip
+    metrics, privacy, diag = finish_run(
+        "cosine", labels, seed, preds, records, [yt for _, yt in test_sets], {"sigma": sigma}, target=target
+    )
     privacy["sigma"] = sigma
     return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
 
 
 def cosine_sweep(
-    train_path: str | Path, test_path: str | Path, scenario_path: str | Path,
-    runs: list[dict], save_model_max_labels: int = 1000, threads: int | None = None,
+    train_path: str | Path,
+    test_path: str | Path,
+    scenario_path: str | Path,
+    runs: list[dict],
+    save_model_max_labels: int = 1000,
+    threads: int | None = None,
     targets: dict | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, diagnostics}.
 
     ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores);
@@ -88,10 +97,19 @@ def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_lab
     for run in runs:
         labels = read_json(run["labels"])
         t0 = time.perf_counter()
-        metrics, privacy, model, diag = run_cosine((tx, ty, tidx), (ex, ey), sc, labels, int(sc.seed),
-                                                   meta["backbone"], config_target(labels, targets))  # fmt: skip
-        log(f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
-             f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        metrics, privacy, model, diag = run_cosine(
+            (tx, ty, tidx),
+            (ex, ey),
+            sc,
+            labels,
+            int(sc.seed),
+            meta["backbone"],
+            config_target(labels, targets),
+        )
+        log(
+            f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
+            f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
+        )
         write_run(run, metrics, privacy, diag)
         if model["sums"].shape[0] <= save_model_max_labels:
             write_npz(Path(run["metrics"]).with_name("model.npz"), **model)

@@ -20,8 +20,12 @@ def obtain_dataset(name: str, manifest: str | Path, cfg: dict) -> None:
     if kind in ("mnist", "svhn", "notmnist", "imagenet_r", "five_datasets"):
         listing = _obtain_paper_dataset(name, kind, dest, cfg)
     elif kind == "fashion_mnist":
-        files = obtain_fashion_mnist(dest, source=cfg.get("source", "auto"), local_dir=cfg.get("local_dir"),
-                                     verify=cfg.get("verify", True))  # fmt: skip
+        files = obtain_fashion_mnist(
+            dest,
+            source=cfg.get("source", "auto"),
+            local_dir=cfg.get("local_dir"),
+            verify=cfg.get("verify", True),
+        )
         listing = {k: Path(v).name for k, v in files.items()}
     elif kind in ("cifar10", "cifar100"):
         from ..data.datasets import obtain_cifar
@@ -47,11 +51,16 @@ def _obtain_paper_dataset(name: str, kind: str, dest: Path, cfg: dict) -> dict:
     local_dir = None if source == "download" else local_dir
     kw = {"local_dir": local_dir, "verify": cfg.get("verify", True)}
     if kind == "imagenet_r":
-        out = sources.obtain_imagenet_r(dest, split_seed=int(cfg.get("split_seed", 0)),
-                                        image_size=int(cfg.get("image_size") or 224), **kw)  # fmt: skip
+        out = sources.obtain_imagenet_r(
+            dest, split_seed=int(cfg.get("split_seed", 0)), image_size=int(cfg.get("image_size") or 224), **kw
+        )
     else:
-        fn = {"mnist": sources.obtain_mnist, "svhn": sources.obtain_svhn, "notmnist": sources.obtain_notmnist,
-              "five_datasets": sources.obtain_five_datasets}[kind]  # fmt: skip
+        fn = {
+            "mnist": sources.obtain_mnist,
+            "svhn": sources.obtain_svhn,
+            "notmnist": sources.obtain_notmnist,
+            "five_datasets": sources.obtain_five_datasets,
+        }[kind]
         out = fn(dest, **kw)
     return {k: (Path(v).name if isinstance(v, Path) else v) for k, v in out.items()}
 

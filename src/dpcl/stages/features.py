@@ -11,9 +11,16 @@ from .data import dataset_subset
 
 
 def cache_features(
-    dataset: str, root: str | Path, split: str, dataset_cfg: dict, backbone_name: str, backbone_cfg: dict,
-    out: str | Path, threads: int | None = None, progress: bool = True,
-) -> dict:  # fmt: skip
+    dataset: str,
+    root: str | Path,
+    split: str,
+    dataset_cfg: dict,
+    backbone_name: str,
+    backbone_cfg: dict,
+    out: str | Path,
+    threads: int | None = None,
+    progress: bool = True,
+) -> dict:
     """Extract and cache features of one dataset split with one backbone."""
     from ..backbones import backbone_from_config
     from ..features import describe_transform, extract_features, save_feature_cache
@@ -21,23 +28,49 @@ def cache_features(
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
     model, pre = backbone_from_config(backbone_cfg)
     transform = describe_transform(*ds.images.shape[1:3], pre)
-    log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px "
+    log(
+        f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px "
         f"(resize {transform['input_size']} -> {transform['resize_to']} {pre.interpolation}"
-        f"{' antialiased' if transform['antialias'] else ''}, centre crop {transform['crop']})")  # fmt: skip
+        f"{' antialiased' if transform['antialias'] else ''}, centre crop {transform['crop']})"
+    )
     t0 = time.perf_counter()
-    feats = extract_features(model, ds.images[idx], pre, int(backbone_cfg.get("batch_size", 256)),
-                             threads=threads, progress=progress, desc=f"{dataset}/{split}")  # fmt: skip
+    feats = extract_features(
+        model,
+        ds.images[idx],
+        pre,
+        int(backbone_cfg.get("batch_size", 256)),
+        threads=threads,
+        progress=progress,
+        desc=f"{dataset}/{split}",
+    )
     seconds = time.perf_counter() - t0
     meta = {
-        "dataset": dataset, "split": split, "backbone": backbone_name, "arch": backbone_cfg["arch"],
-        "weights": backbone_cfg.get("weights"), "image_size": pre.image_size, "mean": pre.mean, "std": pre.std,
-        "interpolation": pre.interpolation, "channels_last": pre.channels_last, "transform": transform,
-        "per_class": dataset_cfg.get({"train": "train_per_class", "test": "test_per_class",
-                                      "tune": "tune_per_class", "pool": "pool_per_class"}[split]),  # fmt: skip
-        "subset_seed": dataset_cfg.get("subset_seed", 0), "checkpoint_sha256": checkpoint_sha256(backbone_cfg),
+        "dataset": dataset,
+        "split": split,
+        "backbone": backbone_name,
+        "arch": backbone_cfg["arch"],
+        "weights": backbone_cfg.get("weights"),
+        "image_size": pre.image_size,
+        "mean": pre.mean,
+        "std": pre.std,
+        "interpolation": pre.interpolation,
+        "channels_last": pre.channels_last,
+        "transform": transform,
+        "per_class": dataset_cfg.get(
+            {
+                "train": "train_per_class",
+                "test": "test_per_class",
+                "tune": "tune_per_class",
+                "pool": "pool_per_class",
+            }[split]
+        ),
+        "subset_seed": dataset_cfg.get("subset_seed", 0),
+        "checkpoint_sha256": checkpoint_sha256(backbone_cfg),
         "provenance": provenance(),
-    }  # fmt: skip
-    log(f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s")  # timings: log only
+    }
+    log(
+        f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s"
+    )  # timings: log only
     return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
 
 

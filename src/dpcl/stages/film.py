@@ -89,9 +89,11 @@ def _noise(labels: dict, cfg):
 def _refuse_permuted(sc: Scenario) -> None:
     """FiLM trains on images; the 'permuted' scenario permutes cached feature dimensions."""
     if sc.feature_permutation:
-        raise ValueError(f"scenario {sc.name!r} permutes cached feature dimensions (domain-incremental); the FiLM "
-                         "learners train on images: run it with cached-feature learners only "
-                         "(benchmarks.<name>.learners)")  # fmt: skip
+        raise ValueError(
+            f"scenario {sc.name!r} permutes cached feature dimensions (domain-incremental); the FiLM "
+            "learners train on images: run it with cached-feature learners only "
+            "(benchmarks.<name>.learners)"
+        )
 
 
 def _backbone_key(backbone_name: str | None, backbone_cfg: dict) -> str:
@@ -106,35 +108,72 @@ def _rng_for(learner: str, labels: dict, backbone: str):
 
 
 def film_member_stage(
-    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
-    labels_path: str | Path, task: int, dpsgd_cfg: dict, physical_batch: int, device: str,
-    out_member: str | Path, out_record: str | Path, tuned_path: str | Path | None = None,
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    scenario_path: str | Path,
+    labels_path: str | Path,
+    task: int,
+    dpsgd_cfg: dict,
+    physical_batch: int,
+    device: str,
+    out_member: str | Path,
+    out_record: str | Path,
+    tuned_path: str | Path | None = None,
     backbone_name: str | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD
     (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`).
 
     The member record is an intermediate file marked non-private: it holds the raw training
     record (sample count, clipped fraction, batch size, time); the evaluation job splits it
     into the ledger's public entry and the run's diagnostics."""
-    run = _MemberRun(dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
-                     backbone_name)  # fmt: skip
+    run = _MemberRun(
+        dataset,
+        root,
+        dataset_cfg,
+        backbone_cfg,
+        scenario_path,
+        labels_path,
+        dpsgd_cfg,
+        tuned_path,
+        backbone_name,
+    )
     if not 0 <= task < run.n_tasks:
         raise ValueError(f"task {task} outside the scenario's {run.n_tasks} tasks")
     run.train(task, physical_batch, device, out_member, out_record)
 
 
 def film_members_stage(
-    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
-    labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str, out_dir: str | Path,
-    tuned_path: str | Path | None = None, backbone_name: str | None = None,
-) -> list[Path]:  # fmt: skip
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    scenario_path: str | Path,
+    labels_path: str | Path,
+    dpsgd_cfg: dict,
+    physical_batch: int,
+    device: str,
+    out_dir: str | Path,
+    tuned_path: str | Path | None = None,
+    backbone_name: str | None = None,
+) -> list[Path]:
     """Every member of one run, in one process: ``out_dir/task{t}.npz`` and ``task{t}.json`` for
     each task t, exactly as :func:`film_member_stage` writes them one by one (the same data,
     noise streams and files), loading the images, the backbone and σ once. The workflow runs
     one such job per run: 980 jobs for the paper grid's 9,800 members rather than 9,800."""
-    run = _MemberRun(dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
-                     backbone_name)  # fmt: skip
+    run = _MemberRun(
+        dataset,
+        root,
+        dataset_cfg,
+        backbone_cfg,
+        scenario_path,
+        labels_path,
+        dpsgd_cfg,
+        tuned_path,
+        backbone_name,
+    )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -148,15 +187,27 @@ class _MemberRun:
     """What every member of one PEFT FiLM run shares: scenario, label file, DP-SGD config and
     noise, backbone and the tasks' images (loaded once)."""
 
-    def __init__(self, dataset, root, dataset_cfg, backbone_cfg, scenario_path, labels_path, dpsgd_cfg, tuned_path,
-                 backbone_name) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dataset,
+        root,
+        dataset_cfg,
+        backbone_cfg,
+        scenario_path,
+        labels_path,
+        dpsgd_cfg,
+        tuned_path,
+        backbone_name,
+    ) -> None:
         from ..training.heads import DPSGDConfig
 
         self.sc = Scenario.from_dict(read_json(scenario_path))
         _refuse_permuted(self.sc)
         self.labels = read_json(labels_path)
         self.n_tasks = len(self.sc.train_indices)
-        dpsgd_cfg, self.protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], "peft_film")
+        dpsgd_cfg, self.protocol = resolve_dpsgd(
+            dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], "peft_film"
+        )
         self.cfg = DPSGDConfig(**dpsgd_cfg)
         self.noise = _noise(self.labels, self.cfg)
         self.backbone, self.pre = load_film_backbone(backbone_cfg)
@@ -172,24 +223,55 @@ class _MemberRun:
         keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
         rows = np.searchsorted(np.asarray(o_t, dtype=np.int64), y_kept)
         t0 = time.perf_counter()
-        member, info = train_film(self.backbone, x[keep], rows, len(o_t), cfg, float(noise["noise_multiplier"]),
-                                  self.rng_for(task), self.pre, physical_batch=physical_batch, device=device,
-                                  progress=True)  # fmt: skip
-        record = {"non_private": NON_PRIVATE, **noise, **info, "data": f"images of R_task(D_{task})",
-                  "samples": int(keep.sum()), "labels": o_t,
-                  "lr": cfg.lr, "tuned": self.protocol is not None}  # fmt: skip
-        log(f"peft_film seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
-            f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        member, info = train_film(
+            self.backbone,
+            x[keep],
+            rows,
+            len(o_t),
+            cfg,
+            float(noise["noise_multiplier"]),
+            self.rng_for(task),
+            self.pre,
+            physical_batch=physical_batch,
+            device=device,
+            progress=True,
+        )
+        record = {
+            "non_private": NON_PRIVATE,
+            **noise,
+            **info,
+            "data": f"images of R_task(D_{task})",
+            "samples": int(keep.sum()),
+            "labels": o_t,
+            "lr": cfg.lr,
+            "tuned": self.protocol is not None,
+        }
+        log(
+            f"peft_film seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
+            f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)"
+        )
         write_npz(out_member, **member.to_arrays())
         write_json(out_record, record)
 
 
 def film_eval_stage(
-    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
-    labels_path: str | Path, member_paths: list[str | Path], record_paths: list[str | Path],
-    dpsgd_cfg: dict, aggregation: str, device: str, out_metrics: str | Path, out_privacy: str | Path,
-    tuned_path: str | Path | None = None, targets: dict | None = None, out_diagnostics: str | Path | None = None,
-) -> None:  # fmt: skip
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    scenario_path: str | Path,
+    labels_path: str | Path,
+    member_paths: list[str | Path],
+    record_paths: list[str | Path],
+    dpsgd_cfg: dict,
+    aggregation: str,
+    device: str,
+    out_metrics: str | Path,
+    out_privacy: str | Path,
+    tuned_path: str | Path | None = None,
+    targets: dict | None = None,
+    out_diagnostics: str | Path | None = None,
+) -> None:
     """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
     checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
     from ..learners.aggregation import RULES, EnsembleVotes
@@ -211,8 +293,13 @@ def film_eval_stage(
     for t, rec in enumerate(records):
         if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
             raise ValueError(f"member {t} was trained over another label space than the run's label file")
-        want = {"sample_rate": cfg.sample_rate, "steps": cfg.steps, "clip": cfg.clip,
-                "normaliser": cfg.normaliser, "lr": cfg.lr}  # fmt: skip
+        want = {
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+            "clip": cfg.clip,
+            "normaliser": cfg.normaliser,
+            "lr": cfg.lr,
+        }
         used = {k: float(rec[k]) if k in rec else None for k in want}  # JSON writes inf as "inf"
         if used != want:
             raise ValueError(
@@ -239,28 +326,58 @@ def film_eval_stage(
             by_rule[rule].append([votes[i].predict(rule) for i in range(t + 1)])
     test_y = [y for _, y in tests]
     accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
-    extra = {"noise_multiplier": records[0]["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None,
-             "aggregation": aggregation,
-             "acc_by_aggregation": accs,
-             "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
-             "trainable_parameters": [r["trainable_parameters"] for r in records]}  # fmt: skip
+    extra = {
+        "noise_multiplier": records[0]["noise_multiplier"],
+        "dpsgd": dpsgd_cfg,
+        "tuned": protocol is not None,
+        "aggregation": aggregation,
+        "acc_by_aggregation": accs,
+        "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
+        "trainable_parameters": [r["trainable_parameters"] for r in records],
+    }
     metrics, privacy, diag = finish_run(
-        "peft_film", labels, int(sc.seed), by_rule[aggregation], records, test_y, extra,
-        target=config_target(labels, targets), hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        "peft_film",
+        labels,
+        int(sc.seed),
+        by_rule[aggregation],
+        records,
+        test_y,
+        extra,
+        target=config_target(labels, targets),
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
     )
-    log(f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-         f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})")  # fmt: skip
-    write_run({"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}, metrics, privacy,
-              diag)  # fmt: skip
+    log(
+        f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})"
+    )
+    write_run(
+        {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics},
+        metrics,
+        privacy,
+        diag,
+    )
 
 
 def film_baseline_stage(
-    learner: str, dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict,
-    scenario_path: str | Path, labels_path: str | Path, dpsgd_cfg: dict, physical_batch: int, device: str,
-    out_metrics: str | Path, out_privacy: str | Path, out_model: str | Path, tuned_path: str | Path | None = None,
-    agem_cfg: dict | None = None, targets: dict | None = None, out_diagnostics: str | Path | None = None,
+    learner: str,
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    scenario_path: str | Path,
+    labels_path: str | Path,
+    dpsgd_cfg: dict,
+    physical_batch: int,
+    device: str,
+    out_metrics: str | Path,
+    out_privacy: str | Path,
+    out_model: str | Path,
+    tuned_path: str | Path | None = None,
+    agem_cfg: dict | None = None,
+    targets: dict | None = None,
+    out_diagnostics: str | Path | None = None,
     backbone_name: str | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
     over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`;
     ``agem_cfg`` is the config's ``agem`` block, used by ``agem_film`` only)."""
@@ -279,8 +396,24 @@ def film_baseline_stage(
     bkey = _backbone_key(backbone_name, backbone_cfg)
     out = {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}
     if learner == "agem_film":
-        return _agem_film_run(dataset, root, dataset_cfg, backbone_cfg, sc, labels, cfg, dpsgd_cfg, protocol,
-                              agem_cfg or {}, physical_batch, device, out, out_model, target, bkey)  # fmt: skip
+        return _agem_film_run(
+            dataset,
+            root,
+            dataset_cfg,
+            backbone_cfg,
+            sc,
+            labels,
+            cfg,
+            dpsgd_cfg,
+            protocol,
+            agem_cfg or {},
+            physical_batch,
+            device,
+            out,
+            out_model,
+            target,
+            bkey,
+        )
     noise = _noise(labels, cfg)
     backbone, pre = load_film_backbone(backbone_cfg)
     _, tasks = _task_images(dataset, root, dataset_cfg, sc)
@@ -292,25 +425,61 @@ def film_baseline_stage(
     tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
     t0 = time.perf_counter()
     preds, records, members = run_film_learner(
-        learner, task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, noise,
-        _rng_for(learner, labels, bkey), physical_batch=physical_batch, device=device, progress=True,
-    )  # fmt: skip
+        learner,
+        task_data,
+        tests,
+        spaces,
+        int(labels["label_universe"]),
+        backbone,
+        pre,
+        cfg,
+        noise,
+        _rng_for(learner, labels, bkey),
+        physical_batch=physical_batch,
+        device=device,
+        progress=True,
+    )
     seconds = round(time.perf_counter() - t0, 1)
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None}
-    metrics, privacy, diag = finish_run(learner, labels, int(sc.seed), preds, records, [y for _, y in tests],
-                                        extra, target=target, hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
-                                        diagnostics={"seconds": seconds})  # fmt: skip
-    log(f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
+    metrics, privacy, diag = finish_run(
+        learner,
+        labels,
+        int(sc.seed),
+        preds,
+        records,
+        [y for _, y in tests],
+        extra,
+        target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        diagnostics={"seconds": seconds},
+    )
+    log(
+        f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
+    )
     model, ids = members[0]
     write_npz(out_model, label_ids=ids, **model.to_arrays())
     write_run(out, metrics, privacy, diag)
 
 
 def _agem_film_run(
-    dataset: str, root, dataset_cfg: dict, backbone_cfg: dict, sc: Scenario, labels: dict, cfg, dpsgd_cfg: dict,
-    protocol: str | None, agem_cfg: dict, physical_batch: int, device: str, out: dict, out_model, target, bkey: str,
-) -> None:  # fmt: skip
+    dataset: str,
+    root,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    sc: Scenario,
+    labels: dict,
+    cfg,
+    dpsgd_cfg: dict,
+    protocol: str | None,
+    agem_cfg: dict,
+    physical_batch: int,
+    device: str,
+    out: dict,
+    out_model,
+    target,
+    bkey: str,
+) -> None:
     """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
     "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
     from ..learners.agem import AGEMConfig, agem_noise, privacy_summary
@@ -335,21 +504,47 @@ def _agem_film_run(
     tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
     t0 = time.perf_counter()
     preds, records, stats, model = run_agem_film(
-        task_data, tests, spaces, int(labels["label_universe"]), backbone, pre, cfg, agem, noise, noise_ref,
-        lambda t, part: release_rng(labels, bkey, "agem_film", t, part), seed,
-        physical_batch=physical_batch, device=device, progress=True,
-    )  # fmt: skip
-    extra = {"noise_multiplier": noise["noise_multiplier"],
-             "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-             "dpsgd": dpsgd_cfg, "tuned": protocol is not None, "agem": agem_cfg}  # fmt: skip
+        task_data,
+        tests,
+        spaces,
+        int(labels["label_universe"]),
+        backbone,
+        pre,
+        cfg,
+        agem,
+        noise,
+        noise_ref,
+        lambda t, part: release_rng(labels, bkey, "agem_film", t, part),
+        seed,
+        physical_batch=physical_batch,
+        device=device,
+        progress=True,
+    )
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+        "dpsgd": dpsgd_cfg,
+        "tuned": protocol is not None,
+        "agem": agem_cfg,
+    }
     seconds = round(time.perf_counter() - t0, 1)
     metrics, privacy, diag = finish_run(
-        "agem_film", labels, seed, preds, records, [y for _, y in tests], extra,
-        lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks), target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol), diagnostics={"agem_tasks": stats, "seconds": seconds},
-    )  # fmt: skip
-    log(f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)")  # fmt: skip
+        "agem_film",
+        labels,
+        seed,
+        preds,
+        records,
+        [y for _, y in tests],
+        extra,
+        lambda priv, led: privacy_summary(priv, led, cfg, agem, noise, noise_ref, n_tasks),
+        target=target,
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        diagnostics={"agem_tasks": stats, "seconds": seconds},
+    )
+    log(
+        f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
+    )
     write_npz(
         out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
     )
@@ -357,10 +552,20 @@ def _agem_film_run(
 
 
 def tune_film_stage(
-    dataset: str, root: str | Path, dataset_cfg: dict, backbone_cfg: dict, scenario_path: str | Path,
-    epsilons: list, delta: float, outputs: dict[str, str | Path], n_trials: int, dpsgd_cfg: dict,
-    physical_batch: int, device: str, protocol: str = "public",
-) -> None:  # fmt: skip
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    backbone_cfg: dict,
+    scenario_path: str | Path,
+    epsilons: list,
+    delta: float,
+    outputs: dict[str, str | Path],
+    n_trials: int,
+    dpsgd_cfg: dict,
+    physical_batch: int,
+    device: str,
+    protocol: str = "public",
+) -> None:
     """Tune the FiLM learners' DP-SGD hyperparameters once per (ε, seed) (App. D.1).
 
     Tuning set: images of the plan of ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`:
@@ -391,11 +596,26 @@ def tune_film_stage(
         def log_tuning(msg: str, tag: str = tag) -> None:
             log(f"tune_film seed {sc.seed} eps {tag}: {msg}")
 
-        res = tune_film(backbone, x, y, eps, delta, int(sc.seed), pre, n_trials, float(dpsgd_cfg["epochs"]),
-                        float(dpsgd_cfg["normaliser"]), physical_batch, device, log=log_tuning,
-                        journal=f"{outputs[tag]}.optuna-journal")  # a requeued job resumes its search  # fmt: skip
+        res = tune_film(
+            backbone,
+            x,
+            y,
+            eps,
+            delta,
+            int(sc.seed),
+            pre,
+            n_trials,
+            float(dpsgd_cfg["epochs"]),
+            float(dpsgd_cfg["normaliser"]),
+            physical_batch,
+            device,
+            log=log_tuning,
+            journal=f"{outputs[tag]}.optuna-journal",
+        )  # a requeued job resumes its search
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[tag], res)
-        log_tuning(f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % "
-                   f"({time.perf_counter() - t0:.1f} s, "
-                   f"{protocol} protocol, factor {res['plan']['factor_per_task']:.3g})")
+        log_tuning(
+            f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % "
+            f"({time.perf_counter() - t0:.1f} s, "
+            f"{protocol} protocol, factor {res['plan']['factor_per_task']:.3g})"
+        )

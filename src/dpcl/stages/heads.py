@@ -54,18 +54,33 @@ def run_head_learners(
         noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
         by_rule: dict = {}
         preds, records = run_head_learner(
-            learner, task_data, test_sets, spaces, int(labels["label_universe"]), cfg, noise,
+            learner,
+            task_data,
+            test_sets,
+            spaces,
+            int(labels["label_universe"]),
+            cfg,
+            noise,
             lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
-            aggregation, by_rule if learner == "peft_head" else None,
-        )  # fmt: skip
+            aggregation,
+            by_rule if learner == "peft_head" else None,
+        )
         extra = {
             "noise_multiplier": noise["noise_multiplier"],
             "dpsgd": learner_cfg,
             "aggregation": aggregation,
         }
-        metrics, privacy, diag = finish_run(learner, labels, seed, preds, records, [y for _, y in test_sets],
-                                            extra, target=target,
-                                            hyperparameters=hyperparameters_note(learner_cfg, protocol))  # fmt: skip
+        metrics, privacy, diag = finish_run(
+            learner,
+            labels,
+            seed,
+            preds,
+            records,
+            [y for _, y in test_sets],
+            extra,
+            target=target,
+            hyperparameters=hyperparameters_note(learner_cfg, protocol),
+        )
         if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
             accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
             metrics["acc_by_aggregation"] = accs
@@ -77,10 +92,17 @@ def run_head_learners(
 
 
 def head_learner_sweep(
-    train_path: str | Path, test_path: str | Path, scenario_path: str | Path, runs: list[dict],
-    learners: list[str], dpsgd_cfg: dict, aggregation: str = "argmax", threads: int | None = None,
-    tuned: dict[str, str] | None = None, targets: dict | None = None,
-) -> None:  # fmt: skip
+    train_path: str | Path,
+    test_path: str | Path,
+    scenario_path: str | Path,
+    runs: list[dict],
+    learners: list[str],
+    dpsgd_cfg: dict,
+    aggregation: str = "argmax",
+    threads: int | None = None,
+    tuned: dict[str, str] | None = None,
+    targets: dict | None = None,
+) -> None:
     """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics,
     privacy[, diagnostics])}}.
 
@@ -91,22 +113,53 @@ def head_learner_sweep(
         train_path, test_path, scenario_path, runs, threads, tuned
     ):
         t0 = time.perf_counter()
-        res = run_head_learners(train, test, sc, labels, int(sc.seed), learners, dpsgd_cfg, aggregation, cache,
-                                backbone, config_target(labels, targets), tuned_path)  # fmt: skip
+        res = run_head_learners(
+            train,
+            test,
+            sc,
+            labels,
+            int(sc.seed),
+            learners,
+            dpsgd_cfg,
+            aggregation,
+            cache,
+            backbone,
+            config_target(labels, targets),
+            tuned_path,
+        )
         for learner, (metrics, privacy, diag) in res.items():
             paths = run["outputs"][learner]
-            write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2] if len(paths) > 2
-                       else None}, metrics, privacy, diag)  # fmt: skip
+            write_run(
+                {
+                    "metrics": paths[0],
+                    "privacy": paths[1],
+                    "diagnostics": paths[2] if len(paths) > 2 else None,
+                },
+                metrics,
+                privacy,
+                diag,
+            )
         accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
-        log(f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
-                 f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        log(
+            f"heads seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+            f"({time.perf_counter() - t0:.1f} s)"
+        )
 
 
 def tune_head_learners(
-    features_path: str | Path, scenario_path: str | Path, dataset: str, dataset_cfg: dict, protocol: str,
-    epsilons: list[float], delta: float, outputs: dict[str, str], n_trials: int, epochs: float, normaliser: float,
+    features_path: str | Path,
+    scenario_path: str | Path,
+    dataset: str,
+    dataset_cfg: dict,
+    protocol: str,
+    epsilons: list[float],
+    delta: float,
+    outputs: dict[str, str],
+    n_trials: int,
+    epochs: float,
+    normaliser: float,
     agem_buffer_fraction: float | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the tuning set of
     ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`: the public tuning split's, or
     as the paper the private training data's, first-task classes) read from ``features_path`` (the
@@ -119,24 +172,42 @@ def tune_head_learners(
     from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
 
     sc = Scenario.from_dict(read_json(scenario_path))
-    plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol, 1 if agem_buffer_fraction is None else 2)
+    plan = tuning_plan(
+        dataset, dataset_cfg, sc.task_classes, protocol, 1 if agem_buffer_fraction is None else 2
+    )
     x, y, _, meta = load_feature_cache(features_path)
     if meta.get("split", plan.split) != plan.split:
-        raise ValueError(f"{features_path} caches split {meta.get('split')!r}, the {protocol} protocol tunes on "
-                         f"{plan.split!r}")  # fmt: skip
+        raise ValueError(
+            f"{features_path} caches split {meta.get('split')!r}, the {protocol} protocol tunes on "
+            f"{plan.split!r}"
+        )
     rows = tuning_rows(y, plan, int(sc.seed))
     for eps in epsilons:
         t0 = time.perf_counter()
         journal = f"{outputs[eps_tag(eps)]}.optuna-journal"  # a retried job resumes its search
         if agem_buffer_fraction is None:
-            res = tune_head(x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser,
-                            journal=journal)  # fmt: skip
+            res = tune_head(
+                x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser, journal=journal
+            )
         else:
-            res = tune_agem_head(x[rows], y[rows], eps, delta, int(sc.seed), agem_buffer_fraction, n_trials, epochs,
-                                 normaliser, plan.tasks, journal=journal)  # fmt: skip
+            res = tune_agem_head(
+                x[rows],
+                y[rows],
+                eps,
+                delta,
+                int(sc.seed),
+                agem_buffer_fraction,
+                n_trials,
+                epochs,
+                normaliser,
+                plan.tasks,
+                journal=journal,
+            )
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
         who = "heads" if agem_buffer_fraction is None else "agem_head"
-        log(f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
+        log(
+            f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
             f"{res['plan']['factor_per_task']:.3g}): validation accuracy "
-            f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+            f"{100 * res['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
+        )

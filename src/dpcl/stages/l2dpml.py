@@ -35,21 +35,37 @@ def l2dpml_claim(epsilon: float, cfg) -> dict:
 
     e1, e2 = budgets(epsilon, cfg)
     d_r, d_l = cfg.sensitivities()
-    return {"source": "paper 001 (Lai et al. 2022), Theorem 2 and Alg. 2",
-            "formula": "eps_1 + eps_1/gamma_x + eps_1/gamma + eps_2, gamma_x = Delta_R/lambda, "
-                       "gamma = 2 Delta_R/(lambda ||theta_1||_{1,1}); 'regardless of the number of tasks'",
-            "epsilon_1": e1, "epsilon_2": e2, "Delta_R": d_r, "Delta_L": d_l, "batch_size": cfg.batch_size,
-            "claimed_epsilon_without_gamma_term": claimed_epsilon(epsilon, cfg, None),
-            "gamma_term": "grows with the trained theta_1; per task in diagnostics.json (claimed_epsilon_full)",
-            "holds": False, "reasons": WHY_NOT_DP,
-            "audit": "results/tables/privacy_audit.md: empirical lower bound above the claim"}  # fmt: skip
+    return {
+        "source": "paper 001 (Lai et al. 2022), Theorem 2 and Alg. 2",
+        "formula": "eps_1 + eps_1/gamma_x + eps_1/gamma + eps_2, gamma_x = Delta_R/lambda, "
+        "gamma = 2 Delta_R/(lambda ||theta_1||_{1,1}); 'regardless of the number of tasks'",
+        "epsilon_1": e1,
+        "epsilon_2": e2,
+        "Delta_R": d_r,
+        "Delta_L": d_l,
+        "batch_size": cfg.batch_size,
+        "claimed_epsilon_without_gamma_term": claimed_epsilon(epsilon, cfg, None),
+        "gamma_term": "grows with the trained theta_1; per task in diagnostics.json (claimed_epsilon_full)",
+        "holds": False,
+        "reasons": WHY_NOT_DP,
+        "audit": "results/tables/privacy_audit.md: empirical lower bound above the claim",
+    }
 
 
 def run_l2dpml_learners(
-    train: tuple[np.ndarray, np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], tune_x: np.ndarray,
-    scenario: Scenario, labels: dict, seed: int, learners: list[str], l2dpml_cfg: dict, fm_cfg: dict,
-    backbone: str = "features", target: Budget | None = None, projections: dict | None = None,
-) -> dict[str, tuple[dict, dict, dict]]:  # fmt: skip
+    train: tuple[np.ndarray, np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    tune_x: np.ndarray,
+    scenario: Scenario,
+    labels: dict,
+    seed: int,
+    learners: list[str],
+    l2dpml_cfg: dict,
+    fm_cfg: dict,
+    backbone: str = "features",
+    target: Budget | None = None,
+    projections: dict | None = None,
+) -> dict[str, tuple[dict, dict, dict]]:
     """Every listed learner for one (ε, label method): {learner: (metrics, privacy, diagnostics)}.
     ``projections`` caches the public PCA per dimension across runs of a sweep."""
     from ..learners.fm_agem import FMConfig, fit_projection, run_fm_agem
@@ -72,6 +88,7 @@ def run_l2dpml_learners(
     n_universe = int(labels["label_universe"])
     out = {}
     for learner in learners:
+
         def rng_for(t, part, _l=learner):
             return release_rng(labels, backbone, _l, t, part)
 
@@ -81,26 +98,52 @@ def run_l2dpml_learners(
             data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
             tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
             preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
-            res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"l2dpml": l2dpml_cfg},
-                             target=target, hyperparameters=hyperparameters_note(l2dpml_cfg, None),
-                             diagnostics={"l2dpml_tasks": stats},
-                             claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None)  # fmt: skip
+            res = finish_run(
+                learner,
+                labels,
+                seed,
+                preds,
+                records,
+                test_y_sets,
+                {"l2dpml": l2dpml_cfg},
+                target=target,
+                hyperparameters=hyperparameters_note(l2dpml_cfg, None),
+                diagnostics={"l2dpml_tasks": stats},
+                claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None,
+            )
         else:
             cfg = FMConfig.from_config(fm_cfg)
-            preds, records, stats = run_fm_agem(task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg,
-                                                eps, delta, rng_for)  # fmt: skip
-            res = finish_run(learner, labels, seed, preds, records, test_y_sets, {"fm_agem": fm_cfg},
-                             target=target, hyperparameters=hyperparameters_note(fm_cfg, None),
-                             diagnostics={"fm_agem_tasks": stats})  # fmt: skip
+            preds, records, stats = run_fm_agem(
+                task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg, eps, delta, rng_for
+            )
+            res = finish_run(
+                learner,
+                labels,
+                seed,
+                preds,
+                records,
+                test_y_sets,
+                {"fm_agem": fm_cfg},
+                target=target,
+                hyperparameters=hyperparameters_note(fm_cfg, None),
+                diagnostics={"fm_agem_tasks": stats},
+            )
         out[learner] = res
     return out
 
 
 def l2dpml_sweep(
-    train_path: str | Path, test_path: str | Path, tune_path: str | Path, scenario_path: str | Path,
-    runs: list[dict], learners: list[str], l2dpml_cfg: dict, fm_cfg: dict, threads: int | None = None,
+    train_path: str | Path,
+    test_path: str | Path,
+    tune_path: str | Path,
+    scenario_path: str | Path,
+    runs: list[dict],
+    learners: list[str],
+    l2dpml_cfg: dict,
+    fm_cfg: dict,
+    threads: int | None = None,
     targets: dict | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
     diagnostics)}}; ``targets`` are the config's (ε tag -> {epsilon, delta})."""
     from threadpoolctl import threadpool_limits
@@ -116,11 +159,30 @@ def l2dpml_sweep(
         for run in runs:
             labels = read_json(run["labels"])
             t0 = time.perf_counter()
-            res = run_l2dpml_learners((tx, ty, tidx), (ex, ey), ux, sc, labels, int(sc.seed), learners, l2dpml_cfg,
-                                      fm_cfg, meta["backbone"], config_target(labels, targets), projections)  # fmt: skip
+            res = run_l2dpml_learners(
+                (tx, ty, tidx),
+                (ex, ey),
+                ux,
+                sc,
+                labels,
+                int(sc.seed),
+                learners,
+                l2dpml_cfg,
+                fm_cfg,
+                meta["backbone"],
+                config_target(labels, targets),
+                projections,
+            )
             for learner, (metrics, privacy, diag) in res.items():
                 paths = run["outputs"][learner]
-                write_run({"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}, metrics, privacy, diag)
+                write_run(
+                    {"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]},
+                    metrics,
+                    privacy,
+                    diag,
+                )
             accs = ", ".join(f"{k} {100 * v[0]['final_accuracy']:.1f} %" for k, v in res.items())
-            log(f"l2dpml seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
-                f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+            log(
+                f"l2dpml seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: {accs} "
+                f"({time.perf_counter() - t0:.1f} s)"
+            )

@@ -16,9 +16,15 @@ from ..privacy.accounting import Budget
 
 
 def release_label_spaces(
-    dataset: str, root: str | Path, scenario_path: str | Path, methods: list[str], epsilons: list[float],
-    delta: float, seed: int, outputs: dict[tuple[str, str], str],
-) -> None:  # fmt: skip
+    dataset: str,
+    root: str | Path,
+    scenario_path: str | Path,
+    methods: list[str],
+    epsilons: list[float],
+    delta: float,
+    seed: int,
+    outputs: dict[tuple[str, str], str],
+) -> None:
     """Write O_t per task for every (ε, label method); ``outputs[(eps_tag, method)]`` is the path."""
     ds = load_dataset(dataset, root, "train")
     sc = Scenario.from_dict(read_json(scenario_path))
@@ -31,14 +37,27 @@ def release_label_spaces(
         for tag in methods:
             method = parse_label_method(tag)
             if method.remap == "parent" and parent is None:
-                raise ValueError(f"label method {tag!r} needs a class hierarchy; dataset {dataset!r} has none "
-                                 "(CIFAR-100 has one: fine → coarse)")  # fmt: skip
+                raise ValueError(
+                    f"label method {tag!r} needs a class hierarchy; dataset {dataset!r} has none "
+                    "(CIFAR-100 has one: fine → coarse)"
+                )
             # the noise stream names the data (dataset with variant, scenario): benchmarks over the
             # same data never share label-release noise (DESIGN §4)
-            res = output_label_spaces(method, task_labels, n_base, budget, seed, parent=parent,
-                                      run_key=("release", dataset, sc.name, eps_tag(eps)))  # fmt: skip
-            res.update(seed=seed, scenario=sc.name, epsilon_tag=eps_tag(eps),
-                       stream={"dataset": dataset, "scenario": sc.name})  # fmt: skip
+            res = output_label_spaces(
+                method,
+                task_labels,
+                n_base,
+                budget,
+                seed,
+                parent=parent,
+                run_key=("release", dataset, sc.name, eps_tag(eps)),
+            )
+            res.update(
+                seed=seed,
+                scenario=sc.name,
+                epsilon_tag=eps_tag(eps),
+                stream={"dataset": dataset, "scenario": sc.name},
+            )
             write_json(outputs[(eps_tag(eps), tag)], res)
 
 

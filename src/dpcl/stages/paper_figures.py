@@ -11,8 +11,13 @@ from .common import (
 from .data import dataset_subset
 
 
-def p003_fig4_groups(records: dict[str, list[dict]], benchmarks: dict[str, dict], scenarios: dict[str, str | Path],
-                    resources: str | Path, datasets: dict[str, dict]) -> dict[str, dict]:  # fmt: skip
+def p003_fig4_groups(
+    records: dict[str, list[dict]],
+    benchmarks: dict[str, dict],
+    scenarios: dict[str, str | Path],
+    resources: str | Path,
+    datasets: dict[str, dict],
+) -> dict[str, dict]:
     """Paper 003 Fig. 4's groups (``blurry_trios``): per setting the benchmark's runs and its
     training samples per task of disjoint and blurry classes, from its scenario file in
     ``scenarios`` (benchmark → path) and the labels of the data set under ``resources/<dataset>``
@@ -35,11 +40,15 @@ def p003_fig4_groups(records: dict[str, list[dict]], benchmarks: dict[str, dict]
     return out
 
 
-def paper_figures(runs: dict[str, list[str | Path]], benchmarks: dict[str, dict],
-                  outputs: dict[str, list[str | Path]],
-                  task_outputs: dict[str, dict[str, list[str | Path]]] | None = None,
-                  scenarios: dict[str, str | Path] | None = None, resources: str | Path = "resources",
-                  datasets: dict[str, dict] | None = None) -> dict[str, list[str]]:  # fmt: skip
+def paper_figures(
+    runs: dict[str, list[str | Path]],
+    benchmarks: dict[str, dict],
+    outputs: dict[str, list[str | Path]],
+    task_outputs: dict[str, dict[str, list[str | Path]]] | None = None,
+    scenarios: dict[str, str | Path] | None = None,
+    resources: str | Path = "resources",
+    datasets: dict[str, dict] | None = None,
+) -> dict[str, list[str]]:
     """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of paper 000 (Sec. 6, App. E.1, F) and
     paper 003's Fig. 4 from the run metrics of every benchmark; returns (and logs) per figure the
     notes on what the config does not sweep.
@@ -112,5 +121,9 @@ def html_report(files: list[str | Path], config: dict, out: str | Path) -> None:
     config entries behind each section and the full validated config (one self-contained page)."""
     from ..report.html import build_html_report, group_files
 
-    build_html_report(group_files(files, config), config, out, title="dpcl: differentially private continual "
-                      "learning, tables and figures")  # fmt: skip
+    build_html_report(
+        group_files(files, config),
+        config,
+        out,
+        title="dpcl: differentially private continual learning, tables and figures",
+    )

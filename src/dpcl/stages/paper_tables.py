@@ -12,8 +12,11 @@ from .common import (
 
 
 def build_paper_tables(
-    metrics_paths: dict[str, list[str | Path]], benchmarks: dict[str, dict], out_dir: str | Path,
-    tuning: dict | None = None, miniature: bool = False,
+    metrics_paths: dict[str, list[str | Path]],
+    benchmarks: dict[str, dict],
+    out_dir: str | Path,
+    tuning: dict | None = None,
+    miniature: bool = False,
 ) -> list[Path]:
     """Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) and paper 003's F.1, F.2 from every run of every
     benchmark, beside the published numbers: ``out_dir/table_<ID>.{csv,md,tex}``; ``metrics_paths``:

@@ -36,14 +36,30 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     df = audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"])
     if cfg.get("learner_trials", 0):
         rows = learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
-        learners = pd.DataFrame([{
-            "mechanism": {"l2dpml": "L2DP-ML learner", "agem_head": "DP-A-GEM learner (head)",
-                          "fm_agem": "FM-A-GEM learner (sound variant)"}[r["learner"]],
-            "broken": r["learner"] == "l2dpml", "tag": "as published, paper 001" if r["learner"] == "l2dpml" else "",
-            "claimed_epsilon": r["claimed_epsilon"], "epsilon_lower_bound": r["epsilon_lower_bound"],
-            "trials": r["trials"], "setting": r["attack"], "delta": delta, "alpha": r["alpha"]} for r in rows])  # fmt: skip
-        learners["verdict"] = ["VIOLATION" if lb > c else "consistent"
-                               for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)]  # fmt: skip
+        learners = pd.DataFrame(
+            [
+                {
+                    "mechanism": {
+                        "l2dpml": "L2DP-ML learner",
+                        "agem_head": "DP-A-GEM learner (head)",
+                        "fm_agem": "FM-A-GEM learner (sound variant)",
+                    }[r["learner"]],
+                    "broken": r["learner"] == "l2dpml",
+                    "tag": "as published, paper 001" if r["learner"] == "l2dpml" else "",
+                    "claimed_epsilon": r["claimed_epsilon"],
+                    "epsilon_lower_bound": r["epsilon_lower_bound"],
+                    "trials": r["trials"],
+                    "setting": r["attack"],
+                    "delta": delta,
+                    "alpha": r["alpha"],
+                }
+                for r in rows
+            ]
+        )
+        learners["verdict"] = [
+            "VIOLATION" if lb > c else "consistent"
+            for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
+        ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     write_text(out_csv, df.to_csv(index=False))
     write_text(out_md, audit_table_markdown(df))

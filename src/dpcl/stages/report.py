@@ -10,8 +10,13 @@ from .common import (
 from .data import dataset_subset
 
 
-def build_summary_table(metrics_paths: list[str | Path], benchmark: str, methods: list[str], out_csv: str | Path,
-                        out_md: str | Path) -> None:  # fmt: skip
+def build_summary_table(
+    metrics_paths: list[str | Path],
+    benchmark: str,
+    methods: list[str],
+    out_csv: str | Path,
+    out_md: str | Path,
+) -> None:
     """One Table A3-style table of every learner of a benchmark (rows ε × learner)."""
     from ..io import write_text
     from ..report.tables import summarise, table_a3_markdown
@@ -22,9 +27,13 @@ def build_summary_table(metrics_paths: list[str | Path], benchmark: str, methods
 
 
 def build_report(
-    metrics_paths: list[str | Path], benchmark: str, methods: list[str],
-    out_csv: str | Path, out_md: str | Path, figures: list[str | Path],
-) -> None:  # fmt: skip
+    metrics_paths: list[str | Path],
+    benchmark: str,
+    methods: list[str],
+    out_csv: str | Path,
+    out_md: str | Path,
+    figures: list[str | Path],
+) -> None:
     """Table A3-style CSV + Markdown and the average-accuracy-per-task figure of one benchmark."""
     from ..io import write_text
     from ..report.figures import plot_average_accuracy
@@ -37,8 +46,13 @@ def build_report(
     plot_average_accuracy(records, methods, f"{benchmark}: average accuracy per task", figures)
 
 
-def aggregation_figure(metrics_paths: list[str | Path], benchmark: str, methods: list[str],
-                       outputs: list[str | Path], learner: str = "peft_head") -> None:  # fmt: skip
+def aggregation_figure(
+    metrics_paths: list[str | Path],
+    benchmark: str,
+    methods: list[str],
+    outputs: list[str | Path],
+    learner: str = "peft_head",
+) -> None:
     """Fig. A2 for one benchmark: a PEFT ensemble's final accuracy under every aggregation rule."""
     from ..learners.aggregation import RULES
     from ..report.figures import plot_aggregation_comparison
@@ -54,8 +68,17 @@ def aggregation_figure(metrics_paths: list[str | Path], benchmark: str, methods:
     plot_aggregation_comparison(records, methods, title, outputs, RULES)
 
 
-def blurry_figure(dataset: str, root: str | Path, dataset_cfg: dict, n_tasks: int, disjoint_pct: float,
-                  blurry_pcts: list[float], seed: int, title: str, outputs: list[str | Path]) -> None:  # fmt: skip
+def blurry_figure(
+    dataset: str,
+    root: str | Path,
+    dataset_cfg: dict,
+    n_tasks: int,
+    disjoint_pct: float,
+    blurry_pcts: list[float],
+    seed: int,
+    title: str,
+    outputs: list[str | Path],
+) -> None:
     """Fig. 7 right panel for a benchmark's training subset (seed 0 of the sweep)."""
     from ..report.figures import plot_blurry_samples
 

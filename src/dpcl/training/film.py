@@ -312,9 +312,18 @@ class BufferMechanism:
 
 
 def _poisson_grad_sum(
-    net, gsm, params: list[torch.Tensor], images: np.ndarray, rows: np.ndarray, rate: float, clip: float,
-    rng: np.random.Generator, pre: Preprocessing, act_t, physical_batch: int,
-) -> tuple[list[torch.Tensor], int, int]:  # fmt: skip
+    net,
+    gsm,
+    params: list[torch.Tensor],
+    images: np.ndarray,
+    rows: np.ndarray,
+    rate: float,
+    clip: float,
+    rng: np.random.Generator,
+    pre: Preprocessing,
+    act_t,
+    physical_batch: int,
+) -> tuple[list[torch.Tensor], int, int]:
     """(Σ of clipped per-sample gradients, sample size, clipped count) of one Poisson sample at ``rate``
     (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk (DESIGN §5)."""
     n = len(rows)
@@ -431,23 +440,35 @@ def train_film(
             for _ in tqdm(range(cfg.steps), desc="FiLM DP-SGD", disable=not progress, file=sys.stderr):
                 sums, size, step_clipped = _poisson_grad_sum(
                     net, gsm, params, images, rows, cfg.sample_rate, cfg.clip, rng, pre, act_t, physical_batch
-                )  # fmt: skip
+                )
                 sampled += size
                 if size:
                     clipped += step_clipped / size
                 noise = gaussian_noise_like(params, std, gen) if std > 0 else None
                 grads = sums if noise is None else [s + z for s, z in zip(sums, noise, strict=True)]
                 if buffer is not None:  # g_ref and the A-GEM projection (App. D.4, Eq. A102)
-                    ref, size, _ = _poisson_grad_sum(net, gsm, params, buf_images, buf_rows, buffer.sample_rate,
-                                                     cfg.clip, buffer.rng, pre, act_t, physical_batch)  # fmt: skip
+                    ref, size, _ = _poisson_grad_sum(
+                        net,
+                        gsm,
+                        params,
+                        buf_images,
+                        buf_rows,
+                        buffer.sample_rate,
+                        cfg.clip,
+                        buffer.rng,
+                        pre,
+                        act_t,
+                        physical_batch,
+                    )
                     sampled_ref += size
                     if std_ref > 0:
                         ref = [
                             r + z
                             for r, z in zip(ref, gaussian_noise_like(params, std_ref, gen_ref), strict=True)
                         ]
-                    flat, did = project(torch.cat([g.reshape(-1) for g in grads]),
-                                        torch.cat([r.reshape(-1) for r in ref]))  # fmt: skip
+                    flat, did = project(
+                        torch.cat([g.reshape(-1) for g in grads]), torch.cat([r.reshape(-1) for r in ref])
+                    )
                     projected += did
                     grads = [
                         c.view_as(p)
@@ -473,23 +494,35 @@ def train_film(
         "trainable_parameters": out.n_parameters(),
     }
     if buffer is not None:
-        info.update(buffer_noise_multiplier=float(buffer.noise_multiplier), buffer_sample_rate=buffer.sample_rate,
-                    mean_buffer_batch_size=sampled_ref / cfg.steps, projected_fraction=projected / cfg.steps)  # fmt: skip
+        info.update(
+            buffer_noise_multiplier=float(buffer.noise_multiplier),
+            buffer_sample_rate=buffer.sample_rate,
+            mean_buffer_batch_size=sampled_ref / cfg.steps,
+            projected_fraction=projected / cfg.steps,
+        )
     return out, info
 
 
 def film_logits(
-    backbone, member: FilmMember, images: np.ndarray, pre: Preprocessing, batch_size: int = 128,
+    backbone,
+    member: FilmMember,
+    images: np.ndarray,
+    pre: Preprocessing,
+    batch_size: int = 128,
     device: str = "auto",
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Logits (n × |O_t|, float32) of one member, its FiLM values swapped into the shared backbone."""
     return next(film_logits_each(backbone, member, [images], pre, batch_size, device))
 
 
 def film_logits_each(
-    backbone, member: FilmMember, image_sets: list[np.ndarray], pre: Preprocessing, batch_size: int = 128,
+    backbone,
+    member: FilmMember,
+    image_sets: list[np.ndarray],
+    pre: Preprocessing,
+    batch_size: int = 128,
     device: str = "auto",
-) -> Iterator[np.ndarray]:  # fmt: skip
+) -> Iterator[np.ndarray]:
     """:func:`film_logits` of one member on each image set in turn, its values swapped in once
     (one set's logits in memory at a time: 100,000 labels × 1,000 images is 400 MB)."""
     with film_net(backbone, member, device=device) as net, torch.inference_mode():

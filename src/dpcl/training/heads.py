@@ -161,9 +161,13 @@ def train_head(
             v *= b2
             v += (1 - b2) * g * g
             p -= cfg.lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + cfg.adam_eps)
-    out = {"steps": n_steps, "sample_rate": cfg.sample_rate if record_rates is None else "per record",
-           "clip": cfg.clip, "noise_multiplier": float(noise_multiplier),
-           "mean_clipped_fraction": clipped_fraction / n_steps}  # fmt: skip
+    out = {
+        "steps": n_steps,
+        "sample_rate": cfg.sample_rate if record_rates is None else "per record",
+        "clip": cfg.clip,
+        "noise_multiplier": float(noise_multiplier),
+        "mean_clipped_fraction": clipped_fraction / n_steps,
+    }
     if inclusions is not None:  # per-record batch counts (NOT private: diagnostics and tests only)
         out["inclusions"] = inclusions.tolist()
     return out

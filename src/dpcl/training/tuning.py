@@ -97,8 +97,11 @@ def tune_dpsgd(
         lr = trial.suggest_float("lr", *LR_RANGE, log=True)
         batch = trial.suggest_int("batch_size", MIN_BATCH, n_tr, log=True)
         clip = trial.suggest_float("clip", *CLIP_RANGE, log=True)
-        extra = {"buffer_sample_rate": trial.suggest_float("buffer_sample_rate", MIN_BATCH / n_tr, 1.0, log=True)
-                 } if buffer_rate else {}  # fmt: skip
+        extra = (
+            {"buffer_sample_rate": trial.suggest_float("buffer_sample_rate", MIN_BATCH / n_tr, 1.0, log=True)}
+            if buffer_rate
+            else {}
+        )
         cfg = DPSGDConfig(sample_rate=batch / n_tr, epochs=epochs, lr=lr, clip=clip, normaliser=normaliser)
         key = (cfg.sample_rate, cfg.steps)
         if key not in sigmas:
@@ -108,14 +111,32 @@ def tune_dpsgd(
         gen = rng(seed, "tuning", *keys, "trial", k)
         acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen, **extra))
         if log is not None:
-            log(f"trial {k + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
+            log(
+                f"trial {k + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
                 f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g}"
-                + "".join(f", {k} {v:.3g}" for k, v in extra.items()) + f" -> accuracy {100 * acc:.1f} %")  # fmt: skip
+                + "".join(f", {k} {v:.3g}" for k, v in extra.items())
+                + f" -> accuracy {100 * acc:.1f} %"
+            )
         return acc
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    fingerprint = repr((float(epsilon), float(delta), int(seed), keys, n_tr, len(va), classes.tolist(), float(epochs),
-                        float(normaliser), bool(buffer_rate), LR_RANGE, CLIP_RANGE, MIN_BATCH))  # fmt: skip
+    fingerprint = repr(
+        (
+            float(epsilon),
+            float(delta),
+            int(seed),
+            keys,
+            n_tr,
+            len(va),
+            classes.tolist(),
+            float(epochs),
+            float(normaliser),
+            bool(buffer_rate),
+            LR_RANGE,
+            CLIP_RANGE,
+            MIN_BATCH,
+        )
+    )
     study = _study(journal, fingerprint)
     base = int(rng(seed, "tuning", *keys, "sampler").integers(2**31))
     while (k := len(_finished(study))) < n_trials:
@@ -155,7 +176,9 @@ def _finished(study) -> list:
     """The study's completed trials in order."""
     import optuna
 
-    return sorted(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)), key=lambda t: t.number)
+    return sorted(
+        study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)), key=lambda t: t.number
+    )
 
 
 def _study(journal: str | Path | None, fingerprint: str):
@@ -171,7 +194,9 @@ def _study(journal: str | Path | None, fingerprint: str):
     journal.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(2):
         storage = JournalStorage(JournalFileBackend(str(journal)))
-        study = optuna.create_study(direction="maximize", storage=storage, study_name="dpcl", load_if_exists=True)
+        study = optuna.create_study(
+            direction="maximize", storage=storage, study_name="dpcl", load_if_exists=True
+        )
         if study.user_attrs.get("fingerprint") in (None, fingerprint) or attempt:
             break
         journal.unlink()  # another search's journal (other data, budget or ranges): start over
@@ -233,12 +258,33 @@ def tune_film(
         raise ValueError(f"{len(images)} tuning images but {len(y)} labels")
 
     def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
-        member, _ = train_film(backbone, images[tr], yy[tr], n_classes, cfg, sigma, gen, pre,
-                               physical_batch=physical_batch, device=device)  # fmt: skip
+        member, _ = train_film(
+            backbone,
+            images[tr],
+            yy[tr],
+            n_classes,
+            cfg,
+            sigma,
+            gen,
+            pre,
+            physical_batch=physical_batch,
+            device=device,
+        )
         z = film_logits(backbone, member, images[va], pre, device=device)
         return float(np.mean(z.argmax(1) == yy[va]))
 
-    res = tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser,
-                     keys=("film",), log=log, journal=journal)  # fmt: skip
+    res = tune_dpsgd(
+        y,
+        epsilon,
+        delta,
+        seed,
+        train_and_score,
+        n_trials,
+        epochs,
+        normaliser,
+        keys=("film",),
+        log=log,
+        journal=journal,
+    )
     res["learner"] = "film"
     return res

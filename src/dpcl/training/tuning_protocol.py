@@ -44,8 +44,14 @@ TRAIN_FRACTION = 0.7  # the 70:30 tuning/validation split of App. D.1
 
 #: published training-set sizes (the official train splits; ImageNet-R: 80 % of its 30,000
 #: images, App. E). A data set without one (notMNIST, hence 5-datasets) needs ``nominal_train_size``.
-OFFICIAL_TRAIN_SIZE = {"fashion_mnist": 60_000, "mnist": 60_000, "cifar10": 50_000, "cifar100": 50_000,
-                       "svhn": 73_257, "imagenet_r": 24_000}  # fmt: skip
+OFFICIAL_TRAIN_SIZE = {
+    "fashion_mnist": 60_000,
+    "mnist": 60_000,
+    "cifar10": 50_000,
+    "cifar100": 50_000,
+    "svhn": 73_257,
+    "imagenet_r": 24_000,
+}
 #: 5-datasets (App. D.1): tuning on CIFAR-10 (labels 40-49: source 4 of FIVE_DATASETS), 10 % of
 #: the final training size for training and 4.28 % for validation
 FIVE_DATASETS_TUNING_CLASSES = tuple(range(40, 50))
@@ -110,10 +116,15 @@ class TuningPlan:
         return final / self.nominal_tuning_train
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"factor_per_task": self.factor(""), "factor_all_tasks": self.factor("noncl_head")}
+        return asdict(self) | {
+            "factor_per_task": self.factor(""),
+            "factor_all_tasks": self.factor("noncl_head"),
+        }
 
 
-def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: str, n_tasks: int = 1) -> TuningPlan:
+def tuning_plan(
+    name: str, cfg: dict, task_classes: list[list[int]], protocol: str, n_tasks: int = 1
+) -> TuningPlan:
     """The tuning set of a benchmark on data set ``name`` (config ``cfg``) whose scenario has
     ``task_classes``, under ``protocol`` (see the module docstring): one task's classes, or with
     ``n_tasks`` = 2 (DP-A-GEM's two-task loop) the first two tasks' (5-datasets, paper protocol:
@@ -121,7 +132,9 @@ def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: s
     if protocol not in PROTOCOLS:
         raise ValueError(f"tuning.protocol must be one of {PROTOCOLS}, got {protocol!r}")
     if not 1 <= n_tasks <= len(task_classes):
-        raise ValueError(f"a tuning set of {n_tasks} tasks needs a scenario with as many ({len(task_classes)})")
+        raise ValueError(
+            f"a tuning set of {n_tasks} tasks needs a scenario with as many ({len(task_classes)})"
+        )
     n_classes = len({c for cs in task_classes for c in cs})
     total = nominal_train_size(name, cfg) * n_classes / N_CLASSES[base_name(name)]
     task = total / len(task_classes)
@@ -133,9 +146,18 @@ def tuning_plan(name: str, cfg: dict, task_classes: list[list[int]], protocol: s
     if base_name(name) == "five_datasets":
         tasks = tuple(tuple(int(c) for c in h) for h in np.array_split(FIVE_DATASETS_TUNING_CLASSES, n_tasks))
         per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(FIVE_DATASETS_TUNING_CLASSES)))
-        return TuningPlan(protocol, "train", tasks, per_class,
-                          TRAIN_FRACTION * per_class * len(FIVE_DATASETS_TUNING_CLASSES) / n_tasks, task, total)  # fmt: skip
-    return TuningPlan(protocol, "train", tasks, None, TRAIN_FRACTION * total / n_classes * per_task, task, total)
+        return TuningPlan(
+            protocol,
+            "train",
+            tasks,
+            per_class,
+            TRAIN_FRACTION * per_class * len(FIVE_DATASETS_TUNING_CLASSES) / n_tasks,
+            task,
+            total,
+        )
+    return TuningPlan(
+        protocol, "train", tasks, None, TRAIN_FRACTION * total / n_classes * per_task, task, total
+    )
 
 
 def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
@@ -145,7 +167,9 @@ def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
     rows = np.flatnonzero(np.isin(y, plan.classes))
     if plan.per_class is not None:
         gen = rng(seed, "tuning", "subset")
-        rows = np.concatenate([gen.permutation(rows[y[rows] == c])[: plan.per_class] for c in np.unique(y[rows])])
+        rows = np.concatenate(
+            [gen.permutation(rows[y[rows] == c])[: plan.per_class] for c in np.unique(y[rows])]
+        )
     if rows.size == 0:
         raise ValueError(
             f"the {plan.split!r} split has no images of the tuning classes {list(plan.classes)}"
@@ -162,16 +186,21 @@ def scaled_dpsgd(best: dict, plan: TuningPlan, learner: str) -> dict:
 def with_run_configs(result: dict, plan: TuningPlan) -> dict:
     """A tuning result completed for the runs: its plan, and the scaled configs of the per-task
     learners (``dpsgd``) and of Non-CL (``dpsgd_all_tasks``)."""
-    return result | {"protocol": plan.protocol, "plan": plan.to_dict(),
-                     "dpsgd": scaled_dpsgd(result["best"], plan, ""),
-                     "dpsgd_all_tasks": scaled_dpsgd(result["best"], plan, ALL_TASK_LEARNERS[0])}  # fmt: skip
+    return result | {
+        "protocol": plan.protocol,
+        "plan": plan.to_dict(),
+        "dpsgd": scaled_dpsgd(result["best"], plan, ""),
+        "dpsgd_all_tasks": scaled_dpsgd(result["best"], plan, ALL_TASK_LEARNERS[0]),
+    }
 
 
 def run_dpsgd(result: dict, learner: str, source: str = "tuning result") -> dict:
     """The DP-SGD config ``learner`` runs with, from a tuning result (:func:`with_run_configs`)."""
     key = "dpsgd_all_tasks" if learner in ALL_TASK_LEARNERS else "dpsgd"
     if key not in result or "protocol" not in result:
-        raise ValueError(f"{source} has no {key!r}/'protocol' (written by an older dpcl); rerun its tuning job")
+        raise ValueError(
+            f"{source} has no {key!r}/'protocol' (written by an older dpcl); rerun its tuning job"
+        )
     return result[key]
 
 
@@ -190,8 +219,10 @@ def hyperparameters_use(protocol: str | None) -> dict:
             "trained on by any run): no private data, no privacy cost",
             "private_data_used": False,
         }
-    return {"chosen_by": "fixed in the config before seeing data: no private data, no privacy cost",
-            "private_data_used": False}  # fmt: skip
+    return {
+        "chosen_by": "fixed in the config before seeing data: no private data, no privacy cost",
+        "private_data_used": False,
+    }
 
 
 def protocol_note(tuning: dict | None) -> str:
@@ -199,14 +230,19 @@ def protocol_note(tuning: dict | None) -> str:
     if not tuning or not tuning.get("enabled", True):
         return "Hyperparameters: the config's dpsgd block, not tuned (the paper tunes them, App. D.1)."
     if tuning.get("protocol", "public") == "paper":
-        return ("Hyperparameters: tuned as the paper (App. D.1, Optuna GP, " + str(tuning.get("trials", 20))
-                + " trials) on a task-sized subset of the private training data (5-datasets: a CIFAR-10 subset, "
-                "10 % + 4.28 % of a task's nominal size), not accounted (privacy.json: guarantee_holds false); lr "
-                "scaled by sqrt(nominal final / tuning-train size). Our reading: 5-datasets' 'final training "
-                "dataset' is one (mean) task's; DP-A-GEM has its own study on the first two tasks.")
-    return ("Hyperparameters: tuned (Optuna GP, " + str(tuning.get("trials", 20)) + " trials) on a PUBLIC "
-            "held-out split, not on private data as the paper (App. D.1); lr scaled by sqrt(nominal final / "
-            "tuning-train size).")
+        return (
+            "Hyperparameters: tuned as the paper (App. D.1, Optuna GP, "
+            + str(tuning.get("trials", 20))
+            + " trials) on a task-sized subset of the private training data (5-datasets: a CIFAR-10 subset, "
+            "10 % + 4.28 % of a task's nominal size), not accounted (privacy.json: guarantee_holds false); lr "
+            "scaled by sqrt(nominal final / tuning-train size). Our reading: 5-datasets' 'final training "
+            "dataset' is one (mean) task's; DP-A-GEM has its own study on the first two tasks."
+        )
+    return (
+        "Hyperparameters: tuned (Optuna GP, " + str(tuning.get("trials", 20)) + " trials) on a PUBLIC "
+        "held-out split, not on private data as the paper (App. D.1); lr scaled by sqrt(nominal final / "
+        "tuning-train size)."
+    )
 
 
 def unaccounted_uses(note: dict) -> list[dict]:
@@ -214,6 +250,11 @@ def unaccounted_uses(note: dict) -> list[dict]:
     (:func:`hyperparameters_use`): the paper protocol's tuning."""
     if not note.get("private_data_used") or note.get("accounted", True):
         return []
-    return [{"use": "hyperparameter tuning", "data": "private training data",
-             "why": "paper 000 App. D.1 tunes on the training data and does not account for it; the "
-                    "(epsilon, delta) above covers label release and training only"}]  # fmt: skip
+    return [
+        {
+            "use": "hyperparameter tuning",
+            "data": "private training data",
+            "why": "paper 000 App. D.1 tunes on the training data and does not account for it; the "
+            "(epsilon, delta) above covers label release and training only",
+        }
+    ]
