@@ -8,6 +8,7 @@ import os
 import re
 
 from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
+from dpcl.worker import configure_for_workflow
 
 # The embedded default, unless the user names config files (which then replace it rather
 # than merge with it); --config key=value overrides apply either way.
@@ -24,10 +25,7 @@ except ConfigError as err:
 # Warm worker (dpcl.worker): local jobs fork from one process that has imported torch & co.
 # once; cluster jobs and jobs inside a SLURM allocation start their own interpreter, and so
 # does every job when the environment says DPCL_WARM_WORKER=0.
-if os.environ.get("DPCL_WARM_WORKER") != "0":
-    os.environ["DPCL_WARM_WORKER"] = (
-        "1" if config["warm_worker"] and workflow.local_exec and "SLURM_JOB_ID" not in os.environ else "0"
-    )
+configure_for_workflow(config["warm_worker"], workflow.local_exec)
 
 R = config["results"]
 RES = config["resources"]

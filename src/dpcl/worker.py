@@ -56,6 +56,18 @@ PRELOAD = (
 _HEADER = 8  # bytes: length of the JSON request that follows
 
 
+def configure_for_workflow(warm_worker: bool, local_exec: bool) -> bool:
+    """Called by the Snakefile: switch the warm worker on for this run's jobs (environment
+    variable ``DPCL_WARM_WORKER``, which the jobs inherit) when the config key
+    ``warm_worker`` is true and the jobs run locally (not under a cluster executor, nor inside
+    a SLURM allocation). A user's ``DPCL_WARM_WORKER=0`` always wins. Returns the setting."""
+    if os.environ.get(ENV_ENABLE) == "0":
+        return False
+    on = bool(warm_worker) and bool(local_exec) and "SLURM_JOB_ID" not in os.environ
+    os.environ[ENV_ENABLE] = "1" if on else "0"
+    return on
+
+
 def enabled() -> bool:
     """Whether this process should hand its script to the warm worker."""
     return (

@@ -2,48 +2,14 @@
 # solved once from public quantities, one job per (pool variant, seed) running every configured
 # method, then a summary, the Table I/II/V analogues and the Fig. 5 and per-group privacy figures.
 
-from dpcl.active.grid import run_cells, schedule_keys
-
-ACTIVE = config["active"]
-ACTIVE_ON = bool(ACTIVE["enabled"])
-ACTIVE_CELLS = run_cells(ACTIVE) if ACTIVE_ON else []
-ACTIVE_SCHEDULES = schedule_keys(ACTIVE) if ACTIVE_ON else []
-# the authors' step amplification at the main setting, for the per-group privacy figure only
-ACTIVE_MAIN = f"eps{ACTIVE['epsilon']:g}-sel{ACTIVE['selection_epsilon']:g}"
-ACTIVE_FIGURE_SCHEDULES = {
-    "naive": f"naive-{ACTIVE_MAIN}",
-    "step amplification (ours)": f"step_amplification-{ACTIVE_MAIN}",
-    "step amplification (authors')": f"paper_step_amplification-{ACTIVE_MAIN}",
-}
-
-
-def _active_feature(split):
-    return f"{R}/features/{ACTIVE['dataset']}/{ACTIVE['backbone']}/{split}.npz"
-
-
-def _active_runs(kind, pool="{pool}", seed="{seed}"):
-    return [f"{R}/runs/active/{pool}/{c['key']}/seed{seed}/{kind}" for c in ACTIVE_CELLS]
-
-
-def active_report_files():
-    """Targets of this file for rule all (none when active.enabled is false)."""
-    if not ACTIVE_ON:
-        return []
-    files = [f"{R}/tables/active_table1.{ext}" for ext in ("csv", "md")]
-    if ACTIVE["table2_settings"]:
-        files += [f"{R}/tables/active_table2.{ext}" for ext in ("csv", "md")]
-    if ACTIVE["table5"]:
-        files += [f"{R}/tables/active_table5.{ext}" for ext in ("csv", "md")]
-    if ACTIVE["fig5_selection_epsilons"]:
-        files += [f"{R}/figures/active_fig5_selection_budget.{ext}" for ext in ("png", "pdf")]
-    return files + [f"{R}/figures/active_group_privacy.{ext}" for ext in ("png", "pdf")]
-
 
 rule active_schedule:
     output:
         f"{R}/active/schedules/{{key}}.json",
     log:
         f"{R}/logs/active/schedule_{{key}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -69,6 +35,8 @@ rule active_runs:
         f"{R}/logs/active/runs_{{pool}}_seed{{seed}}.log",
     wildcard_constraints:
         pool="balanced|imbalanced",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -96,6 +64,8 @@ rule active_report:
         files=active_report_files(),
     log:
         f"{R}/logs/active/report.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -106,8 +76,8 @@ rule active_report:
         selection_epsilon=ACTIVE["selection_epsilon"],
         fig5=bool(ACTIVE["fig5_selection_epsilons"]),
         table2_settings=ACTIVE["table2_settings"],
-        tables=f"{R}/tables",
-        figures=f"{R}/figures",
+        tables=lambda w, output: os.path.dirname(output.files[0]),  # active_table1.csv
+        figures=lambda w, output: os.path.dirname(output.files[-1]),  # active_group_privacy.pdf
     script:
         "../scripts/active_report.py"
 

@@ -2,67 +2,6 @@
 # features: every (ε, label method) of one seed in one job; and Fig. 3 (Sec. 6.1).
 # Its memory buffer keeps raw samples across tasks: a baseline, not a method of the paper.
 
-# agem_head: the enhanced DP-A-GEM (App. D.4); desai_head: Desai et al.'s DP-CL as published (paper 002,
-# Alg. 1, Lemma 2's claim beside the accounted rereads). One job per seed runs both.
-AGEM_LEARNERS = [l for l in config["learners"] if l in ("agem_head", "desai_head")]
-AGEM = bool(AGEM_LEARNERS)
-FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"] or EPS
-
-
-def _agem_outputs(kind):
-    return expand(
-        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=AGEM_LEARNERS,
-        eps=EPS,
-        method=AGEM_METHODS,
-    )
-
-
-def _fig3_runs(w):
-    learners = [
-        l
-        for l in (
-            "cosine",
-            "peft_head",
-            "peft_film",
-            "agem_head",
-            "agem_film",
-            "desai_head",
-            "l2dpml",
-            "fm_agem",
-        )
-        if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)
-    ]
-    eps = [e for e in FIG3_EPS if e in bench_eps(w.benchmark)]
-    return [
-        f
-        for l in learners
-        for f in run_files(l, w.benchmark, "metrics")
-        if f.endswith("/base/metrics.json") and any(f"/eps{e}/" in f for e in eps)
-    ]
-
-
-def fig3_files():
-    """Fig. 3 targets: benchmarks where DP-A-GEM (head-only or FiLM) runs the Base Dataset setting."""
-    return [
-        f"{R}/figures/{name}_fig3_desai.{ext}"
-        for name in config["benchmarks"]
-        if any(
-            l in bench_learners(name) and "base" in methods_for(l, name)
-            for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
-        )
-        and any(e in bench_eps(name) for e in FIG3_EPS)
-        for ext in ("png", "pdf")
-    ]
-
-
-def _agem_tuning_files(w):
-    if not TUNE:
-        return []
-    return expand(
-        f"{R}/tuning_agem/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS
-    )
-
 
 if AGEM:
 
@@ -79,6 +18,8 @@ if AGEM:
             ),
         log:
             f"{R}/logs/tune_agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        conda:
+            "../envs/dpcl.yaml"
         threads: 1
         resources:
             mem_mb=2000,
@@ -112,6 +53,8 @@ if AGEM:
             diagnostics=_agem_outputs("diagnostics"),  # NOT private: counts etc., never published
         log:
             f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        conda:
+            "../envs/dpcl.yaml"
         threads: 1
         resources:
             mem_mb=2000,
@@ -135,6 +78,8 @@ rule fig3_desai:
         pdf=f"{R}/figures/{{benchmark}}_fig3_desai.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_fig3_desai.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,

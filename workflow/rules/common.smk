@@ -1,5 +1,10 @@
 # Helpers shared by the rules: file names from config entries (no computation here).
 
+import re
+from pathlib import Path
+from dpcl.active.grid import run_cells, schedule_keys
+from dpcl.report.paper_figures import blurry_trios
+
 
 def scenario_tag(bench):
     if bench["scenario"] in ("iblurry", "siblurry"):
@@ -135,3 +140,314 @@ def all_reports():
         for ext in ("png", "pdf")
     ]
     return runs + privacy_files()
+
+
+# ---- helpers of cosine.smk ----------------------------------------------------
+
+
+def _cosine_outputs(kind):
+    return expand(
+        f"{R}/runs/cosine/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        eps=EPS,
+        method=METHODS,
+    )
+
+
+# ---- helpers of heads.smk -----------------------------------------------------
+
+
+# (ε tag, method) of every run a heads job makes: at ε = inf only the nonprivate_label_methods
+# (config/paper.yaml: base; the 1000x public label spaces without DP were most of a job's time)
+HEAD_PAIRS = [
+    (e, m)
+    for e in EPS
+    for m in HEAD_METHODS
+    if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS
+]
+
+
+def _head_outputs(kind):
+    # learner-major, then HEAD_PAIRS in the order of the label files (runs_by_learner)
+    return [
+        f"{R}/runs/{learner}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{e}/{m}/{kind}.json"
+        for learner in HEAD_LEARNERS
+        for e, m in HEAD_PAIRS
+    ]
+
+
+TUNE = config["tuning"]["enabled"]
+
+# tuning.protocol (App. D.1): "public" tunes on the public tune split, "paper" on the private
+# training data (unaccounted, as the paper; privacy.json says so)
+TUNE_SPLIT = "train" if config["tuning"]["protocol"] == "paper" else "tune"
+
+
+def _tuning_files(w):
+    if not TUNE:
+        return []
+    return expand(f"{R}/tuning/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS)
+
+
+# ---- helpers of agem.smk ------------------------------------------------------
+
+
+# agem_head: the enhanced DP-A-GEM (App. D.4); desai_head: Desai et al.'s DP-CL as published (paper 002,
+# Alg. 1, Lemma 2's claim beside the accounted rereads). One job per seed runs both.
+AGEM_LEARNERS = [l for l in config["learners"] if l in ("agem_head", "desai_head")]
+
+AGEM = bool(AGEM_LEARNERS)
+
+FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"] or EPS
+
+
+def _agem_outputs(kind):
+    return expand(
+        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        learner=AGEM_LEARNERS,
+        eps=EPS,
+        method=AGEM_METHODS,
+    )
+
+
+def _fig3_runs(w):
+    learners = [
+        l
+        for l in (
+            "cosine",
+            "peft_head",
+            "peft_film",
+            "agem_head",
+            "agem_film",
+            "desai_head",
+            "l2dpml",
+            "fm_agem",
+        )
+        if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)
+    ]
+    eps = [e for e in FIG3_EPS if e in bench_eps(w.benchmark)]
+    return [
+        f
+        for l in learners
+        for f in run_files(l, w.benchmark, "metrics")
+        if Path(f).parts[-2:] == ("base", "metrics.json") and any(f"/eps{e}/" in f for e in eps)
+    ]
+
+
+def fig3_files():
+    """Fig. 3 targets: benchmarks where DP-A-GEM (head-only or FiLM) runs the Base Dataset setting."""
+    return [
+        f"{R}/figures/{name}_fig3_desai.{ext}"
+        for name in config["benchmarks"]
+        if any(
+            l in bench_learners(name) and "base" in methods_for(l, name)
+            for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
+        )
+        and any(e in bench_eps(name) for e in FIG3_EPS)
+        for ext in ("png", "pdf")
+    ]
+
+
+def _agem_tuning_files(w):
+    if not TUNE:
+        return []
+    return expand(
+        f"{R}/tuning_agem/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS
+    )
+
+
+# ---- helpers of l2dpml.smk ----------------------------------------------------
+
+
+L2DPML_LEARNERS = [l for l in config["learners"] if l in ("l2dpml", "fm_agem")]
+
+
+def _l2dpml_outputs(kind):
+    return expand(
+        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        learner=L2DPML_LEARNERS,
+        eps=EPS,
+        method=L2DPML_METHODS,
+    )
+
+
+# ---- helpers of film.smk ------------------------------------------------------
+
+
+FILM_RUN = f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
+
+PEFT_FILM_RUN = FILM_RUN.replace("{learner}", "peft_film")
+
+FILM_TUNE = config["tuning"]["enabled"]
+
+
+def n_tasks_of(scenario):
+    return int(re.search(r"-t(\d+)$", scenario).group(1))
+
+
+# Plain wildcard patterns (not input functions): the paper grid has ~10,000 FiLM jobs and
+# patterns keep Snakemake's planning cost per job low.
+FILM_COMMON = dict(
+    manifest=f"{RES}/{{dataset}}/MANIFEST.json",
+    scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+    labels=f"{R}/labels/{{dataset}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}.json",
+    # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
+    **(
+        {"tuned": f"{R}/tuning_film/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}.json"}
+        if FILM_TUNE
+        else {}
+    ),
+)
+
+FILM_PARAMS = dict(
+    dataset_cfg=lambda w: config["datasets"][w.dataset],
+    backbone_cfg=lambda w: config["backbones"][w.backbone],
+    dpsgd=FILM_DPSGD,
+    physical_batch=config["film"]["physical_batch"],
+    device=config["film"]["device"],
+    targets=lambda w: {w.eps: TARGETS[w.eps]},  # this run's (ε, δ) from the config
+)
+
+
+# ---- helpers of report.smk ----------------------------------------------------
+
+
+def aggregation_figure_files():
+    """Fig. A2 (aggregation rules of a PEFT ensemble) per benchmark and PEFT learner that runs."""
+    return [
+        f"{R}/figures/{name}_{learner}_figA2_aggregation.{ext}"
+        for name in config["benchmarks"]
+        for learner in ("peft_head", "peft_film")
+        if learner in bench_learners(name)
+        for ext in ("png", "pdf")
+    ]
+
+
+# ---- helpers of paper_tables.smk ----------------------------------------------
+
+
+PAPER_TABLE_IDS = ["A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2"]
+
+
+def paper_table_files():
+    """results/tables/paper/table_<ID>.{csv,md,tex} for Tables A3-A10, F1 and F2."""
+    return [f"{R}/tables/paper/table_{t}.{ext}" for t in PAPER_TABLE_IDS for ext in ("csv", "md", "tex")]
+
+
+def _paper_table_runs():
+    return {
+        name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
+        for name in config["benchmarks"]
+    }
+
+
+# ---- helpers of active.smk ----------------------------------------------------
+
+
+ACTIVE = config["active"]
+
+ACTIVE_ON = bool(ACTIVE["enabled"])
+
+ACTIVE_CELLS = run_cells(ACTIVE) if ACTIVE_ON else []
+
+ACTIVE_SCHEDULES = schedule_keys(ACTIVE) if ACTIVE_ON else []
+
+# the authors' step amplification at the main setting, for the per-group privacy figure only
+ACTIVE_MAIN = f"eps{ACTIVE['epsilon']:g}-sel{ACTIVE['selection_epsilon']:g}"
+
+ACTIVE_FIGURE_SCHEDULES = {
+    "naive": f"naive-{ACTIVE_MAIN}",
+    "step amplification (ours)": f"step_amplification-{ACTIVE_MAIN}",
+    "step amplification (authors')": f"paper_step_amplification-{ACTIVE_MAIN}",
+}
+
+
+def _active_feature(split):
+    return f"{R}/features/{ACTIVE['dataset']}/{ACTIVE['backbone']}/{split}.npz"
+
+
+def _active_runs(kind, pool="{pool}", seed="{seed}"):
+    return [f"{R}/runs/active/{pool}/{c['key']}/seed{seed}/{kind}" for c in ACTIVE_CELLS]
+
+
+def active_report_files():
+    """Targets of this file for rule all (none when active.enabled is false)."""
+    if not ACTIVE_ON:
+        return []
+    files = [f"{R}/tables/active_table1.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["table2_settings"]:
+        files += [f"{R}/tables/active_table2.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["table5"]:
+        files += [f"{R}/tables/active_table5.{ext}" for ext in ("csv", "md")]
+    if ACTIVE["fig5_selection_epsilons"]:
+        files += [f"{R}/figures/active_fig5_selection_budget.{ext}" for ext in ("png", "pdf")]
+    return files + [f"{R}/figures/active_group_privacy.{ext}" for ext in ("png", "pdf")]
+
+
+# ---- helpers of paper_figures.smk ---------------------------------------------
+
+
+# Figs. 4-7 and A3 compare the Cosine Classifier and the PEFT Ensemble (paper 000 Sec. 6); Figs.
+# A4-A9 (App. F) every learner, the Naive and Non-CL baselines included. p003_fig4_blurry: paper
+# 003 Fig. 4, Not Blurry vs I-Blurry(50, 10) vs Si-Blurry on one data set (a note where the config
+# has no such trio).
+PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")
+
+# Per benchmark: accuracy AA_t and forgetting AF_t after each task (Figs. A5/A7/A8 and A6/A9).
+PAPER_TASK_FIGS = {"accuracy": "figA5_accuracy_per_task", "forgetting": "figA6_forgetting_per_task"}
+
+
+def _paper_task_figures():
+    """Benchmark → {'accuracy' | 'forgetting': [PNG, PDF]} under results/figures/paper/."""
+    return {
+        name: {
+            metric: [f"{R}/figures/paper/{name}_{stem}.{ext}" for ext in ("png", "pdf")]
+            for metric, stem in PAPER_TASK_FIGS.items()
+        }
+        for name in config["benchmarks"]
+    }
+
+
+def _p003_fig4_scenarios():
+    """Benchmark → its first seed's scenario file, for every benchmark of a complete paper 003 Fig. 4
+    trio (the figure's per-task data panel)."""
+    names = [n for trio in blurry_trios(config["benchmarks"]).values() for n in trio.values()]
+    return {
+        n: "{R}/scenarios/{dataset}/{scenario}/seed{seed}.json".format(
+            R=R, seed=bench_seeds(n)[0], **bench_wildcards(n)
+        )
+        for n in names
+    }
+
+
+def _p003_fig4_datasets():
+    """Config entries of the data sets behind paper 003 Fig. 4 (their labels count samples per task)."""
+    names = sorted({config["benchmarks"][n]["dataset"] for n in _p003_fig4_scenarios()})
+    return {d: config["datasets"][d] for d in names}
+
+
+def paper_figure_files():
+    """Figs. 4, 5, 6, 7 (left), A3, A4, paper 003's Fig. 4 and every benchmark's A5/A6 as PNG and
+    PDF under results/figures/paper/."""
+    files = [f"{R}/figures/paper/{fig}.{ext}" for fig in PAPER_FIGS for ext in ("png", "pdf")]
+    return files + [f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths]
+
+
+def _paper_figure_runs():
+    """Benchmark → metrics.json of every learner (the figure functions pick the learners they compare)."""
+    return {
+        name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
+        for name in config["benchmarks"]
+    }
+
+
+def report_inputs():
+    """Every table and figure that rule all asks for, except the report itself."""
+    files = all_reports() + aggregation_figure_files() + fig3_files() + paper_figure_files()
+    files += globals().get("paper_table_files", lambda: [])()
+    files += globals().get("active_report_files", lambda: [])()
+    return list(dict.fromkeys(files))
+
+
+def html_report_files():
+    """Targets of this file for rule all."""
+    return paper_figure_files() + [f"{R}/report.html"]

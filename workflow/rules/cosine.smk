@@ -1,14 +1,6 @@
 # DP cosine classifier: every (ε, label method) of one seed in one job (seconds of work).
 
 
-def _cosine_outputs(kind):
-    return expand(
-        f"{R}/runs/cosine/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        eps=EPS,
-        method=METHODS,
-    )
-
-
 rule cosine:
     input:
         train=f"{R}/features/{{dataset}}/{{backbone}}/train.npz",
@@ -25,6 +17,8 @@ rule cosine:
         diagnostics=_cosine_outputs("diagnostics"),  # NOT private: counts etc., never published
     log:
         f"{R}/logs/cosine/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
         mem_mb=2000,

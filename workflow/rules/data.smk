@@ -6,6 +6,8 @@ rule obtain_dataset:
         f"{RES}/{{dataset}}/MANIFEST.json",
     log:
         f"{R}/logs/obtain_dataset/{{dataset}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=6000,  # ImageNet-R decodes 30,000 JPEGs; 5-datasets holds ~2 GB of arrays

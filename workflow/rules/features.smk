@@ -8,6 +8,8 @@ rule features:
         f"{R}/features/{{dataset}}/{{backbone}}/{{split}}.npz",
     log:
         f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 8  # at most --cores locally; --cpus-per-task on SLURM
     resources:
         mem_mb=4000,

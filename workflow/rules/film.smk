@@ -10,41 +10,6 @@
 # (ε, seed) takes its config, scaled to its learner, from the cached result instead of
 # film.dpsgd / dpsgd.
 
-import re
-
-FILM_RUN = f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
-PEFT_FILM_RUN = FILM_RUN.replace("{learner}", "peft_film")
-FILM_TUNE = config["tuning"]["enabled"]
-
-
-def n_tasks_of(scenario):
-    return int(re.search(r"-t(\d+)$", scenario).group(1))
-
-
-# Plain wildcard patterns (not input functions): the paper grid has ~10,000 FiLM jobs and
-# patterns keep Snakemake's planning cost per job low.
-FILM_COMMON = dict(
-    manifest=f"{RES}/{{dataset}}/MANIFEST.json",
-    scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
-    labels=f"{R}/labels/{{dataset}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}.json",
-    # the tuned DP-SGD config of this (ε, seed); absent: params.dpsgd is used
-    **(
-        {"tuned": f"{R}/tuning_film/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}.json"}
-        if FILM_TUNE
-        else {}
-    ),
-)
-
-
-FILM_PARAMS = dict(
-    dataset_cfg=lambda w: config["datasets"][w.dataset],
-    backbone_cfg=lambda w: config["backbones"][w.backbone],
-    dpsgd=FILM_DPSGD,
-    physical_batch=config["film"]["physical_batch"],
-    device=config["film"]["device"],
-    targets=lambda w: {w.eps: TARGETS[w.eps]},  # this run's (ε, δ) from the config
-)
-
 
 rule tune_film:
     input:
@@ -57,6 +22,8 @@ rule tune_film:
         ),
     log:
         f"{R}/logs/tune_film/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
@@ -85,6 +52,8 @@ rule film_member:
         members=directory(f"{PEFT_FILM_RUN}/members"),
     log:
         f"{R}/logs/film_member/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
@@ -105,6 +74,8 @@ rule film_eval:
         diagnostics=f"{PEFT_FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
     log:
         f"{R}/logs/film_eval/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,
@@ -129,6 +100,8 @@ rule film_baseline:
         f"{R}/logs/film_baseline/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     wildcard_constraints:
         learner="naive_film|noncl_film|agem_film",
+    conda:
+        "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
         mem_mb=8000,

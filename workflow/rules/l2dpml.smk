@@ -2,17 +2,6 @@
 # variant fm_agem, on cached features projected by a PCA fitted on the PUBLIC tuning split: every
 # (learner, ε, label method) of one seed in one job (seconds of work).
 
-L2DPML_LEARNERS = [l for l in config["learners"] if l in ("l2dpml", "fm_agem")]
-
-
-def _l2dpml_outputs(kind):
-    return expand(
-        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=L2DPML_LEARNERS,
-        eps=EPS,
-        method=L2DPML_METHODS,
-    )
-
 
 if L2DPML_LEARNERS:
 
@@ -33,6 +22,8 @@ if L2DPML_LEARNERS:
             diagnostics=_l2dpml_outputs("diagnostics"),  # NOT private: counts etc., never published
         log:
             f"{R}/logs/l2dpml/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        conda:
+            "../envs/dpcl.yaml"
         threads: 1
         resources:
             mem_mb=2000,

@@ -13,6 +13,8 @@ rule label_spaces:
         ),
     log:
         f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,

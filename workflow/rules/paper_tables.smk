@@ -4,20 +4,6 @@
 # whose runs are not part of it are still written, with a note naming the config keys that would
 # fill them.
 
-PAPER_TABLE_IDS = ["A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2"]
-
-
-def paper_table_files():
-    """results/tables/paper/table_<ID>.{csv,md,tex} for Tables A3-A10, F1 and F2."""
-    return [f"{R}/tables/paper/table_{t}.{ext}" for t in PAPER_TABLE_IDS for ext in ("csv", "md", "tex")]
-
-
-def _paper_table_runs():
-    return {
-        name: [f for learner in config["learners"] for f in run_files(learner, name, "metrics")]
-        for name in config["benchmarks"]
-    }
-
 
 rule paper_tables:
     input:
@@ -26,6 +12,8 @@ rule paper_tables:
         paper_table_files(),
     log:
         f"{R}/logs/report/paper_tables.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,

@@ -7,6 +7,8 @@ rule privacy_figures:
         figA1=multiext(f"{R}/figures/figA1_drop_lower_bound", ".png", ".pdf"),
     log:
         f"{R}/logs/privacy_figures.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -23,6 +25,8 @@ rule label_space_attack:
         md=f"{R}/tables/fig1_label_space_attack.md",
     log:
         f"{R}/logs/label_space_attack.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -40,6 +44,8 @@ rule privacy_audit:
         md=f"{R}/tables/privacy_audit.md",
     log:
         f"{R}/logs/privacy_audit.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,

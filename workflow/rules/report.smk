@@ -11,6 +11,8 @@ rule report:
         pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -29,6 +31,8 @@ rule summary_table:
         md=f"{R}/tables/{{benchmark}}.md",
     log:
         f"{R}/logs/report/{{benchmark}}_summary.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -46,6 +50,8 @@ rule blurry_figure:
         multiext(f"{R}/figures/{{benchmark}}_blurry_samples", ".png", ".pdf"),
     log:
         f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -59,17 +65,6 @@ rule blurry_figure:
         "../scripts/blurry_figure.py"
 
 
-def aggregation_figure_files():
-    """Fig. A2 (aggregation rules of a PEFT ensemble) per benchmark and PEFT learner that runs."""
-    return [
-        f"{R}/figures/{name}_{learner}_figA2_aggregation.{ext}"
-        for name in config["benchmarks"]
-        for learner in ("peft_head", "peft_film")
-        if learner in bench_learners(name)
-        for ext in ("png", "pdf")
-    ]
-
-
 rule aggregation_figure:
     input:
         lambda w: run_files(w.learner, w.benchmark, "metrics"),
@@ -79,6 +74,8 @@ rule aggregation_figure:
         f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
     wildcard_constraints:
         learner="peft_head|peft_film",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,

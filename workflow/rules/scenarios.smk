@@ -8,6 +8,8 @@ rule scenario:
         f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
     log:
         f"{R}/logs/scenario/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    conda:
+        "../envs/dpcl.yaml"
     threads: 1
     resources:
         mem_mb=2000,
