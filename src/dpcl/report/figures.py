@@ -10,32 +10,127 @@ import numpy as np
 from ..io import atomic_path
 from .tables import label_method_name
 
+# One style per series (colour, marker, line style) so that series with equal values stay
+# distinguishable: the markers differ and each series sits a small step apart on the x axis.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def series_style(k: int) -> dict:
+    """Colour, marker and line style of the ``k``-th series of a figure."""
+    return {
+        "color": f"C{k % 10}",
+        "marker": MARKERS[k % len(MARKERS)],
+        "linestyle": LINESTYLES[k % len(LINESTYLES)],
+    }
+
+
+def series_offsets(n: int, step: float) -> np.ndarray:
+    """x offsets of ``n`` series centred on 0, ``step`` apart (overlapping points stay visible)."""
+    return (np.arange(n) - (n - 1) / 2) * step
+
+
+def _eps_sorted(records: list[dict]) -> list[str]:
+    return sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+
+
+def final_only(records: list[dict]) -> bool:
+    """True when no run has an average accuracy before its last task (Non-CL: one model trained on
+    all tasks at once has a final accuracy, not a curve over tasks)."""
+    return bool(records) and all(
+        not np.isfinite(np.asarray(r["average_accuracy"][:-1], dtype=float)).any() for r in records
+    )
+
 
 def plot_average_accuracy(
-    records: list[dict], methods: list[str], title: str, outputs: list[str | Path]
+    records: list[dict],
+    methods: list[str],
+    title: str,
+    outputs: list[str | Path],
+    final_title: str | None = None,
 ) -> None:
-    """One panel per ε tag; a line per label method of AA_t against the task index t."""
+    """One panel per ε tag; a line per label method of AA_t against the task index t (median over
+    seeds, band from the 2nd worst to the 2nd best seed). Each method has its own marker and line
+    style and sits a small step apart in t, and the bands are light, so that methods with equal
+    values all stay visible. Runs with a final accuracy only (``final_only``, Non-CL) get
+    ``plot_final_accuracy`` under ``final_title`` (default: ``title``) instead of a curve."""
+    if final_only(records):
+        plot_final_accuracy(records, methods, final_title or title, outputs)
+        return
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
-    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.6), sharey=True, squeeze=False)
+    epsilons = _eps_sorted(records)
+    methods = [m for m in methods if any(r["label_method"] == m for r in records)]
+    offsets = series_offsets(len(methods), 0.06)
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.9), sharey=True, squeeze=False)
     for ax, eps in zip(axes[0], epsilons, strict=True):
-        for m in methods:
+        for k, m in enumerate(methods):
             curves = np.array(
-                [r["average_accuracy"] for r in records if r["epsilon"] == eps and r["label_method"] == m]
+                [r["average_accuracy"] for r in records if r["epsilon"] == eps and r["label_method"] == m],
+                dtype=float,
             )
             if curves.size == 0:
                 continue
             curves = 100 * np.sort(curves, axis=0)
-            t = np.arange(1, curves.shape[1] + 1)
+            t = np.arange(1, curves.shape[1] + 1) + offsets[k]
             lo, hi = (curves[1], curves[-2]) if len(curves) >= 3 else (curves[0], curves[-1])
-            line = ax.plot(t, np.median(curves, axis=0), marker="o", ms=3, label=label_method_name(m))[0]
-            ax.fill_between(t, lo, hi, color=line.get_color(), alpha=0.2, linewidth=0)
+            style = series_style(k)
+            ax.plot(t, np.median(curves, axis=0), ms=4, lw=1.4, label=label_method_name(m), zorder=3, **style)
+            ax.fill_between(t, lo, hi, color=style["color"], alpha=0.06, linewidth=0, zorder=1)
+            ax.plot(t, lo, color=style["color"], lw=0.6, alpha=0.5, ls=style["linestyle"], zorder=2)
+            ax.plot(t, hi, color=style["color"], lw=0.6, alpha=0.5, ls=style["linestyle"], zorder=2)
         _task_axis(ax, eps, len(records[0]["average_accuracy"]))
-    _finish_panels(fig, axes, "average accuracy AA_t (%)", title, outputs)
+    _finish_panels(fig, axes, "average accuracy AA_t (%)", title, outputs, legend_below=True)
+
+
+def plot_final_accuracy(
+    records: list[dict], methods: list[str], title: str, outputs: list[str | Path]
+) -> None:
+    """Final accuracy per ε (groups) and label method (bars): median over seeds, error bars from the
+    2nd worst to the 2nd best seed (min/max under three seeds), the median written on each bar.
+    For learners with no curve over tasks (Non-CL trains one model on all tasks at once)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epsilons = _eps_sorted(records)
+    methods = [m for m in methods if any(r["label_method"] == m for r in records)]
+    width = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(epsilons) * max(1, len(methods)) + 1.5), 3.9))
+    for k, m in enumerate(methods):
+        x, med, lo, hi = [], [], [], []
+        for j, eps in enumerate(epsilons):
+            v = np.sort(
+                [
+                    100 * float(r["final_accuracy"])
+                    for r in records
+                    if r["epsilon"] == eps and r["label_method"] == m
+                ]
+            )
+            v = v[np.isfinite(v)]
+            if v.size == 0:
+                continue
+            a, b = (v[1], v[-2]) if v.size >= 3 else (v[0], v[-1])
+            x.append(j + (k - (len(methods) - 1) / 2) * width)
+            med.append(float(np.median(v)))
+            lo.append(med[-1] - a)
+            hi.append(b - med[-1])
+        if not x:
+            continue
+        bars = ax.bar(
+            x, med, width, yerr=[lo, hi], capsize=2, color=f"C{k % 10}", label=label_method_name(m), zorder=2
+        )
+        ax.bar_label(bars, labels=[f"{v:.1f}" for v in med], fontsize=6, padding=2)
+    ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
+    ax.set_ylabel("final accuracy AA_T (%)")
+    ax.set_xlabel("privacy budget")
+    ax.set_ylim(0, min(110, ax.get_ylim()[1] * 1.08))
+    ax.grid(alpha=0.3, axis="y")
+    _finish_panels(fig, np.array([[ax]]), "final accuracy AA_T (%)", title, outputs, legend_below=True)
 
 
 def _task_axis(ax, eps: str, n_tasks: int) -> None:
@@ -61,12 +156,18 @@ def _finish_panels(
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
-        fig.legend(
-            handles, labels, fontsize=8, loc="lower center", ncol=min(3, max(1, len(labels))), frameon=False
-        )
+        ncol = min(4, max(1, len(labels)))
+        while True:  # as many columns as fit the figure's width
+            legend = fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=ncol, frameon=False)
+            width = legend.get_window_extent(fig.canvas.get_renderer()).width
+            if ncol == 1 or width <= 0.98 * fig.bbox.width:
+                break
+            legend.remove()
+            ncol -= 1
         fig.suptitle(title, fontsize=10)
-        rows = (len(labels) + 2) // 3
-        fig.tight_layout(rect=(0, 0.06 * rows + 0.02, 1, 1))
+        rows = -(-len(labels) // ncol)
+        h_in = fig.get_size_inches()[1]
+        fig.tight_layout(rect=(0, (0.2 * rows + 0.1) / h_in, 1, 1))
     else:
         axes[0][-1].legend(fontsize=8, loc="lower left")
         fig.suptitle(title, fontsize=10)
@@ -104,7 +205,7 @@ def plot_label_drop(
 
     n = np.arange(1, max_class_size + 1)
     styles = ["-", "--", ":", "-."]
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
     for j, delta in enumerate(deltas):
         for i, eps in enumerate(epsilons):
             drop = drop_lower_bound(n, eps, delta) if lower_bound else 1.0 - keep_probability(n, eps, delta)
@@ -119,7 +220,7 @@ def plot_label_drop(
     )
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves
     fig.tight_layout()
     _save(fig, outputs)
     plt.close(fig)
@@ -196,7 +297,7 @@ def plot_aggregation_comparison(
     epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
     fig, axes = plt.subplots(
-        1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.4), sharey=True, squeeze=False
+        1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.7), sharey=True, squeeze=False
     )
     width = 0.8 / len(RULES)
     for ax, m in zip(axes[0], methods, strict=False):
@@ -225,12 +326,7 @@ def plot_aggregation_comparison(
         ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
         ax.set_title(label_method_name(m), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
-    axes[0][0].set_ylabel("final accuracy (%)")
-    axes[0][-1].legend(fontsize=8, loc="lower right")
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    _save(fig, outputs)
-    plt.close(fig)
+    _finish_panels(fig, axes, "final accuracy (%)", title, outputs, legend_below=True)  # bars fill the panels
 
 
 FIG3_LEARNERS = {
@@ -262,7 +358,7 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
         name: (k - (len(FIG3_LEARNERS) - 1) / 2) * 0.08 for k, name in enumerate(FIG3_LEARNERS)
     }  # apart
     for ax, eps in zip(axes[0], epsilons, strict=True):
-        for learner, name in FIG3_LEARNERS.items():
+        for k, (learner, name) in enumerate(FIG3_LEARNERS.items()):
             runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
             curves = [r["average_accuracy"] for r in runs]
             if not curves:
@@ -274,10 +370,10 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
                 t,
                 med,
                 yerr=[med - curves.min(axis=0), curves.max(axis=0) - med],
-                marker="o",
-                ms=3,
+                ms=3.5,
                 capsize=2,
                 label=name,
+                **series_style(k),
             )
         _task_axis(ax, eps, len(records[0]["average_accuracy"]))
     _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs, legend_below=True)

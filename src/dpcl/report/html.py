@@ -44,6 +44,11 @@ CAPTIONS: list[tuple[str, str]] = [
         r"_figA6_forgetting_per_task$",
         "Figs. A6/A9: forgetting per task per learner, Base Dataset (median, min/max)",
     ),
+    (
+        r"_noncl_[a-z]+_avg_acc$",
+        "Final accuracy per ε and label method of Non-CL (one model trained on all tasks at once: no "
+        "curve over tasks; median over seeds, error bars 2nd worst to 2nd best)",
+    ),
     (r"_avg_acc$", "Average accuracy AA_t after each task (median over seeds; band 2nd worst to 2nd best)"),
     (r"_figA2_aggregation$", "Fig. A2: aggregation rules of the PEFT Ensemble (ArgMax, Median, Entropy)"),
     (r"_fig3_desai$", "Fig. 3: comparison with DP-A-GEM (Desai et al.) in the Base Dataset setting"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import _save
+from .figures import MARKERS, _save, series_offsets
 from .tables import LEARNER_NAMES, label_method_name, order_stats
 
 #: Learners the paper compares in Figs. 4-7: the Cosine Classifier and the PEFT Ensemble.
@@ -193,6 +193,7 @@ def _bar_figure(
             names = list(dict.fromkeys(n for e in epsilons for n, _ in categories(records, learner, e)))
             width = 0.8 / max(1, len(names))
             drawn = False
+            top = 0.0
             for k, name in enumerate(names):
                 for x, eps in enumerate(epsilons):
                     method = dict(categories(records, learner, eps)).get(name)
@@ -201,6 +202,7 @@ def _bar_figure(
                         continue
                     xk = x + (k - (len(names) - 1) / 2) * width
                     hi = _stat_bar(ax, xk, v, width, name, colors, handles)
+                    top = max(top, hi)
                     drawn = True
                     rf = release_fraction(method)
                     if rf is not None and name.startswith("Release Labels"):
@@ -216,6 +218,7 @@ def _bar_figure(
             if not drawn:
                 _note(ax, f"no runs of these label methods for {LEARNER_NAMES[learner]} on {bench}", notes)
                 continue
+            ax.set_ylim(0, max(ax.get_ylim()[1], 1.12 * top))  # room for the f = … labels over the bars
             ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
             ax.set_title(f"{bench}: {LEARNER_NAMES[learner]}", fontsize=9)
             ax.set_ylabel("final accuracy (%)")
@@ -283,6 +286,12 @@ def plot_fig6_public_labels(bench_records: dict[str, list[dict]], outputs: list[
     )
 
 
+def _log_offsets(n: int) -> np.ndarray:
+    """Factors that set ``n`` series apart on a log x axis (at most ±25 %, less than the factor 2
+    between the swept fractions f)."""
+    return np.exp(series_offsets(n, min(0.06, 0.45 / max(1, n))))
+
+
 def _released_total(r: dict) -> float:
     """Labels released over the whole stream: Σ_t |O_t| (each class once in a disjoint split)."""
     return float(np.sum(r["released_labels"]))
@@ -296,7 +305,7 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
     benches = [b for b, recs in bench_records.items() if recs]
     if not benches:
         return _note_figure(title, "no runs for any disjoint-split benchmark in this config", outputs)
-    fig, axes = plt.subplots(len(benches), 2, figsize=(10, 3.6 * len(benches)), squeeze=False)
+    fig, axes = plt.subplots(len(benches), 2, figsize=(10, 4.8 * len(benches)), squeeze=False)
     notes = []
     for i, bench in enumerate(benches):
         records = bench_records[bench]
@@ -317,9 +326,10 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
                 "(config/paper.yaml sweeps 2.5-50 %) to trace the trade-off"
             )
         styles = {"ktsgd": "-", "laplace": "--"}
-        k = 0
+        series = []  # (name, ε index, mechanism, f, lo, med, hi)
         for learner in _learners(rel):
-            for eps in _epsilons([r for r in rel if r["learner"] == learner]):
+            learner_eps = _epsilons([r for r in rel if r["learner"] == learner])
+            for eps in learner_eps:
                 for mech in ("ktsgd", "laplace"):
                     pts = []
                     for m in sorted({r["label_method"] for r in rel}, key=lambda m: release_fraction(m)[1]):
@@ -330,27 +340,33 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
                             pts.append((release_fraction(m)[1], *order_stats(v)))
                     if not pts:
                         continue
-                    f, lo, med, hi = (np.array(c) for c in zip(*pts, strict=True))
                     name = f"{LEARNER_NAMES[learner]}, {_eps_name(eps)}" + (
                         ", Laplace" if mech == "laplace" else ""
                     )
-                    ax_acc.errorbar(
-                        100 * f,
-                        med,
-                        yerr=[med - lo, hi - med],
-                        fmt=styles[mech],
-                        marker="o",
-                        ms=3,
-                        capsize=2,
-                        color=f"C{k}",
-                        label=name,
-                    )
-                    ax_acc.axvline(100 * f[np.argmax(med)], color="red", ls=":", lw=1)
-                    k += 1
+                    f, lo, med, hi = (np.array(c) for c in zip(*pts, strict=True))
+                    series.append((name, _epsilons(rel).index(eps), mech, f, lo, med, hi))
+        # Series a small factor apart on the log f axis and one marker per ε: equal points stay visible.
+        shift = _log_offsets(len(series))
+        for k, (name, e, mech, f, lo, med, hi) in enumerate(series):
+            ax_acc.errorbar(
+                100 * f * shift[k],
+                med,
+                yerr=[med - lo, hi - med],
+                fmt=styles[mech],
+                marker=MARKERS[e % len(MARKERS)],
+                ms=4,
+                capsize=2,
+                color=f"C{k % 10}",
+                label=name,
+            )
+            ax_acc.axvline(100 * f[np.argmax(med)], color="red", ls=":", lw=1)
         # The label release depends on (seed, ε, f), not on the learner: one curve per ε.
         lab_learner = _learners(rel)[0] if _learners(rel) else rel[0]["learner"]
         lab = [r for r in rel if r["learner"] == lab_learner]
-        for c, eps in enumerate(_epsilons(lab)):
+        lab_eps = _epsilons(lab)
+        shift = _log_offsets(len(lab_eps))
+        top = 0.0
+        for c, eps in enumerate(lab_eps):
             pts = []
             for m in sorted({r["label_method"] for r in lab}, key=lambda m: release_fraction(m)[1]):
                 v = [
@@ -362,12 +378,13 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
                     pts.append((release_fraction(m)[1], *order_stats(v)))
             if pts:
                 f, lo, med, hi = (np.array(x) for x in zip(*pts, strict=True))
+                top = max(top, float(hi.max()))
                 ax_lab.errorbar(
-                    100 * f,
+                    100 * f * shift[c],
                     med,
                     yerr=[med - lo, hi - med],
-                    marker="o",
-                    ms=3,
+                    marker=MARKERS[c % len(MARKERS)],
+                    ms=5,
                     capsize=2,
                     color=f"C{c}",
                     label=_eps_name(eps),
@@ -378,16 +395,26 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
             if r["label_method"] == "oracle" and r["learner"] == lab_learner
         ]
         if oracle:
+            top = max(top, float(np.median(oracle)))
             ax_lab.axhline(
                 np.median(oracle), color="gray", ls="--", lw=1, label="Label Oracle (labels present)"
             )
+        ax_lab.set_ylim(0, 1.15 * top if top > 0 else 1)  # counts from 0: equal totals read as equal
         for ax in (ax_acc, ax_lab):
             ax.set_xscale("log")
             ax.set_xticks(100 * np.array(fracs), [f"{100 * x:g}" for x in fracs])
+            ax.set_xlim(100 * min(fracs) / 1.6, 100 * max(fracs) * 1.6)
             ax.minorticks_off()
             ax.set_xlabel("budget fraction f for label release (%)")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=6, loc="best", framealpha=0.7)
+            n = len(ax.get_legend_handles_labels()[1])
+            ax.legend(  # under the panel, off the data
+                fontsize=7,
+                loc="upper center",
+                bbox_to_anchor=(0.5, -0.2),
+                ncol=2 if n > 3 else max(1, n),
+                frameon=False,
+            )
         ax_acc.set_ylabel("final accuracy (%)")
         ax_acc.set_title(f"{bench}: accuracy (red dotted: best f)", fontsize=9)
         ax_lab.set_ylabel("labels released, Σ_t |O_t|")
