@@ -27,6 +27,12 @@ except ConfigError as err:
 # does every job when the environment says DPCL_WARM_WORKER=0.
 configure_for_workflow(config["warm_worker"], workflow.local_exec)
 
+
+# Snakemake's own report (snakemake --report report.zip): this description, and the outputs
+# marked report(...) in the rules with their captions (workflow/report/*.rst).
+report: "workflow/report/workflow.rst"
+
+
 R = config["results"]
 RES = config["resources"]
 EPS = [eps_tag(e) for e in config["epsilons"]]

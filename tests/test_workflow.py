@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -211,6 +212,28 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
         f for f in files if (work / "results" / f).read_bytes() != (other / "results" / f).read_bytes()
     )
     assert not differ, differ[:10]
+
+
+def test_snakemake_report_has_the_captioned_results(tiny_run):
+    """`snakemake --report` (issue 19): Snakemake's own report holds the benchmark table, every
+    learner's table and figure, the paper figures and tables, the privacy outputs and
+    report.html, each with its caption and provenance."""
+    work, _ = tiny_run
+    zipped = work / "report.zip"
+    _snakemake(work, "--report", str(zipped))
+    with zipfile.ZipFile(zipped) as z:
+        names = {Path(n).name for n in z.namelist()}
+        page = z.read(next(n for n in z.namelist() if n.endswith("report/report.html"))).decode()
+    expected = {"tiny_bench.csv", "report.html", "privacy_audit.csv", "fig1_label_space_attack.csv"}
+    expected |= {"fig2_label_drop_probability.png", "figA1_drop_lower_bound.png", "tiny_bench_fig3_desai.png"}
+    expected |= {f"{f}.png" for f in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4")}
+    expected |= {f"table_{t}.csv" for t in ("A3", "A4", "A5", "A6", "A7", "A8")}
+    for learner in ("cosine", "peft_head", "naive_head", "noncl_head", "agem_head"):
+        expected |= {f"tiny_bench_{learner}.csv", f"tiny_bench_{learner}_avg_acc.png"}
+    assert expected <= names, sorted(expected - names)
+    # the captions and the workflow description are in the page (its data is embedded as JSON)
+    for phrase in ("attack on the output label space", "Empirical privacy audit", "Benchmark tables", "Paper figures"):
+        assert phrase in page, phrase
 
 
 def test_bad_config_is_rejected_with_the_key_named(tmp_path):

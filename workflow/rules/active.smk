@@ -61,7 +61,14 @@ rule active_report:
         schedules=[f"{R}/active/schedules/{k}.json" for k in ACTIVE_FIGURE_SCHEDULES.values()],
     output:
         summary=f"{R}/active/summary.csv",
-        files=active_report_files(),
+        files=[
+            (
+                report(f, caption="../report/active.rst", category="7. Active learning")
+                if f.endswith((".png", ".csv"))
+                else f
+            )
+            for f in active_report_files()
+        ],
     log:
         f"{R}/logs/active/report.log",
     conda:

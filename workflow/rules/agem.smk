@@ -74,7 +74,12 @@ rule fig3_desai:
     input:
         _fig3_runs,
     output:
-        png=f"{R}/figures/{{benchmark}}_fig3_desai.png",
+        png=report(
+            f"{R}/figures/{{benchmark}}_fig3_desai.png",
+            caption="../report/fig3_desai.rst",
+            category="4. Paper figures",
+            subcategory="{benchmark}",
+        ),
         pdf=f"{R}/figures/{{benchmark}}_fig3_desai.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_fig3_desai.log",

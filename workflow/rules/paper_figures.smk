@@ -9,8 +9,27 @@ rule paper_figures:
         lambda w: list(_p003_fig4_scenarios().values()),
         lambda w: [f"{RES}/{d}/MANIFEST.json" for d in _p003_fig4_datasets()],
     output:
-        **{fig: [f"{R}/figures/paper/{fig}.png", f"{R}/figures/paper/{fig}.pdf"] for fig in PAPER_FIGS},
-        task=[f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths],
+        **{
+            fig: [
+                report(
+                    f"{R}/figures/paper/{fig}.png",
+                    caption="../report/paper_figure.rst",
+                    category="4. Paper figures",
+                ),
+                f"{R}/figures/paper/{fig}.pdf",
+            ]
+            for fig in PAPER_FIGS
+        },
+        task=[
+            (
+                report(f, caption="../report/paper_figure.rst", category="4. Paper figures")
+                if f.endswith(".png")
+                else f
+            )
+            for outs in _paper_task_figures().values()
+            for paths in outs.values()
+            for f in paths
+        ],
     log:
         f"{R}/logs/report/paper_figures.log",
     conda:
@@ -34,7 +53,7 @@ rule html_report:
     input:
         lambda w: report_inputs(),
     output:
-        f"{R}/report.html",
+        report(f"{R}/report.html", caption="../report/html_report.rst", category="0. Overview"),
     log:
         f"{R}/logs/report/html_report.log",
     conda:

@@ -9,7 +9,14 @@ rule paper_tables:
     input:
         [f for files in _paper_table_runs().values() for f in files],
     output:
-        paper_table_files(),
+        [
+            (
+                report(f, caption="../report/paper_table.rst", category="3. Paper tables")
+                if f.endswith(".csv")
+                else f
+            )
+            for f in paper_table_files()
+        ],
     log:
         f"{R}/logs/report/paper_tables.log",
     conda:

@@ -3,8 +3,22 @@
 
 rule privacy_figures:
     output:
-        fig2=multiext(f"{R}/figures/fig2_label_drop_probability", ".png", ".pdf"),
-        figA1=multiext(f"{R}/figures/figA1_drop_lower_bound", ".png", ".pdf"),
+        fig2=[
+            report(
+                f"{R}/figures/fig2_label_drop_probability.png",
+                caption="../report/privacy_figure.rst",
+                category="5. Privacy",
+            ),
+            f"{R}/figures/fig2_label_drop_probability.pdf",
+        ],
+        figA1=[
+            report(
+                f"{R}/figures/figA1_drop_lower_bound.png",
+                caption="../report/privacy_figure.rst",
+                category="5. Privacy",
+            ),
+            f"{R}/figures/figA1_drop_lower_bound.pdf",
+        ],
     log:
         f"{R}/logs/privacy_figures.log",
     conda:
@@ -21,7 +35,11 @@ rule privacy_figures:
 
 rule label_space_attack:
     output:
-        csv=f"{R}/tables/fig1_label_space_attack.csv",
+        csv=report(
+            f"{R}/tables/fig1_label_space_attack.csv",
+            caption="../report/label_space_attack.rst",
+            category="5. Privacy",
+        ),
         md=f"{R}/tables/fig1_label_space_attack.md",
     log:
         f"{R}/logs/label_space_attack.log",
@@ -40,7 +58,9 @@ rule label_space_attack:
 
 rule privacy_audit:
     output:
-        csv=f"{R}/tables/privacy_audit.csv",
+        csv=report(
+            f"{R}/tables/privacy_audit.csv", caption="../report/privacy_audit.rst", category="5. Privacy"
+        ),
         md=f"{R}/tables/privacy_audit.md",
     log:
         f"{R}/logs/privacy_audit.log",

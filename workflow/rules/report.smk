@@ -5,9 +5,21 @@ rule report:
     input:
         lambda w: run_files(w.learner, w.benchmark, "metrics"),
     output:
-        csv=f"{R}/tables/{{benchmark}}_{{learner}}.csv",
+        csv=report(
+            f"{R}/tables/{{benchmark}}_{{learner}}.csv",
+            caption="../report/learner_table.rst",
+            category="2. Learners",
+            subcategory="{benchmark}",
+            labels={"learner": "{learner}", "kind": "table"},
+        ),
         md=f"{R}/tables/{{benchmark}}_{{learner}}.md",
-        png=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
+        png=report(
+            f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.png",
+            caption="../report/learner_figure.rst",
+            category="2. Learners",
+            subcategory="{benchmark}",
+            labels={"learner": "{learner}", "kind": "figure"},
+        ),
         pdf=f"{R}/figures/{{benchmark}}_{{learner}}_avg_acc.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_{{learner}}.log",
@@ -27,7 +39,12 @@ rule summary_table:
     input:
         lambda w: [f for learner in config["learners"] for f in run_files(learner, w.benchmark, "metrics")],
     output:
-        csv=f"{R}/tables/{{benchmark}}.csv",
+        csv=report(
+            f"{R}/tables/{{benchmark}}.csv",
+            caption="../report/benchmark_table.rst",
+            category="1. Benchmark tables",
+            subcategory="{benchmark}",
+        ),
         md=f"{R}/tables/{{benchmark}}.md",
     log:
         f"{R}/logs/report/{{benchmark}}_summary.log",
@@ -47,7 +64,13 @@ rule blurry_figure:
     input:
         lambda w: f"{RES}/{bench_wildcards(w.benchmark)['dataset']}/MANIFEST.json",
     output:
-        multiext(f"{R}/figures/{{benchmark}}_blurry_samples", ".png", ".pdf"),
+        report(
+            f"{R}/figures/{{benchmark}}_blurry_samples.png",
+            caption="../report/blurry_figure.rst",
+            category="6. Scenarios",
+            subcategory="{benchmark}",
+        ),
+        f"{R}/figures/{{benchmark}}_blurry_samples.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_blurry_samples.log",
     conda:
@@ -69,7 +92,13 @@ rule aggregation_figure:
     input:
         lambda w: run_files(w.learner, w.benchmark, "metrics"),
     output:
-        multiext(f"{R}/figures/{{benchmark}}_{{learner}}_figA2_aggregation", ".png", ".pdf"),
+        report(
+            f"{R}/figures/{{benchmark}}_{{learner}}_figA2_aggregation.png",
+            caption="../report/aggregation_figure.rst",
+            category="4. Paper figures",
+            subcategory="{benchmark}",
+        ),
+        f"{R}/figures/{{benchmark}}_{{learner}}_figA2_aggregation.pdf",
     log:
         f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
     wildcard_constraints:
