@@ -51,10 +51,6 @@ def _threshold(args: argparse.Namespace) -> None:
 def _keep_prob(args: argparse.Namespace) -> None:
     from .privacy.label_release import drop_lower_bound, keep_probabilities
 
-    if args.class_size < 0:
-        raise ValueError(f"--class-size must be >= 0, got {args.class_size}")
-    if args.tau is not None and args.mechanism != "laplace":
-        raise ValueError("--tau applies to --mechanism laplace only")
     p = float(keep_probabilities(args.class_size, args.epsilon, args.delta, args.mechanism, args.tau))
     lb = float(drop_lower_bound(args.class_size, args.epsilon, args.delta))
     _emit(
@@ -88,10 +84,6 @@ def _release(args: argparse.Namespace) -> None:
     from .seeding import rng
 
     counts = dict(enumerate(args.class_counts))
-    if any(c < 0 for c in args.class_counts):
-        raise ValueError(f"--class-counts must be >= 0, got {args.class_counts}")
-    if args.repeat < 1:
-        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
     gen = rng(args.seed, "cli", "labels-release", args.mechanism)
     kept = [0] * len(counts)
     for _ in range(args.repeat):
@@ -125,9 +117,7 @@ def _ledger_verify(args: argparse.Namespace) -> None:
     from .privacy.ledger import LedgerError, verify_privacy
 
     target = None
-    if args.epsilon is not None or args.delta is not None:
-        if args.epsilon is None or args.delta is None:
-            raise ValueError("--epsilon and --delta go together (the config's target)")
+    if args.epsilon is not None:  # with --delta (``_check``)
         target = Budget(args.epsilon, 0.0 if math.isinf(args.epsilon) else args.delta)
     results, failed = [], None
     for path in args.paths:
@@ -169,29 +159,63 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         raise SystemExit(1)
 
 
-def _positive(x: str) -> float:
-    v = float(x)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {x}")
-    return v
+# Argument types. Every argument error reads "argument --NAME: got 'VALUE'; expected WHAT" (argparse
+# prefixes "dpcl GROUP CMD: error: "), whether the type or a check after parsing (``_check``) finds it.
 
 
-def _eps_or_inf(x: str) -> float:
-    return math.inf if x.lower() in ("inf", ".inf") else _positive(x)
+def _bad(given: object, expected: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"got {str(given)!r}; expected {expected}")
 
 
-def _probability(x: str) -> float:
-    v = float(x)
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {x}")
-    return v
+def _number(parse, ok, expected: str):
+    """An argparse type: ``parse(x)`` where ``ok`` holds, else the one-style error naming ``expected``
+    (never argparse's 'invalid <function name> value')."""
+
+    def convert(x: str):
+        try:
+            v = parse(x)
+        except (TypeError, ValueError, OverflowError):
+            raise _bad(x, expected) from None
+        if not ok(v):
+            raise _bad(x, expected)
+        return v
+
+    convert.__name__ = expected
+    return convert
 
 
-def _rate(x: str) -> float:
-    v = float(x)
-    if not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {x}")
-    return v
+_positive = _number(float, lambda v: 0 < v < math.inf, "a positive finite number")
+_eps_or_inf = _number(
+    lambda x: math.inf if x.strip().lower() in ("inf", ".inf") else float(x),
+    lambda v: v > 0,
+    "a positive number or inf",
+)
+_probability = _number(float, lambda v: 0 < v < 1, "a number in (0, 1)")
+_rate = _number(float, lambda v: 0 < v <= 1, "a number in (0, 1]")
+_finite = _number(float, math.isfinite, "a finite number")
+_count = _number(int, lambda v: v >= 0, "an integer >= 0")
+_positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+
+
+def _one_of(*choices: str):
+    """An argparse type for a fixed set of names (argparse's ``choices`` words its error differently)."""
+    return _number(str, lambda v: v in choices, "one of " + ", ".join(choices))
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    """Checks across arguments after parsing: the error message (one style with the types) or None."""
+    if getattr(args, "tau", None) is not None and args.mechanism != "laplace":
+        return (
+            f"argument --tau: got '{args.tau:g}' with --mechanism {args.mechanism}; "
+            "expected it only with --mechanism laplace"
+        )
+    if args.group == "ledger" and (args.epsilon is None) != (args.delta is None):
+        given, missing = ("--epsilon", "--delta") if args.delta is None else ("--delta", "--epsilon")
+        return (
+            f"argument {missing}: got {given} alone; expected --epsilon and --delta together "
+            "(the config's target) or neither"
+        )
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,45 +232,45 @@ def build_parser() -> argparse.ArgumentParser:
     s = priv.add_parser("sigma", help="analytic Gaussian sigma for (epsilon, delta)")
     common(s)
     s.add_argument("--sensitivity", type=_positive, default=1.0)
-    s.set_defaults(func=_sigma)
+    s.set_defaults(func=_sigma, _parser=s)
     nm = priv.add_parser(
         "noise-multiplier", help="DP-SGD noise multiplier for (epsilon, delta), rate and steps"
     )
     common(nm)
     nm.add_argument("--sample-rate", type=_rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    nm.add_argument("--steps", type=int, required=True)
-    nm.add_argument("--accountant", choices=["prv", "rdp"], default="prv")
-    nm.set_defaults(func=_noise_multiplier)
+    nm.add_argument("--steps", type=_positive_int, required=True)
+    nm.add_argument("--accountant", type=_one_of("prv", "rdp"), metavar="{prv,rdp}", default="prv")
+    nm.set_defaults(func=_noise_multiplier, _parser=nm)
 
     lab = sub.add_parser("labels", help="label-release planning").add_subparsers(dest="cmd", required=True)
     t = lab.add_parser("threshold", help="k-TSGD threshold k for (epsilon, delta)")
     common(t)
-    t.set_defaults(func=_threshold)
+    t.set_defaults(func=_threshold, _parser=t)
     k = lab.add_parser("keep-prob", help="probability that a class of size N is released")
     common(k)
-    k.add_argument("--class-size", type=int, required=True)
-    k.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
+    k.add_argument("--class-size", type=_count, required=True)
+    k.add_argument("--mechanism", type=_one_of("tsgd", "laplace"), metavar="{tsgd,laplace}", default="tsgd")
     k.add_argument(
-        "--tau", type=float, default=None, help="Laplace threshold (default: smallest (ε, δ)-DP one)"
+        "--tau", type=_finite, default=None, help="Laplace threshold (default: smallest (ε, δ)-DP one)"
     )
-    k.set_defaults(func=_keep_prob)
+    k.set_defaults(func=_keep_prob, _parser=k)
     pl = lab.add_parser("plan", help="expected released labels, or the smallest budget fraction")
     common(pl)
-    pl.add_argument("--class-sizes", type=int, nargs="+", required=True)
-    pl.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
+    pl.add_argument("--class-sizes", type=_count, nargs="+", required=True)
+    pl.add_argument("--mechanism", type=_one_of("tsgd", "laplace"), metavar="{tsgd,laplace}", default="tsgd")
     how = pl.add_mutually_exclusive_group(required=True)
     how.add_argument("--fraction", type=_probability, help="budget fraction f for label release")
     how.add_argument(
         "--min-keep-prob", type=_probability, help="keep every class with at least this probability"
     )
-    pl.set_defaults(func=_plan)
+    pl.set_defaults(func=_plan, _parser=pl)
     r = lab.add_parser("release", help="simulate R independent label releases on given class counts")
     common(r)
-    r.add_argument("--class-counts", type=int, nargs="+", required=True)
-    r.add_argument("--mechanism", choices=["tsgd", "laplace"], default="tsgd")
-    r.add_argument("--repeat", type=int, default=1)
-    r.add_argument("--seed", type=int, default=0)
-    r.set_defaults(func=_release)
+    r.add_argument("--class-counts", type=_count, nargs="+", required=True)
+    r.add_argument("--mechanism", type=_one_of("tsgd", "laplace"), metavar="{tsgd,laplace}", default="tsgd")
+    r.add_argument("--repeat", type=_positive_int, default=1)
+    r.add_argument("--seed", type=_count, default=0)
+    r.set_defaults(func=_release, _parser=r)
 
     led = sub.add_parser("ledger", help="privacy ledgers").add_subparsers(dest="cmd", required=True)
     lv = led.add_parser(
@@ -261,15 +285,17 @@ def build_parser() -> argparse.ArgumentParser:
     lv.add_argument(
         "--delta", type=_probability, default=None, help="the config's target δ (default: the file's)"
     )
-    lv.add_argument("--tasks", type=int, default=None, help="the run's task count (default: the file's)")
+    lv.add_argument(
+        "--tasks", type=_positive_int, default=None, help="the run's task count (default: the file's)"
+    )
     lv.add_argument("--json", action="store_true")
-    lv.set_defaults(func=_ledger_verify)
+    lv.set_defaults(func=_ledger_verify, _parser=lv)
 
     cfg = sub.add_parser("config", help="configuration files").add_subparsers(dest="cmd", required=True)
     v = cfg.add_parser("validate", help="validate a workflow config against the schema")
     v.add_argument("path")
     v.add_argument("--json", action="store_true")
-    v.set_defaults(func=_validate)
+    v.set_defaults(func=_validate, _parser=v)
 
     fx = sub.add_parser("fixtures", help="synthetic data in the real file formats").add_subparsers(
         dest="cmd", required=True
@@ -284,8 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="resources/paper_mini_raw",
         help="folder to write (default: resources/paper_mini_raw, the overlay's local_dir)",
     )
-    pm.add_argument("--seed", type=int, default=0)
-    pm.set_defaults(func=_fixtures_paper_mini)
+    pm.add_argument("--seed", type=_count, default=0)
+    pm.set_defaults(func=_fixtures_paper_mini, _parser=pm)
 
     mini = sub.add_parser("miniature", help="checks of a miniature paper run").add_subparsers(
         dest="cmd", required=True
@@ -302,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="output of: snakemake -n --quiet rules --configfile config/paper.yaml",
     )
-    mc.set_defaults(func=_miniature_check)
+    mc.set_defaults(func=_miniature_check, _parser=mc)
     return p
 
 
@@ -331,11 +357,16 @@ def _fixtures_paper_mini(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command = getattr(args, "_parser", parser)  # the subcommand's parser: its prog and usage
+    problem = _check(args)
+    if problem:
+        command.error(problem)  # usage and "dpcl GROUP CMD: error: argument ...", exit 2
     try:
         args.func(args)
-    except ValueError as err:
-        print(f"dpcl: error: {err}", file=sys.stderr)
+    except ValueError as err:  # a library check the argument types do not repeat
+        print(f"{command.prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
