@@ -25,6 +25,21 @@ def series_style(k: int) -> dict:
     }
 
 
+def method_styles(methods: list[str]) -> dict[str, dict]:
+    """A style per label method, the same in every figure (as in Figs. 4 and 6: Label Oracle C0, Base
+    Dataset C1, Public Labels C2, Release Labels C3); a second method of one kind takes the next free."""
+    kind = {"oracle": 0, "base": 1}
+    taken: set[int] = set()
+    out = {}
+    for m in methods:
+        k = kind.get(m, 2 if m.startswith("public") else 3 if m.startswith("release") else 4)
+        while k in taken:
+            k = max(k, 3) + 1
+        taken.add(k)
+        out[m] = series_style(k)
+    return out
+
+
 def series_offsets(n: int, step: float) -> np.ndarray:
     """x offsets of ``n`` series centred on 0, ``step`` apart (overlapping points stay visible)."""
     return (np.arange(n) - (n - 1) / 2) * step
@@ -65,6 +80,7 @@ def plot_average_accuracy(
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
     offsets = series_offsets(len(methods), 0.06)
+    styles = method_styles(methods)
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 3.9), sharey=True, squeeze=False)
     for ax, eps in zip(axes[0], epsilons, strict=True):
         for k, m in enumerate(methods):
@@ -77,7 +93,7 @@ def plot_average_accuracy(
             curves = 100 * np.sort(curves, axis=0)
             t = np.arange(1, curves.shape[1] + 1) + offsets[k]
             lo, hi = (curves[1], curves[-2]) if len(curves) >= 3 else (curves[0], curves[-1])
-            style = series_style(k)
+            style = styles[m]
             ax.plot(t, np.median(curves, axis=0), ms=4, lw=1.4, label=label_method_name(m), zorder=3, **style)
             ax.fill_between(t, lo, hi, color=style["color"], alpha=0.06, linewidth=0, zorder=1)
             ax.plot(t, lo, color=style["color"], lw=0.6, alpha=0.5, ls=style["linestyle"], zorder=2)
@@ -100,6 +116,7 @@ def plot_final_accuracy(
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
     width = 0.8 / max(1, len(methods))
+    colors = {m: st["color"] for m, st in method_styles(methods).items()}
     fig, ax = plt.subplots(figsize=(max(5.5, 1.1 * len(epsilons) * max(1, len(methods)) + 1.5), 3.9))
     for k, m in enumerate(methods):
         x, med, lo, hi = [], [], [], []
@@ -122,7 +139,7 @@ def plot_final_accuracy(
         if not x:
             continue
         bars = ax.bar(
-            x, med, width, yerr=[lo, hi], capsize=2, color=f"C{k % 10}", label=label_method_name(m), zorder=2
+            x, med, width, yerr=[lo, hi], capsize=2, color=colors[m], label=label_method_name(m), zorder=2
         )
         ax.bar_label(bars, labels=[f"{v:.1f}" for v in med], fontsize=6, padding=2)
     ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
