@@ -161,7 +161,7 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, mas
                 assert params[-2] is net.head.weight and params[-1] is net.head.bias
                 sums, norms = clipped_grad_sum(gsm, net.head, params, x, yt, clip, active)
             finally:
-                gsm._close()
+                gsm.cleanup()
     finally:
         for m, f in zip(attn, old, strict=True):
             m.fused_attn = f

@@ -50,10 +50,16 @@ def film_dpsgd_config(config: dict) -> dict:
 
 
 def load_film_backbone(backbone_cfg: dict):
-    """(backbone, preprocessing) for FiLM: the feature extractor built as for feature caching."""
+    """(backbone, preprocessing) for FiLM: the feature extractor built as for feature caching,
+    its BatchNorms (if any: EfficientNet-Lite0) frozen to their running statistics
+    (:func:`dpcl.training.film.freeze_batchnorm`), which leaves its eval-mode outputs unchanged
+    and lets FiLM DP-SGD train their scales and shifts per sample."""
     from ..backbones import backbone_from_config
+    from ..training.film import freeze_batchnorm
 
-    return backbone_from_config(backbone_cfg)
+    backbone, pre = backbone_from_config(backbone_cfg)
+    freeze_batchnorm(backbone)
+    return backbone, pre
 
 
 def _task_images(dataset: str, root, dataset_cfg: dict, scenario: Scenario):

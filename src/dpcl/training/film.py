@@ -4,9 +4,13 @@ swap into one shared backbone, and :func:`train_film`, which the FiLM learners d
 :class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`). One concept in
 one module: the per-sample clipping hooks, the noise and the member format belong together.
 
-FiLM here (App. D): every LayerNorm scale and bias of the pre-trained backbone plus a
-zero-initialised linear head over O_t are trainable, everything else is frozen; for
-ViT-B/16 that is 25 LayerNorms × 2 × 768 = 38,400 FiLM parameters + 768·|O_t| + |O_t|.
+FiLM here (App. D): every normalisation layer's scale and bias of the pre-trained backbone
+(LayerNorm, GroupNorm, BatchNorm) plus a zero-initialised linear head over O_t are trainable,
+everything else is frozen; for ViT-B/16 that is 25 LayerNorms × 2 × 768 = 38,400 FiLM
+parameters + 768·|O_t| + |O_t|, for EfficientNet-Lite0 49 BatchNorms with 42,016 + 1280·|O_t| +
+|O_t|. BatchNorms train only with frozen running statistics (:func:`freeze_batchnorm`,
+:class:`FrozenBatchNorm`): a fixed per-channel affine map in which no sample influences
+another; a BatchNorm that would use the batch's statistics is refused (:func:`check_per_sample`).
 A member stores only these tensors (:class:`FilmMember`); predictions swap a member's
 values into the one shared backbone (:func:`film_logits`), so T tasks never need T copies.
 
@@ -14,7 +18,8 @@ DP-SGD (DESIGN §5): per logical step every sample is taken independently with p
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
 physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
 grad-sample mode (``GradSampleModule(force_functorch=False)`` around the backbone, which
-hooks only the trainable LayerNorms, so timm's fused attention is fine) gives the FiLM
+hooks only the trainable normalisation layers, so timm's fused attention is fine; a frozen
+BatchNorm's sampler is registered here) gives the FiLM
 parameters' per-sample gradients and the head's per-sample norms come in closed form (ghost
 clipping, :func:`clipped_grad_sum`); each sample's gradient is clipped to L2 norm C over all
 trainable parameters jointly; the clipped sum
@@ -46,30 +51,164 @@ from .heads import DPSGDConfig
 from .projection import project
 
 
-def _is_layernorm(module: nn.Module) -> bool:
-    """nn.LayerNorm and its subclasses (timm's ``LayerNorm`` derives from it)."""
-    return isinstance(module, nn.LayerNorm)
+class FrozenBatchNorm(nn.Module):
+    """A BatchNorm with frozen running statistics: a fixed per-channel affine map (FiLM, App. D).
+
+    ``y = act(drop(γ · (x − μ) / √(σ² + ε) + β))`` with the running mean μ and variance σ² as
+    buffers, in training *and* evaluation mode (it is ``F.batch_norm(..., training=False)``,
+    bit for bit what an eval-mode BatchNorm computes), so no sample's output depends on
+    another's and the per-sample gradients of γ (``weight``) and β (``bias``) are well defined.
+    ``act`` and ``drop`` keep the activation of timm's ``BatchNormAct2d`` (Identity for a plain
+    BatchNorm). Made by :func:`freeze_batchnorm`, which keeps the parameter names, so a member's
+    FiLM names are the same on the original and the frozen backbone. Its per-sample gradients
+    come from :func:`_frozen_batchnorm_grad_sample`, registered with opacus.
+    """
+
+    def __init__(self, bn: nn.modules.batchnorm._BatchNorm) -> None:
+        super().__init__()
+        if not bn.track_running_stats or bn.running_mean is None or bn.running_var is None:
+            raise ValueError(
+                f"{type(bn).__name__} without running statistics (track_running_stats=False) always "
+                "normalises with the batch's statistics: it cannot be frozen for FiLM"
+            )
+        drop = getattr(bn, "drop", None)
+        if drop is not None and not _is_identity(drop):
+            raise ValueError(f"{type(bn).__name__} has a stochastic drop layer {drop!r}: cannot freeze it")
+        self.num_features = bn.num_features
+        self.eps = float(bn.eps)
+        self.weight = bn.weight  # the same Parameter objects (or None when affine=False)
+        self.bias = bn.bias
+        self.register_buffer("running_mean", bn.running_mean.detach().clone())
+        self.register_buffer("running_var", bn.running_var.detach().clone())
+        self.drop = drop if drop is not None else nn.Identity()
+        act = getattr(bn, "act", None)
+        self.act = act if act is not None else nn.Identity()
+        self.train(bn.training)
+
+    def normalise(self, x: torch.Tensor, affine: bool = True) -> torch.Tensor:
+        w, b = (self.weight, self.bias) if affine else (None, None)
+        return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.drop(self.normalise(x)))
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, affine={self.weight is not None}, frozen statistics"
+
+
+def _is_identity(module: nn.Module) -> bool:
+    return isinstance(module, nn.Identity) or (isinstance(module, nn.Dropout) and module.p == 0)
+
+
+def _frozen_batchnorm_grad_sample(layer: FrozenBatchNorm, activations, backprops):
+    """Per-sample gradients of a :class:`FrozenBatchNorm`'s γ and β (opacus hooks mode).
+
+    ``backprops`` is the gradient at the layer's output, after its activation: it is first
+    pulled back through the elementwise activation (one vector-Jacobian product on the
+    recomputed pre-activation, sample by sample independent), then γ's gradient of sample n,
+    channel c is Σ over positions of g · x̂ and β's is Σ g, as in opacus's GroupNorm sampler.
+    """
+    x = activations[0]
+    g = backprops
+    if not _is_identity(layer.act):
+        with torch.enable_grad():
+            z = layer.normalise(x).detach().requires_grad_(True)
+            (g,) = torch.autograd.grad(layer.act(z.clone()), z, g)  # clone: activations may be in-place
+    ret = {}
+    if layer.weight is not None and layer.weight.requires_grad:
+        ret[layer.weight] = torch.einsum("ni...->ni", g * layer.normalise(x, affine=False))
+    if layer.bias is not None and layer.bias.requires_grad:
+        ret[layer.bias] = torch.einsum("ni...->ni", g)
+    return ret
+
+
+def _register_grad_sampler() -> None:
+    from opacus.grad_sample import register_grad_sampler
+
+    register_grad_sampler(FrozenBatchNorm)(_frozen_batchnorm_grad_sample)
+
+
+def freeze_batchnorm(model: nn.Module) -> int:
+    """Replace every BatchNorm in ``model`` (in place; timm's ``BatchNormAct2d`` with its
+    activation) by a :class:`FrozenBatchNorm` with its running statistics and the *same*
+    weight and bias parameters; returns how many. Eval-mode outputs are unchanged bit for bit;
+    in training mode the layer no longer mixes samples through batch statistics. Idempotent.
+    """
+    if isinstance(model, nn.modules.batchnorm._BatchNorm):
+        raise ValueError("freeze_batchnorm replaces submodules: pass the model that contains the BatchNorm")
+    count = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            if isinstance(child, nn.modules.batchnorm._BatchNorm):
+                setattr(parent, child_name, FrozenBatchNorm(child))
+                count += 1
+    return count
+
+
+NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm, FrozenBatchNorm)
+"""Normalisation layers whose affine parameters are FiLM's (subclasses included: timm's)."""
+
+
+def _is_norm(module: nn.Module) -> bool:
+    """A normalisation layer: LayerNorm, GroupNorm, BatchNorm or a frozen BatchNorm (and subclasses)."""
+    return isinstance(module, NORM_TYPES)
 
 
 def film_parameter_names(model) -> list[str]:
-    """Names (in ``model.named_parameters()`` order) of every LayerNorm weight and bias."""
+    """Names (in ``model.named_parameters()`` order) of the FiLM parameters: the scale (weight)
+    and shift (bias) of every normalisation layer, LayerNorm, GroupNorm and BatchNorm
+    (trained only with frozen statistics, see :func:`freeze_batchnorm`), subclasses
+    included. ViT-B/16: 50 tensors, 38,400 values; EfficientNet-Lite0: 49 BatchNorms, 98
+    tensors, 42,016 values."""
     names = []
     for mod_name, module in model.named_modules():
-        if _is_layernorm(module):
+        if _is_norm(module):
             for p_name, _ in module.named_parameters(recurse=False):
                 names.append(f"{mod_name}.{p_name}" if mod_name else p_name)
     if not names:
         raise ValueError(
-            f"{type(model).__name__} has no LayerNorm with affine parameters: FiLM needs a "
-            "backbone with LayerNorms (e.g. a timm ViT)"
+            f"{type(model).__name__} has no normalisation layer (LayerNorm, GroupNorm, BatchNorm) with "
+            "affine parameters: FiLM needs one"
         )
     return names
 
 
 def film_parameter_count(model) -> int:
-    """Number of FiLM (LayerNorm affine) parameters: 38,400 for ViT-B/16 (App. D)."""
+    """Number of FiLM parameters: 38,400 for ViT-B/16 (App. D), 42,016 for EfficientNet-Lite0."""
     params = dict(model.named_parameters())
     return sum(params[n].numel() for n in film_parameter_names(model))
+
+
+def check_per_sample(model: nn.Module) -> None:
+    """Refuse a backbone in which one sample could influence another's output or gradient.
+
+    A layer with running statistics that is not a :class:`FrozenBatchNorm` (a BatchNorm,
+    SyncBatchNorm, timm's BatchNormAct2d or an EvoNorm-B) normalises with the *batch's*
+    statistics in training mode, which FiLM DP-SGD needs for its hooks: every sample's output
+    and gradient would depend on the others (no per-sample gradient, no DP). A trainable layer
+    with other buffers is refused too (opacus's validator refuses them all; frozen running
+    statistics are constants of the pre-trained model, not data).
+    """
+    mixing, buffered = [], []
+    for name, m in model.named_modules():
+        if isinstance(m, FrozenBatchNorm):
+            continue
+        running = [b for b, _ in m.named_buffers(recurse=False) if b.startswith("running_")]
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) or running:
+            mixing.append(f"{name or '<root>'} ({type(m).__name__})")
+        elif any(p.requires_grad for p in m.parameters(recurse=False)) and any(
+            True for _ in m.buffers(recurse=False)
+        ):
+            buffered.append(f"{name or '<root>'} ({type(m).__name__})")
+    if mixing:
+        raise ValueError(
+            f"FiLM DP-SGD refuses {len(mixing)} BatchNorm-type layer(s) with batch statistics, e.g. "
+            f"{', '.join(mixing[:3])}: in training mode they normalise with the batch's statistics, "
+            "which mixes samples (no per-sample gradient, no DP). Freeze their running statistics "
+            "first: dpcl.training.film.freeze_batchnorm(backbone)"
+        )
+    if buffered:
+        raise ValueError(f"FiLM DP-SGD cannot train layers with buffers: {', '.join(buffered[:3])}")
 
 
 def _feature_dim(backbone) -> int:
@@ -347,6 +486,23 @@ def _poisson_grad_sum(
     return sums, int(batch.size), n_clipped
 
 
+def film_grad_sample_module(backbone: nn.Module):
+    """opacus's hooks-mode ``GradSampleModule`` around the backbone (per-sample FiLM gradients).
+
+    opacus's validator refuses every trainable layer with buffers; the only ones that
+    :func:`check_per_sample` lets through are :class:`FrozenBatchNorm` layers, whose buffers are
+    the pre-trained model's constant statistics (no sample touches them), so it runs
+    non-strict after that check. Undo with its public ``cleanup()``.
+    """
+    from opacus import GradSampleModule
+
+    check_per_sample(backbone)
+    _register_grad_sampler()
+    return GradSampleModule(
+        backbone, batch_first=True, loss_reduction="sum", strict=False, force_functorch=False
+    )
+
+
 def train_film(
     backbone,
     images: np.ndarray,
@@ -377,8 +533,6 @@ def train_film(
     never revealed), flattens g and g_ref over all trainable parameters and projects g
     with :func:`dpcl.learners.agem.project` when gᵀg_ref < 0, before the normaliser and Adam.
     """
-    from opacus import GradSampleModule
-
     cfg.validate()
     if not (noise_multiplier >= 0 and math.isfinite(noise_multiplier)):
         raise ValueError(f"noise_multiplier must be finite and >= 0, got {noise_multiplier}")
@@ -387,10 +541,7 @@ def train_film(
     if not isinstance(physical_batch, int) or physical_batch < 1:
         raise ValueError(f"physical_batch must be a positive integer, got {physical_batch!r}")
     images, rows = _check_inputs(images, rows, n_out)
-    mixing = [n for n, m in backbone.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    if mixing:
-        # training mode would mix samples in batch statistics: per-sample gradients (and DP) break
-        raise ValueError(f"FiLM DP-SGD needs a backbone without BatchNorm; found {mixing[:3]}")
+    check_per_sample(backbone)  # a BatchNorm in training mode would mix samples
     member = init if init is not None else pretrained_member(backbone, n_out)
     if member.n_out != n_out:
         raise ValueError(f"init member has {member.n_out} outputs but n_out = {n_out}")
@@ -429,11 +580,7 @@ def train_film(
         dev = net.head.weight.device
         params = _trainable(net)
         act_t = torch.as_tensor(active, device=dev) if active is not None else None
-        gsm = (
-            GradSampleModule(net.backbone, batch_first=True, loss_reduction="sum", force_functorch=False)
-            if private
-            else None
-        )
+        gsm = film_grad_sample_module(net.backbone) if private else None
         net.train()  # opacus captures activations only in training mode
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
@@ -480,7 +627,7 @@ def train_film(
                 opt.zero_grad(set_to_none=True)
         finally:
             if gsm is not None:
-                gsm._close()  # removes the hooks and grad_sample attributes from the shared backbone
+                gsm.cleanup()  # public: removes the hooks and every opacus attribute from the shared backbone
         out = _member_from_net(net)
     info = {
         "steps": cfg.steps,

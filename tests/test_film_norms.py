@@ -1,0 +1,282 @@
+"""FiLM on every normalisation layer (issue 20): LayerNorm, GroupNorm and BatchNorm with frozen
+running statistics. Per-sample gradients from opacus's hooks (and the registered frozen-BatchNorm
+sampler) against one backward pass per sample; a BatchNorm that would use batch statistics is
+refused; members of a BatchNorm backbone (EfficientNet-Lite0) save, load and swap; the shared
+backbone is left without hooks or opacus attributes.
+
+The per-sample reference runs in float64: in float32 a batched and a single-sample forward of a
+ReLU6 network differ by ~1e-6, enough to flip a few activations at the clamp boundaries and move
+a reference gradient by ~0.1 %, which would hide a real error of that size. In float64 both
+sides agree to ~1e-13, so the tolerance below (1e-9 relative) is float64 rounding with margin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from dpcl.backbones import Preprocessing
+from dpcl.seeding import rng
+from dpcl.training.film import (
+    FilmMember,
+    FrozenBatchNorm,
+    check_per_sample,
+    clipped_grad_sum,
+    film_grad_sample_module,
+    film_logits,
+    film_net,
+    film_parameter_count,
+    film_parameter_names,
+    freeze_batchnorm,
+    pretrained_member,
+    train_film,
+)
+from dpcl.training.heads import DPSGDConfig
+
+timm = pytest.importorskip("timm")
+layers = pytest.importorskip("timm.layers")
+
+SIZE = 32
+PRE = Preprocessing(image_size=SIZE, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), channels_last=False)
+RTOL, ATOL = 1e-9, 1e-11  # float64 rounding of sums over ~10^4 terms, with margin
+
+
+def _randomise_batchnorm_stats(model: nn.Module, seed: int) -> None:
+    """Non-trivial running statistics and affine values (a fresh BatchNorm has mean 0, var 1)."""
+    g = torch.Generator().manual_seed(seed)
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.2)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) * 1.5 + 0.5)
+                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+
+
+def lite0(seed: int = 0) -> nn.Module:
+    """A random-weight EfficientNet-Lite0 (the embedded backbone's architecture), eval mode."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=0)
+    _randomise_batchnorm_stats(model, seed)
+    return model.eval()
+
+
+class MixedNorms(nn.Module):
+    """Every kind of normalisation layer FiLM trains: GroupNorm, timm's GroupNormAct (functorch
+    per-layer fallback in opacus), timm's BatchNormAct2d with SiLU, BatchNorm1d, LayerNorm."""
+
+    num_features = 16
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1),
+                nn.GroupNorm(2, 8),
+                nn.ReLU(),
+                nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                layers.BatchNormAct2d(8, act_layer=nn.SiLU),
+                nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                layers.GroupNormAct(8, num_groups=4, act_layer=nn.ReLU6),
+                nn.AdaptiveAvgPool2d(1),
+                nn.Flatten(),
+                nn.Linear(8, 16),
+                nn.BatchNorm1d(16),
+                nn.LayerNorm(16),
+            )
+            for m in self.modules():  # non-trivial affine values for the norms torch initialises to 1, 0
+                if isinstance(m, nn.GroupNorm | nn.LayerNorm):
+                    nn.init.uniform_(m.weight, 0.5, 1.5)
+                    nn.init.normal_(m.bias, 0.0, 0.1)
+        _randomise_batchnorm_stats(self, seed)
+        self.eval()
+
+    def forward(self, x):
+        return self.features(x)
+
+
+def images(n: int, seed: int) -> np.ndarray:
+    return rng(seed, "film-norms-images").integers(0, 256, (n, SIZE, SIZE, 3)).astype(np.uint8)
+
+
+def x64(n: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn((n, 3, SIZE, SIZE), generator=g, dtype=torch.float64)
+
+
+def random_head(backbone, n_out: int, seed: int) -> FilmMember:
+    """Pre-trained FiLM values with a random head (zero head: zero FiLM gradients)."""
+    m = pretrained_member(backbone, n_out)
+    g = torch.Generator().manual_seed(seed)
+    return FilmMember(
+        m.film, torch.randn(m.weight.shape, generator=g) * 0.1, torch.randn(m.bias.shape, generator=g)
+    )
+
+
+def hook_free(model: nn.Module) -> bool:
+    """No module hooks and no opacus attribute left anywhere in ``model``."""
+    for m in model.modules():
+        if m._forward_hooks or m._backward_hooks or m._forward_pre_hooks:
+            return False
+        if hasattr(m, "autograd_grad_sample_hooks") or hasattr(m, "ft_compute_sample_grad"):
+            return False
+    attrs = ("grad_sample", "_forward_counter", "_current_grad_sample", "_norm_sample")
+    return not any(hasattr(p, a) for p in model.parameters() for a in attrs)
+
+
+# ----------------------------------------------------------------------------- parameter selection
+
+
+def test_effnet_lite0_film_parameters_are_its_49_batchnorms_42016_values():
+    """EfficientNet-Lite0: 49 BatchNorm(Act2d)s, their weight and bias: 42,016 FiLM parameters, the
+    same names before and after freezing (members fit both)."""
+    with torch.device("meta"):
+        model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=0)
+    names = film_parameter_names(model)
+    bns = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert len(bns) == 49 and names == [f"{b}.{p}" for b in bns for p in ("weight", "bias")]
+    assert film_parameter_count(model) == 42_016
+    assert freeze_batchnorm(model) == 49 and freeze_batchnorm(model) == 0  # idempotent
+    assert film_parameter_names(model) == names and film_parameter_count(model) == 42_016
+    assert sum(isinstance(m, FrozenBatchNorm) for m in model.modules()) == 49
+    acts = [type(m.act).__name__ for m in model.modules() if isinstance(m, FrozenBatchNorm)]
+    assert acts.count("ReLU6") == 33 and acts.count("Identity") == 16  # BatchNormAct2d's activations kept
+
+
+def test_mixed_norms_film_selection():
+    net = MixedNorms()
+    norms = [m for m in net.modules() if isinstance(m, nn.GroupNorm | nn.LayerNorm | nn.BatchNorm1d)]
+    norms += [m for m in net.modules() if isinstance(m, layers.BatchNormAct2d)]
+    assert film_parameter_count(net) == 2 * sum(m.weight.numel() for m in norms) == 2 * (8 + 8 + 8 + 16 + 16)
+
+
+def test_frozen_batchnorm_is_eval_batchnorm_in_every_mode_and_mixes_no_samples():
+    model = lite0()
+    x = torch.randn(3, 3, SIZE, SIZE)
+    with torch.no_grad():
+        ref = model(x)
+        freeze_batchnorm(model)
+        model.train()
+        out = model(x)
+        single = torch.cat([model(x[i : i + 1]) for i in range(len(x))])
+    assert torch.equal(out, ref)  # the same F.batch_norm call as eval mode: bit for bit
+    torch.testing.assert_close(single, out, rtol=1e-5, atol=1e-5)  # float32 batched vs single
+    stats = {n: b.clone() for n, b in model.named_buffers()}
+    with torch.no_grad():
+        model(x * 3.0 + 1.0)  # training mode: a BatchNorm would update its running statistics
+    assert all(torch.equal(b, stats[n]) for n, b in model.named_buffers())
+
+
+# ----------------------------------------------------------------------------- per-sample gradients
+
+
+@pytest.mark.parametrize("arch", ["lite0", "mixed"])
+def test_per_sample_clipping_matches_one_backward_per_sample(arch):
+    """opacus hooks (frozen-BatchNorm sampler, GroupNorm / LayerNorm samplers, functorch for
+    GroupNormAct) + the head's closed form vs plain autograd one sample at a time, float64."""
+    backbone = lite0() if arch == "lite0" else MixedNorms()
+    freeze_batchnorm(backbone)
+    backbone.double()
+    x = x64(5, seed=1)
+    y = torch.tensor([0, 1, 2, 1, 0])
+    member = random_head(backbone, 3, seed=2)
+    with film_net(backbone, member, device="cpu", trainable=True) as net:
+        net.head.double()
+        net.train()
+        params = [p for p in net.parameters() if p.requires_grad]
+        assert len(params) == len(film_parameter_names(backbone)) + 2
+        manual = []
+        for i in range(len(y)):
+            loss = nn.functional.cross_entropy(net(x[i : i + 1]), y[i : i + 1], reduction="sum")
+            manual.append(torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)]))
+        manual = torch.stack(manual)
+        ref_norms = manual.norm(dim=1)
+        clip = float(ref_norms.median())  # clips about half the samples
+        gsm = film_grad_sample_module(net.backbone)
+        try:
+            sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip)
+        finally:
+            gsm.cleanup()
+    assert int((ref_norms > clip).sum()) >= 1 and int((ref_norms < clip).sum()) >= 1
+    film_dims = sum(p.numel() for p in params[:-2])
+    assert float(manual[:, :film_dims].abs().max()) > 1e-3  # FiLM gradients are not trivially zero
+    torch.testing.assert_close(norms, ref_norms, rtol=RTOL, atol=ATOL)
+    factors = torch.clamp(clip / ref_norms, max=1.0)
+    got = torch.cat([s.flatten() for s in sums])
+    torch.testing.assert_close(got, (manual * factors[:, None]).sum(dim=0), rtol=RTOL, atol=ATOL)
+    assert hook_free(backbone)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def test_batchnorm_with_batch_statistics_is_refused():
+    """A BatchNorm left as is trains with the batch's statistics (training mode): every sample's
+    output depends on the others, so no per-sample gradient exists. Refused, with the fix named."""
+    from opacus.validators import ModuleValidator
+
+    backbone = MixedNorms()
+    with torch.no_grad():  # training mode really mixes: the batch's statistics differ from the running ones
+        assert (
+            float((backbone.train()(x64(4, 0).float()) - backbone.eval()(x64(4, 0).float())).abs().max()) > 0
+        )
+    # opacus's ModuleValidator checks exact types: it flags the BatchNorm1d but misses timm's
+    # BatchNormAct2d (a BatchNorm2d subclass, all 49 of EfficientNet-Lite0's); check_per_sample sees both
+    assert len(ModuleValidator.validate(backbone.train(), strict=False)) == 1
+    cfg = DPSGDConfig(sample_rate=0.5, epochs=1.0)
+    x, y = images(4, seed=0), np.array([0, 1, 0, 1])
+    with pytest.raises(ValueError, match=r"batch's statistics.*freeze_batchnorm"):
+        train_film(backbone, x, y, 2, cfg, 1.0, rng(0), PRE, device="cpu")
+    with pytest.raises(ValueError, match="BatchNormAct2d"):
+        check_per_sample(backbone)
+    with pytest.raises(ValueError, match="batch's statistics"):
+        film_grad_sample_module(backbone)
+    freeze_batchnorm(backbone)
+    check_per_sample(backbone)  # frozen: accepted, by opacus's validator too
+    assert ModuleValidator.validate(backbone.train(), strict=False) == []
+    backbone.features.append(nn.BatchNorm1d(16))  # one more, unfrozen: refused again
+    with pytest.raises(ValueError, match=r"features\.12 \(BatchNorm1d\)"):
+        check_per_sample(backbone)
+    with pytest.raises(ValueError, match="track_running_stats"):
+        freeze_batchnorm(nn.Sequential(nn.BatchNorm2d(3, track_running_stats=False)))
+    with pytest.raises(ValueError, match="drop"):
+        freeze_batchnorm(nn.Sequential(layers.BatchNormAct2d(3, drop_layer=nn.Dropout)))
+
+
+# ----------------------------------------------------------------------------- members on Lite0
+
+
+def test_lite0_member_trains_saves_loads_and_swaps_leaving_backbone_clean(tmp_path):
+    backbone = lite0()
+    freeze_batchnorm(backbone)
+    params0 = {n: p.detach().clone() for n, p in backbone.named_parameters()}
+    flags0 = {n: p.requires_grad for n, p in backbone.named_parameters()}
+    x, y = images(8, seed=3), np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    cfg = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.01, clip=1.0, normaliser=4.0)
+    member, info = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
+    assert info["trainable_parameters"] == 42_016 + 1280 * 3 + 3 == member.n_parameters()
+    start = pretrained_member(backbone, 3)
+    assert set(member.film) == set(start.film) and not all(
+        torch.equal(member.film[k], start.film[k]) for k in start.film
+    )  # the BatchNorm scales and shifts moved
+    assert all(torch.equal(p, params0[n]) for n, p in backbone.named_parameters())  # restored
+    assert {n: p.requires_grad for n, p in backbone.named_parameters()} == flags0
+    assert hook_free(backbone)
+    np.savez(tmp_path / "m.npz", **member.to_arrays())
+    with np.load(tmp_path / "m.npz") as f:
+        loaded = FilmMember.from_arrays(dict(f))
+    a = film_logits(backbone, member, x, PRE, device="cpu")
+    b = film_logits(backbone, loaded, x, PRE, device="cpu")
+    assert np.array_equal(a, b) and not np.allclose(a, film_logits(backbone, start, x, PRE, device="cpu"))
+    # a member of the frozen backbone fits the original (unfrozen) one too: same names, same eval outputs
+    raw = lite0()
+    np.testing.assert_allclose(film_logits(raw, loaded, x, PRE, device="cpu"), a, rtol=1e-5, atol=1e-5)
+    again, _ = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
+    assert all(torch.equal(again.film[k], member.film[k]) for k in member.film)  # seeded, repeatable
+    assert math.isfinite(info["noise_multiplier"])
