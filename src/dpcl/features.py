@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from .backbones import Preprocessing
-from .io import write_npz
+from .io import progress_stream, write_npz
 
 
 def transform_plan(height: int, width: int, pre: Preprocessing) -> dict:
@@ -142,7 +141,13 @@ def extract_features(
     n = len(images)
     with (
         torch.inference_mode(),
-        tqdm(total=n, desc=desc, unit="img", disable=not progress, file=sys.stderr) as bar,
+        tqdm(
+            total=n,
+            desc=desc,
+            unit="img",
+            disable=not progress or progress_stream() is None,
+            file=progress_stream(),
+        ) as bar,
     ):
         for start in range(0, n, batch_size):
             feats = model(

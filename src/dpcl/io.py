@@ -1,28 +1,77 @@
 """Atomic file writing: write to a temporary file beside the target, then rename.
 
 An interrupted job therefore never leaves a half-written file that looks complete
-(DESIGN §7).
+(DESIGN §7). Also the jobs' logging: progress messages go through the standard ``logging``
+module (logger ``dpcl``), which a job sends to its terminal and its log file
+(:func:`tee_stderr`); progress bars go to the terminal only (:func:`progress_stream`), so
+job logs hold lines, not carriage-return updates.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+LOGGER = logging.getLogger("dpcl")
+_FORMAT = "[dpcl %(asctime)s] %(message)s"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to whatever ``sys.stderr`` is at the time of each record (a job's
+    tee, pytest's capture), not the stream of the moment it was made."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # logging.StreamHandler.__init__ assigns it
+        pass
+
+
+def _ensure_handler() -> None:
+    """Give the ``dpcl`` logger its own stderr handler (INFO and up, not propagated: imported
+    libraries put handlers on the root logger that would print every line twice), unless the
+    application configured the logger itself (a handler or a level on ``dpcl``)."""
+    if LOGGER.handlers or LOGGER.level != logging.NOTSET:
+        return
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%H:%M:%S"))
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
+
 
 def log(msg: str) -> None:
-    """One progress line on stderr (jobs tee it into their log file)."""
-    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    """One progress line through the ``dpcl`` logger: on stderr, which a job tees into its log
+    file (:func:`tee_stderr`). An application that configures ``logging.getLogger("dpcl")``
+    itself (a handler or a level) gets the records its way instead."""
+    _ensure_handler()
+    LOGGER.info(msg)
+
+
+def progress_stream():
+    """Where progress bars (tqdm) write: the process's terminal, never a job's log file (a bar's
+    carriage-return updates would fill it). ``None`` when that is not a terminal (CI, batch
+    jobs, redirected output): callers then switch their bar off."""
+    stream = sys.__stderr__
+    try:
+        return stream if stream is not None and stream.isatty() else None
+    except ValueError:  # closed
+        return None
 
 
 def _umask() -> int:
@@ -115,7 +164,8 @@ class _Tee:
 
 
 def tee_stderr(log_path: str | os.PathLike | None) -> None:
-    """Copy everything written to stderr (progress, messages) into ``log_path`` as well."""
+    """Copy everything written to ``sys.stderr`` (the ``dpcl`` logger's lines, warnings,
+    tracebacks) into ``log_path`` as well. Progress bars bypass it (:func:`progress_stream`)."""
     import sys
 
     if not log_path:

@@ -21,15 +21,13 @@ import io
 import json
 import re
 import shutil
-import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_path, write_json
+from ..io import atomic_path, log, progress_stream, write_json
 from ..seeding import rng
 from .datasets import (
     DatasetError,
@@ -44,7 +42,7 @@ _NO_CHECK = "no-check"
 
 
 def _log(msg: str) -> None:
-    print(f"[dpcl {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    log(msg)
 
 
 def fetch(
@@ -412,8 +410,13 @@ def obtain_imagenet_r(
                     tmp, mode="w+", dtype=np.uint8, shape=(len(idx), image_size, image_size, 3)
                 )  # written in place: the decoded splits never sit in memory whole
                 ok[split] = np.zeros(len(idx), bool)
+            bar_out = progress_stream()
             with tqdm(
-                total=len(keys), desc="imagenet_r decode", unit="img", disable=not progress, file=sys.stderr
+                total=len(keys),
+                desc="imagenet_r decode",
+                unit="img",
+                disable=not progress or bar_out is None,
+                file=bar_out,
             ) as bar:
                 for m in tar:  # stream in tar order: one sequential read of the archive
                     if m.name not in where:
