@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import MARKERS, _save, series_offsets
+from .figures import MARKERS, _save, series_offsets, series_style
 from .tables import LEARNER_NAMES, label_method_name, order_stats
 
 #: Learners the paper compares in Figs. 4-7: the Cosine Classifier and the PEFT Ensemble.
@@ -695,7 +695,7 @@ def plot_task_metric(
         sharey=True,
     )
     handles: dict[str, object] = {}
-    colors = {lr: f"C{k}" for k, lr in enumerate(learners)}
+    styles = {lr: series_style(k) for k, lr in enumerate(learners)}  # colour, marker, line style
     offsets = {
         lr: (k - (len(learners) - 1) / 2) * min(0.08, 0.6 / len(learners)) for k, lr in enumerate(learners)
     }
@@ -720,11 +720,11 @@ def plot_task_metric(
                 t + offsets[lr],
                 med,
                 yerr=[med - lo, hi - med],
-                marker="*" if single else "o",
-                ms=8 if single else 3,
+                marker="*" if single else styles[lr]["marker"],
+                ms=8 if single else 3.5,
                 capsize=2,
-                color=colors[lr],
-                ls="none" if single else "-",
+                color=styles[lr]["color"],
+                ls="none" if single else styles[lr]["linestyle"],
                 label=name,
             )
             handles.setdefault(name, h)
