@@ -210,3 +210,26 @@ def test_aggregation_and_fig3_and_privacy_figures_keep_legends_off_the_data(tmp_
     lines3 = [c.lines[0] for c in drawn[1].axes[1].containers]  # Fig. 3 at ε = 8: a style per learner
     assert len(lines3) == len(figures.FIG3_LEARNERS)
     assert len({(ln.get_marker(), ln.get_linestyle(), ln.get_color()) for ln in lines3}) == len(lines3)
+
+
+def test_bar_panels_leave_no_empty_slot_for_a_method_a_learner_did_not_run(tmp_path, drawn):
+    """Fig. 6 with Public Labels run for the Cosine Classifier only: the PEFT panel centres its two
+    bars on each ε and names the method it lacks; the legend still lists what the other panel draws."""
+    from dpcl.report.paper_figures import plot_fig6_public_labels
+
+    recs = [
+        {"learner": lr, "label_method": m, "epsilon": eps, "seed": s, "final_accuracy": 0.7}
+        for lr, methods in (("cosine", METHODS[:3]), ("peft_head", METHODS[:2]))
+        for m in methods
+        for eps in EPSILONS
+        for s in range(3)
+    ]
+    plot_fig6_public_labels({"b": recs}, [tmp_path / "f6.png"])
+    (fig,) = drawn
+    cos, peft = fig.axes
+    assert "not run" not in cos.get_title() and "not run: Public Labels (1000x)" in peft.get_title()
+    for ax, n in ((cos, 3), (peft, 2)):
+        xs = sorted(p.get_x() + p.get_width() / 2 for c in ax.containers for p in getattr(c, "patches", []))
+        assert len(xs) == n * len(EPSILONS)
+        assert np.mean(xs[:n]) == pytest.approx(0)  # the bars of ε = 1 centred on their tick
+    assert_legends_honest(fig)

@@ -191,6 +191,16 @@ def _bar_figure(
                 _note(ax, f"no runs for {LEARNER_NAMES[learner]} on {bench}", notes)
                 continue
             names = list(dict.fromkeys(n for e in epsilons for n, _ in categories(records, learner, e)))
+            for name in names:  # one colour per category, whichever panel draws it first
+                colors.setdefault(name, f"C{len(colors)}")
+            present = {
+                name
+                for e in epsilons
+                for name, method in categories(records, learner, e)
+                if method and _final(records, learner, e, method).size
+            }
+            absent = [n for n in names if n not in present]  # no empty slots: named in the title
+            names = [n for n in names if n not in absent]
             width = 0.8 / max(1, len(names))
             drawn = False
             top = 0.0
@@ -220,7 +230,11 @@ def _bar_figure(
                 continue
             ax.set_ylim(0, max(ax.get_ylim()[1], 1.12 * top))  # room for the f = … labels over the bars
             ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
-            ax.set_title(f"{bench}: {LEARNER_NAMES[learner]}", fontsize=9)
+            ax.set_title(
+                f"{bench}: {LEARNER_NAMES[learner]}"
+                + (f"\n(not run: {', '.join(absent)})" if absent else ""),
+                fontsize=9,
+            )
             ax.set_ylabel("final accuracy (%)")
             ax.grid(alpha=0.3, axis="y")
     _finish(fig, title, notes[:1] if empty else [], handles, min(4, max(1, len(handles))))
