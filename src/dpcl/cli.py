@@ -224,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="group", required=True)
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--epsilon", type=_positive, required=True)
-        sp.add_argument("--delta", type=_probability, required=True)
+        sp.add_argument("--epsilon", type=_positive, required=True, help="target ε > 0 (finite)")
+        sp.add_argument("--delta", type=_probability, required=True, help="target δ in (0, 1)")
         sp.add_argument("--json", action="store_true", help="print one JSON object")
 
     priv = sub.add_parser("privacy", help="noise calibration").add_subparsers(dest="cmd", required=True)
@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(nm)
     nm.add_argument("--sample-rate", type=_rate, required=True, help="Poisson sampling rate q in (0, 1]")
-    nm.add_argument("--steps", type=_positive_int, required=True)
+    nm.add_argument("--steps", type=_positive_int, required=True, help="DP-SGD steps (>= 1)")
     nm.add_argument("--accountant", type=_one_of("prv", "rdp"), metavar="{prv,rdp}", default="prv")
     nm.set_defaults(func=_noise_multiplier, _parser=nm)
 
