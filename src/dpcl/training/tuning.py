@@ -244,7 +244,7 @@ def tune_film(
     log: Callable[[str], None] | None = None,
     journal: str | Path | None = None,
 ) -> dict:
-    """Tune (lr, expected batch size, clip) for a FiLM member (LayerNorm affines + head over
+    """Tune (lr, expected batch size, clip) for a FiLM member (normalisation affines + head over
     the labels in ``y``) on uint8 ``images`` through the shared ``backbone`` (App. D.1).
 
     Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.training.film.train_film`

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# FiLM on the embedded backbone (issue 20): the CI slice of config/film_cpu.yaml
+# (config/film_cpu_ci.yaml: EfficientNet-Lite0 with its ImageNet weights, FiLM on its frozen
+# BatchNorms, Split-Fashion-MNIST; peft_film, naive_film, noncl_film beside cosine and the head
+# learners at epsilon 1, 8 and non-DP, Base Dataset and Release Labels), then checks its outputs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=results/film_cpu_ci
+mkdir -p "$out"
+start=$SECONDS
+if ! snakemake --cores all --configfile config/film_cpu.yaml config/film_cpu_ci.yaml > "$out/snakemake.log" 2>&1; then
+    tail -n 80 "$out/snakemake.log"
+    exit 1
+fi
+tail -n 3 "$out/snakemake.log"
+echo "FiLM CPU slice: $((SECONDS - start)) s"
+python - "$out" <<'PY'
+import json, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+table = out / "tables" / "split_fmnist.md"
+assert table.stat().st_size > 0, table
+text = table.read_text()
+for learner in ("peft_film", "naive_film", "noncl_film", "cosine", "peft_head"):
+    runs = sorted((out / "runs" / learner).rglob("privacy.json"))
+    assert runs, f"no {learner} run"
+    for p in runs:
+        priv = json.loads(p.read_text())
+        assert priv["guarantee_holds"], p
+    assert all((p.parent / "metrics.json").is_file() for p in runs), learner
+members = sorted((out / "runs" / "peft_film").rglob("members/task*.npz"))
+assert len(members) >= 5, members
+print(text)
+PY
