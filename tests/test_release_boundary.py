@@ -42,6 +42,9 @@ FILM_RUN = (
 DPSGD = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}
 FILM_DPSGD = {**DPSGD, "epochs": 1.0}
 BACKBONE = {"arch": "vit_tiny_patch16_224", "weights": "random", "image_size": 32, "batch_size": 64}
+#: FiLM on a BatchNorm backbone (the embedded one's architecture; its BatchNorms frozen by the stage)
+BACKBONE_BN = {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 64}
+FILM_BN = ["peft_film_lite0", "naive_film_lite0", "agem_film_lite0"]  # those learners on BACKBONE_BN
 #: metrics that are evaluated on the (non-private) test set or are a released output (|O_t|)
 EVALUATED = {
     "acc",
@@ -221,6 +224,38 @@ def _run_everything(work):
             out_diagnostics=out(learner, FILM_RUN, "diagnostics"),
             backbone_name="vit",
         )
+    common_bn = ("fashion_mnist", raw, dcfg, BACKBONE_BN, sc, lab)
+    members = [str(runs / "peft_film_lite0" / "members" / f"task{t}.npz") for t in range(2)]
+    records = [m.replace(".npz", ".json") for m in members]
+    for t in range(2):
+        film_member_stage(*common_bn, t, FILM_DPSGD, 16, "cpu", members[t], records[t], backbone_name="lite0")
+    film_eval_stage(
+        *common_bn,
+        members,
+        records,
+        FILM_DPSGD,
+        "argmax",
+        "cpu",
+        out("peft_film_lite0", FILM_RUN, "metrics"),
+        out("peft_film_lite0", FILM_RUN, "privacy"),
+        targets=targets,
+        out_diagnostics=out("peft_film_lite0", FILM_RUN, "diagnostics"),
+    )
+    for learner in ("naive_film", "agem_film"):
+        film_baseline_stage(
+            learner,
+            *common_bn,
+            FILM_DPSGD,
+            16,
+            "cpu",
+            out(f"{learner}_lite0", FILM_RUN, "metrics"),
+            out(f"{learner}_lite0", FILM_RUN, "privacy"),
+            out(f"{learner}_lite0", FILM_RUN, "model").replace(".json", ".npz"),
+            agem_cfg={"buffer_fraction": 0.3},
+            targets=targets,
+            out_diagnostics=out(f"{learner}_lite0", FILM_RUN, "diagnostics"),
+            backbone_name="lite0",
+        )
     return runs
 
 
@@ -230,7 +265,7 @@ def neighbour_runs(tmp_path_factory):
     return {name: _run_everything(tmp / name) for name in _neighbours(tmp)}
 
 
-LEARNERS = ["cosine", *HEADS, *MEMORY, *FUNCTIONAL, "peft_film", *FILM_BASELINES]
+LEARNERS = ["cosine", *HEADS, *MEMORY, *FUNCTIONAL, "peft_film", *FILM_BASELINES, *FILM_BN]
 
 
 def _run_dirs(runs, learner):
