@@ -1,0 +1,52 @@
+"""config/film_cpu.yaml (FiLM on the embedded EfficientNet-Lite0, issue 20) and its CI overlay
+config/film_cpu_ci.yaml: both validate, keep their own results directories, and the overlay only
+shrinks the run (seeds, per-class counts, input size, FiLM epochs), never its shape."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from dpcl.config import validate_config
+
+ROOT = Path(__file__).resolve().parents[1]
+FULL = yaml.safe_load((ROOT / "config" / "film_cpu.yaml").read_text())
+CI = yaml.safe_load((ROOT / "config" / "film_cpu_ci.yaml").read_text())
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """Snakemake's merge of several --configfile files: key by key, the later one winning."""
+    for k, v in over.items():
+        base[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return base
+
+
+def test_film_cpu_runs_the_film_learners_beside_cosine_and_peft_head_on_the_embedded_backbone():
+    cfg = validate_config(copy.deepcopy(FULL))
+    assert {"peft_film", "naive_film", "noncl_film", "cosine", "peft_head"} <= set(cfg["learners"])
+    assert cfg["epsilons"] == [1, 8, float("inf")] and cfg["label_methods"] == ["base", "release-f0.1"]
+    assert len(cfg["seeds"]) >= 2
+    (bench,) = cfg["benchmarks"].values()
+    backbone = cfg["backbones"][bench["backbone"]]
+    assert bench["dataset"] == "fashion_mnist" and bench["scenario"] == "disjoint"
+    assert backbone["arch"] == DEFAULT["backbones"]["effnet_lite0"]["arch"] == "tf_efficientnet_lite0"
+    assert backbone["weights"] == DEFAULT["backbones"]["effnet_lite0"]["weights"]  # ImageNet, offline
+    assert cfg["results"] != DEFAULT["results"] and cfg["resources"] != DEFAULT["resources"]
+
+
+def test_ci_overlay_only_shrinks_the_run():
+    full = validate_config(copy.deepcopy(FULL))
+    ci = validate_config(_merge(copy.deepcopy(FULL), CI))
+    assert ci["results"] not in (full["results"], DEFAULT["results"])
+    assert set(CI) == {"results", "resources", "seeds", "film", "datasets", "backbones"}
+    assert set(ci["seeds"]) < set(full["seeds"])
+    for key in ("learners", "epsilons", "label_methods", "benchmarks", "dpsgd", "tuning"):
+        assert ci[key] == full[key], key
+    d, dfull = ci["datasets"]["fashion_mnist"], full["datasets"]["fashion_mnist"]
+    assert d["train_per_class"] < dfull["train_per_class"] and d["test_per_class"] < dfull["test_per_class"]
+    b, bfull = ci["backbones"]["effnet_lite0"], full["backbones"]["effnet_lite0"]
+    assert b["image_size"] < bfull["image_size"] and b["weights"] == bfull["weights"]
+    assert ci["film"]["dpsgd"]["epochs"] < full["film"]["dpsgd"]["epochs"]
