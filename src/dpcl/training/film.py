@@ -34,6 +34,7 @@ releases a proper (noise-only) classifier (App. B, Prop. B.6).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import sys
 import warnings
@@ -498,9 +499,17 @@ def film_grad_sample_module(backbone: nn.Module):
 
     check_per_sample(backbone)
     _register_grad_sampler()
-    return GradSampleModule(
-        backbone, batch_first=True, loss_reduction="sum", strict=False, force_functorch=False
-    )
+    # non-strict mode logs the validator's errors (the frozen statistics, checked above) at INFO, with
+    # every FrozenBatchNorm's repr, once per trained member: keep that out of job logs
+    opacus_log = logging.getLogger("opacus.grad_sample.grad_sample_module")
+    level = opacus_log.level
+    opacus_log.setLevel(max(level, logging.WARNING))
+    try:
+        return GradSampleModule(
+            backbone, batch_first=True, loss_reduction="sum", strict=False, force_functorch=False
+        )
+    finally:
+        opacus_log.setLevel(level)
 
 
 def train_film(
