@@ -26,6 +26,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def test_film_cpu_runs_the_film_learners_beside_cosine_and_peft_head_on_the_embedded_backbone():
     cfg = validate_config(copy.deepcopy(FULL))
+    assert not cfg["film"]["dpsgd"]  # head-only and FiLM learners share the dpsgd hyperparameters
     assert {"peft_film", "naive_film", "noncl_film", "cosine", "peft_head"} <= set(cfg["learners"])
     assert cfg["epsilons"] == [1, 8, float("inf")] and cfg["label_methods"] == ["base", "release-f0.1"]
     assert len(cfg["seeds"]) >= 2
@@ -41,12 +42,15 @@ def test_ci_overlay_only_shrinks_the_run():
     full = validate_config(copy.deepcopy(FULL))
     ci = validate_config(_merge(copy.deepcopy(FULL), CI))
     assert ci["results"] not in (full["results"], DEFAULT["results"])
-    assert set(CI) == {"results", "resources", "seeds", "film", "datasets", "backbones"}
+    assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones"}
     assert set(ci["seeds"]) < set(full["seeds"])
-    for key in ("learners", "epsilons", "label_methods", "benchmarks", "dpsgd", "tuning"):
+    for key in ("learners", "epsilons", "label_methods", "benchmarks", "film", "tuning"):
         assert ci[key] == full[key], key
     d, dfull = ci["datasets"]["fashion_mnist"], full["datasets"]["fashion_mnist"]
     assert d["train_per_class"] < dfull["train_per_class"] and d["test_per_class"] < dfull["test_per_class"]
     b, bfull = ci["backbones"]["effnet_lite0"], full["backbones"]["effnet_lite0"]
     assert b["image_size"] < bfull["image_size"] and b["weights"] == bfull["weights"]
-    assert ci["film"]["dpsgd"]["epochs"] < full["film"]["dpsgd"]["epochs"]
+    assert ci["dpsgd"]["epochs"] < full["dpsgd"]["epochs"]
+    assert {k: v for k, v in ci["dpsgd"].items() if k != "epochs"} == {
+        k: v for k, v in full["dpsgd"].items() if k != "epochs"
+    }
