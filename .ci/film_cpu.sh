@@ -33,3 +33,7 @@ members = sorted((out / "runs" / "peft_film").rglob("members/task*.npz"))
 assert len(members) >= 5, members
 print(text)
 PY
+# every FiLM ledger re-verified from its parameters alone (exit 1 on the first that does not hold)
+find "$out/runs/peft_film" "$out/runs/naive_film" "$out/runs/noncl_film" -name privacy.json -print0 |
+    xargs -0 dpcl ledger verify > "$out/ledger_verify.txt"
+echo "FiLM ledgers verified: $(grep -c verified "$out/ledger_verify.txt")"

@@ -232,7 +232,12 @@ def test_snakemake_report_has_the_captioned_results(tiny_run):
         expected |= {f"tiny_bench_{learner}.csv", f"tiny_bench_{learner}_avg_acc.png"}
     assert expected <= names, sorted(expected - names)
     # the captions and the workflow description are in the page (its data is embedded as JSON)
-    for phrase in ("attack on the output label space", "Empirical privacy audit", "Benchmark tables", "Paper figures"):
+    for phrase in (
+        "attack on the output label space",
+        "Empirical privacy audit",
+        "Benchmark tables",
+        "Paper figures",
+    ):
         assert phrase in page, phrase
 
 

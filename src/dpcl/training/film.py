@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ import torch.nn.functional as F
 
 from ..backbones import Preprocessing
 from ..features import preprocess_batch
+from ..io import progress_stream
 from .heads import DPSGDConfig
 from .projection import project
 
@@ -593,7 +593,10 @@ def train_film(
         net.train()  # opacus captures activations only in training mode
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
-            for _ in tqdm(range(cfg.steps), desc="FiLM DP-SGD", disable=not progress, file=sys.stderr):
+            bar_out = progress_stream()  # the terminal only, never a job's log file
+            for _ in tqdm(
+                range(cfg.steps), desc="FiLM DP-SGD", disable=not progress or bar_out is None, file=bar_out
+            ):
                 sums, size, step_clipped = _poisson_grad_sum(
                     net, gsm, params, images, rows, cfg.sample_rate, cfg.clip, rng, pre, act_t, physical_batch
                 )
