@@ -158,20 +158,26 @@ def _cosine_outputs(kind):
 
 # (ε tag, method) of every run a heads job makes: at ε = inf only the nonprivate_label_methods
 # (config/paper.yaml: base; the 1000x public label spaces without DP were most of a job's time)
-HEAD_PAIRS = [
-    (e, m)
+# Each head learner runs only its own label methods (methods_for: Naive and Non-CL the
+# baseline_label_methods, config/paper.yaml: Base Dataset only), so a heads job trains no run
+# that nothing requests.
+HEAD_RUN_LEARNERS = {
+    (e, m): [l for l in HEAD_LEARNERS if m in methods_for(l)]
     for e in EPS
     for m in HEAD_METHODS
     if e != "inf" or NONPRIVATE_METHODS is None or m in NONPRIVATE_METHODS
-]
+}
+HEAD_PAIRS = [pair for pair, learners in HEAD_RUN_LEARNERS.items() if learners]
 
 
 def _head_outputs(kind):
-    # learner-major, then HEAD_PAIRS in the order of the label files (runs_by_learner)
+    # learner-major, then HEAD_PAIRS in the order of the label files, each learner only where it
+    # runs (dpcl.stages.common.runs_by_learner with requested=HEAD_RUN_LEARNERS)
     return [
         f"{R}/runs/{learner}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{e}/{m}/{kind}.json"
         for learner in HEAD_LEARNERS
         for e, m in HEAD_PAIRS
+        if learner in HEAD_RUN_LEARNERS[(e, m)]
     ]
 
 

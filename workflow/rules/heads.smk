@@ -56,6 +56,7 @@ if HEAD_LEARNERS:
         params:
             targets=TARGETS,
             learners=HEAD_LEARNERS,
+            run_learners=[HEAD_RUN_LEARNERS[pair] for pair in HEAD_PAIRS],  # per label file
             dpsgd=config["dpsgd"],
             aggregation=config["aggregation"],
             eps_tags=EPS,

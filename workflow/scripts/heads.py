@@ -11,7 +11,14 @@ from dpcl.stages.heads import head_learner_sweep
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 learners = sm.params.learners
-runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
+runs = runs_by_learner(
+    sm.input.labels,
+    sm.output.metrics,
+    sm.output.privacy,
+    sm.output.diagnostics,
+    learners,
+    requested=[list(r) for r in sm.params.run_learners],
+)
 tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 head_learner_sweep(
     sm.input.train,

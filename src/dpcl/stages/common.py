@@ -297,20 +297,32 @@ def task_inputs(
 
 
 def runs_by_learner(
-    labels: list, metrics: list, privacy: list, diagnostics: list, learners: list[str]
+    labels: list,
+    metrics: list,
+    privacy: list,
+    diagnostics: list,
+    learners: list[str],
+    requested: list[list[str]] | None = None,
 ) -> list[dict]:
     """Sweep ``runs`` from a rule's outputs, which follow expand(learner, eps, method): learner-major,
-    then (eps, method) in the order of the label files."""
+    then (eps, method) in the order of the label files. ``requested[r]`` (default: every learner)
+    lists the learners that run on label file r; the outputs then hold, learner-major, only those
+    (learner, label file) pairs, and each run's ``outputs`` only its learners."""
     n = len(labels)
-    if not len(metrics) == len(privacy) == len(diagnostics) == n * len(learners):
-        raise ValueError(f"{len(metrics)} outputs for {n} label files x {len(learners)} learners")
-    return [
-        {
-            "labels": lab,
-            "outputs": {
-                learner: (metrics[i * n + r], privacy[i * n + r], diagnostics[i * n + r])
-                for i, learner in enumerate(learners)
-            },
-        }
-        for r, lab in enumerate(labels)
-    ]
+    if requested is None:
+        requested = [list(learners)] * n
+    if len(requested) != n:
+        raise ValueError(f"{len(requested)} learner lists for {n} label files")
+    unknown = sorted({lr for r in requested for lr in r} - set(learners))
+    if unknown:
+        raise ValueError(f"learners {unknown} requested but not among {list(learners)}")
+    order = [(learner, r) for learner in learners for r in range(n) if learner in requested[r]]
+    if not len(metrics) == len(privacy) == len(diagnostics) == len(order):
+        raise ValueError(
+            f"{len(metrics)} outputs for {len(order)} (learner, label file) runs "
+            f"({n} label files x {len(learners)} learners, as requested)"
+        )
+    runs = [{"labels": lab, "outputs": {}} for lab in labels]
+    for i, (learner, r) in enumerate(order):
+        runs[r]["outputs"][learner] = (metrics[i], privacy[i], diagnostics[i])
+    return runs

@@ -119,7 +119,7 @@ def head_learner_sweep(
             sc,
             labels,
             int(sc.seed),
-            learners,
+            [learner for learner in learners if learner in run["outputs"]],
             dpsgd_cfg,
             aggregation,
             cache,
