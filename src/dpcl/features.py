@@ -139,14 +139,15 @@ def extract_features(
     model.eval()
     out = None
     n = len(images)
+    bar_out = progress_stream()  # the terminal only, never a job's log file
     with (
         torch.inference_mode(),
         tqdm(
             total=n,
             desc=desc,
             unit="img",
-            disable=not progress or progress_stream() is None,
-            file=progress_stream(),
+            disable=not progress or bar_out is None,
+            file=bar_out,
         ) as bar,
     ):
         for start in range(0, n, batch_size):

@@ -30,9 +30,6 @@ class _StderrHandler(logging.StreamHandler):
     """A handler writing to whatever ``sys.stderr`` is at the time of each record (a job's
     tee, pytest's capture), not the stream of the moment it was made."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property
     def stream(self):  # type: ignore[override]
         return sys.stderr
