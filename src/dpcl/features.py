@@ -218,4 +218,22 @@ def load_feature_cache(
             f"feature cache {path} does not match the content hash written with it (changed "
             f"or damaged after it was written); {fix}"
         )
+    check_finite(feats, path)
     return feats, labels, index, meta
+
+
+def check_finite(feats: np.ndarray, path: str | Path) -> None:
+    """Refuse features with a NaN or ±inf entry, naming ``path``: every learner reads its features
+    through :func:`load_feature_cache`, and a non-finite value would pass norm checks (NaN compares
+    false) and clipping (NaN · c is NaN) and turn a release into NaN. A cache is written from a
+    backbone's outputs, so such a row means a broken backbone or image, never data to train on."""
+    if feats.dtype.kind not in "fc":
+        raise FeatureCacheError(f"feature cache {path}: features must be floating point, got {feats.dtype}")
+    finite = np.isfinite(feats)
+    if not finite.all():
+        rows = np.flatnonzero(~finite.reshape(len(feats), -1).all(axis=1))
+        raise FeatureCacheError(
+            f"feature cache {path}: {len(rows)} row(s) with NaN or inf features (first: row {int(rows[0])}); "
+            "every feature must be finite. Rebuild it (delete the file or rerun with --forcerun features) "
+            "and check the backbone and images if it recurs"
+        )

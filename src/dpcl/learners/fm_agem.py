@@ -146,6 +146,8 @@ class Projection:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.mean.shape[0]:
             raise ValueError(f"features must be (n, {self.mean.shape[0]}), got {x.shape}")
+        if not np.isfinite(x).all():  # NaN would pass the norm clip below (max(1, NaN) is NaN)
+            raise ValueError("features must be finite (a NaN or inf entry would make the release NaN)")
         z = (x - self.mean) @ self.components
         return z / np.maximum(1.0, np.linalg.norm(z, axis=1, keepdims=True))
 
@@ -160,6 +162,8 @@ def fit_projection(public_x: np.ndarray, dim: int) -> Projection:
     x = np.asarray(public_x, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"public features must be a 2-d array, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("public features must be finite (NaN or inf in the PCA's input)")
     n, d = x.shape
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 1 <= dim <= min(d, n - 1):
         raise ValueError(f"fm_agem.dim must lie in 1..min(D, n_public − 1) = {min(d, n - 1)}, got {dim!r}")
@@ -181,6 +185,8 @@ def coefficients(z: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, n
     rows = np.asarray(rows, dtype=np.int64)
     if z.ndim != 2 or rows.shape != (z.shape[0],):
         raise ValueError(f"need z of shape (n, dim) and rows of shape (n,), got {z.shape} and {rows.shape}")
+    if not np.isfinite(z).all():  # NaN compares false: the norm check below would pass it
+        raise ValueError("records must be finite (a NaN or inf entry would make the release NaN)")
     if z.size and float(np.max(np.einsum("ij,ij->i", z, z))) > 1.0 + 1e-9:
         raise ValueError("records must have ‖z‖ ≤ 1 (apply the public Projection first)")
     if k < 0 or (rows.size and (rows.min() < 0 or rows.max() >= k)):
