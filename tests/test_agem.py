@@ -295,3 +295,56 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
         tuned_agem({"buffer_fraction": 0.3}, tmp_path / "t.json")["buffer_sample_rate"]
         == best["buffer_sample_rate"]
     )
+
+
+def test_dp_agem_tunes_in_the_label_space_of_its_runs(monkeypatch, tmp_path):
+    """Label Oracle and Release Labels runs train in a growing label space (O_t = the task's labels),
+    Base Dataset runs in every base label from task 0: each takes the study tuned in its own space,
+    and a run refuses a study tuned in the other."""
+    pytest.importorskip("optuna")
+    from dpcl.learners.agem import tune_agem_head
+    from dpcl.stages.agem import tuned_agem, tuning_for_run
+    from dpcl.training.tuning_protocol import tuning_label_space
+
+    assert [tuning_label_space(m) for m in ("oracle", "release-f0.1", "release-laplace-f0.2")] == ["task"] * 3
+    assert [tuning_label_space(m) for m in ("base", "public-x1000", "public-x10-c50-grow-unknown")] == [
+        "base"
+    ] * 3
+    gen = np.random.default_rng(3)
+    y = np.repeat([2, 5, 7, 9], 25)
+    x = gen.normal(size=(10, 6))[y] * 2 + gen.normal(size=(len(y), 6))
+    outputs = []
+    original = agem_mod.train_agem_task
+
+    def spy(*args):
+        outputs.append(np.flatnonzero(args[-1]).tolist())  # the trial's output labels at this task
+        return original(*args)
+
+    monkeypatch.setattr(agem_mod, "train_agem_task", spy)
+    res = {}
+    for space in ("task", "base"):
+        outputs.clear()
+        res[space] = tune_agem_head(x, y, 4.0, 1e-5, 2, 0.3, n_trials=2, epochs=1, label_space=space)
+        first, second = outputs[0::2], outputs[1::2]
+        assert res[space]["label_space"] == space and len(first) == 2
+        assert first == [[0, 1]] * 2 if space == "task" else first == [[0, 1, 2, 3]] * 2
+        assert second == [[0, 1, 2, 3]] * 2
+    # the base study is the one the workflow ran before (same random streams)
+    assert res["base"] == tune_agem_head(x, y, 4.0, 1e-5, 2, 0.3, n_trials=2, epochs=1) | {
+        "label_space": "base"
+    }
+    with pytest.raises(ValueError, match="label_space"):
+        tune_agem_head(x, y, 4.0, 1e-5, 2, 0.3, n_trials=1, epochs=1, label_space="oracle")
+    paths = {s: tmp_path / f"{s}.json" for s in res}
+    for s, p in paths.items():
+        write_json(p, res[s])
+    assert tuning_for_run(paths, "oracle") == (paths["task"], "task")
+    assert tuning_for_run(paths, "release-f0.1") == (paths["task"], "task")
+    assert tuning_for_run(paths, "base") == (paths["base"], "base")
+    assert tuning_for_run(paths["base"], "oracle") == (paths["base"], None)  # one result: library use
+    with pytest.raises(ValueError, match="'task' label space"):
+        tuning_for_run({"base": paths["base"]}, "oracle")
+    rate = tuned_agem({"buffer_fraction": 0.3}, paths["task"], "task")["buffer_sample_rate"]
+    assert rate == res["task"]["best_buffer_sample_rate"]
+    with pytest.raises(ValueError, match="tuned in the 'base' label space, the run needs 'task'"):
+        tuned_agem({"buffer_fraction": 0.3}, paths["base"], "task")

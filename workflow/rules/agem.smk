@@ -5,15 +5,17 @@
 
 if AGEM:
 
-    # DP-A-GEM's own Optuna study (issue 14 item 3): the same ranges and tuning set as the head
-    # learners plus its buffer rate, each trial running its two-task loop (dpcl.learners.agem)
+    # DP-A-GEM's own Optuna study: the same ranges and tuning set as the head learners plus its
+    # buffer rate, each trial running its two-task loop (dpcl.learners.agem), one study per label
+    # space its runs use (base: Base Dataset / Public Labels; task: Label Oracle / Release Labels)
     rule tune_agem:
         input:
             features=f"{R}/features/{{dataset}}/{{backbone}}/{TUNE_SPLIT}.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
         output:
             expand(
-                f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json",
+                f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/{{space}}/eps{{eps}}.json",
+                space=AGEM_TUNING_SPACES,
                 eps=EPS,
             ),
         log:
@@ -33,6 +35,7 @@ if AGEM:
             dataset_cfg=lambda w: config["datasets"][w.dataset],
             dpsgd=config["dpsgd"],
             agem_buffer_fraction=config["agem"]["buffer_fraction"],
+            agem_label_spaces=AGEM_TUNING_SPACES,
         script:
             "../scripts/tune_heads.py"
 
@@ -64,6 +67,7 @@ if AGEM:
             dpsgd=config["dpsgd"],
             agem=config["agem"],
             eps_tags=EPS,
+            tuning_spaces=AGEM_TUNING_SPACES,
             learners=AGEM_LEARNERS,
         script:
             "../scripts/agem.py"

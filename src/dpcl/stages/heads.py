@@ -159,13 +159,15 @@ def tune_head_learners(
     epochs: float,
     normaliser: float,
     agem_buffer_fraction: float | None = None,
+    agem_label_space: str = "base",
 ) -> None:
     """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the tuning set of
     ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`: the public tuning split's, or
     as the paper the private training data's, first-task classes) read from ``features_path`` (the
     plan's split), and write each result with the configs scaled to the runs. With
     ``agem_buffer_fraction`` the study is DP-A-GEM's own (:func:`dpcl.learners.agem.tune_agem_head`:
-    its two-task loop over the first two tasks' classes, and its buffer rate)."""
+    its two-task loop over the first two tasks' classes, and its buffer rate) in ``agem_label_space``,
+    the label space of the runs it is for (:func:`dpcl.training.tuning_protocol.tuning_label_space`)."""
     from ..features import load_feature_cache
     from ..learners.agem import tune_agem_head
     from ..training.tuning import tune_head
@@ -202,10 +204,11 @@ def tune_head_learners(
                 normaliser,
                 plan.tasks,
                 journal=journal,
+                label_space=agem_label_space,
             )
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
-        who = "heads" if agem_buffer_fraction is None else "agem_head"
+        who = "heads" if agem_buffer_fraction is None else f"agem_head ({agem_label_space} label space)"
         log(
             f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
             f"{res['plan']['factor_per_task']:.3g}): validation accuracy "

@@ -258,3 +258,17 @@ def unaccounted_uses(note: dict) -> list[dict]:
             "(epsilon, delta) above covers label release and training only",
         }
     ]
+
+
+#: the output label spaces a tuning study can train in (:func:`tuning_label_space`)
+TUNING_LABEL_SPACES = ("base", "task")
+
+
+def tuning_label_space(method: str) -> str:
+    """The label space a study must tune in to serve runs of label ``method`` (a config tag):
+    ``"task"`` where O_t is the task's own labels (Label Oracle) or a release of them (Release
+    Labels), ``"base"`` where it is fixed before seeing data and holds every base label from task 0
+    (Base Dataset, Public Labels). Public: a function of the config tag only."""
+    from ..data.label_space import parse_label_method
+
+    return "task" if parse_label_method(method).data_dependent else "base"
