@@ -188,7 +188,7 @@ def _run_everything(work):
         ],
         FUNCTIONAL,
         {"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
-        {"dim": 8},
+        {"dim": 8, "lr": 0.4, "steps": 4},  # not fm_agem's defaults, which were chosen with private data
         targets=targets,
     )
     lab = labels[FILM_RUN]

@@ -1,6 +1,7 @@
 # L2DP-ML as published (paper 001; not DP, its ledger says so) and the sound functional-mechanism
 # variant fm_agem, on cached features projected by a PCA fitted on the PUBLIC tuning split: every
-# (learner, ε, label method) of one seed in one job (seconds of work).
+# (learner, ε, label method) of one seed in one job (seconds of work). With tuning.enabled, fm_agem's
+# (dim, lr, steps) are a grid search on the tuning set of tuning.protocol (public: the tune split).
 
 
 if L2DPML_LEARNERS:
@@ -33,5 +34,7 @@ if L2DPML_LEARNERS:
             l2dpml=config["l2dpml"],
             fm_agem=config["fm_agem"],
             targets=TARGETS,
+            tuning=config["tuning"],  # fm_agem's (dim, lr, steps): a grid search per run's budget
+            dataset_cfg=lambda w: config["datasets"][w.dataset],
         script:
             "../scripts/l2dpml.py"

@@ -23,4 +23,7 @@ l2dpml_sweep(
     dict(sm.params.fm_agem),
     threads=sm.threads,
     targets=sm.params.targets,
+    tuning=dict(sm.params.tuning),  # FM-A-GEM's grid search (tuning.enabled, tuning.protocol)
+    dataset=sm.wildcards.dataset,
+    dataset_cfg=dict(sm.params.dataset_cfg),
 )

@@ -87,9 +87,13 @@ class FMConfig:
     """Settings of FM-A-GEM.
 
     ``lr`` is relative to the stable step 1/L_t of the task's surrogate (module docstring), so
-    it does not depend on the task's size. The defaults were measured on the embedded default
-    benchmark (Split-Fashion-MNIST, 5 tasks × 2 classes, EfficientNet-Lite0 features, 600
-    records per task, PCA on the public tuning split, 2-3 seeds): final average accuracy with
+    it does not depend on the task's size. With ``tuning.enabled`` (the default) the workflow
+    does not use these values: it picks (dim, lr, steps) per run from :data:`GRID` on the tuning
+    set (:func:`tune_fm_agem`). The defaults here are what an untuned run uses, and they were
+    chosen WITH PRIVATE DATA: measured on the embedded default benchmark's training and test data
+    (Split-Fashion-MNIST, 5 tasks × 2 classes, EfficientNet-Lite0 features, 600
+    records per task, PCA on the public tuning split, 2-3 seeds), so an untuned run with them
+    lists that choice under ``unaccounted_uses`` (:func:`hyperparameters_note`). Final average accuracy with
     lr = 0.5 and steps = 3 / 5 / 10 / 20 / 40 was 0.65 / 0.66 / 0.65 / 0.63 / 0.61 at ε = ∞ and
     0.64 / 0.64 / 0.60 / 0.50 / 0.35 at ε = 1 (dim = 32): near the exact surrogate minimiser
     W_O = K b̃ Ã⁻¹ the noise (and the Taylor error) is amplified along low-curvature directions,
@@ -159,20 +163,36 @@ def fit_projection(public_x: np.ndarray, dim: int) -> Projection:
     coordinate positive. Private data must never be passed here: the projection is applied to
     every record without accounting.
     """
-    x = np.asarray(public_x, dtype=np.float64)
-    if x.ndim != 2:
-        raise ValueError(f"public features must be a 2-d array, got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("public features must be finite (NaN or inf in the PCA's input)")
-    n, d = x.shape
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 1 <= dim <= min(d, n - 1):
-        raise ValueError(f"fm_agem.dim must lie in 1..min(D, n_public − 1) = {min(d, n - 1)}, got {dim!r}")
-    mean = x.mean(axis=0)
-    _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
-    comp = vt[:dim].T.copy()  # (D, dim)
-    lead = np.abs(comp).argmax(axis=0)
-    comp *= np.where(comp[lead, np.arange(dim)] < 0, -1.0, 1.0)
-    return Projection(mean=mean, components=comp)
+    return PublicPCA(public_x).projection(dim)
+
+
+class PublicPCA:
+    """One SVD of PUBLIC features, from which :meth:`projection` cuts the top ``dim`` axes for any
+    dim (what :func:`fit_projection` returns, without an SVD per dim)."""
+
+    def __init__(self, public_x: np.ndarray) -> None:
+        x = np.asarray(public_x, dtype=np.float64)
+        if x.ndim != 2:
+            raise ValueError(f"public features must be a 2-d array, got shape {x.shape}")
+        if not np.isfinite(x).all():
+            raise ValueError("public features must be finite (NaN or inf in the PCA's input)")
+        self.n, self.d = x.shape
+        self.mean = x.mean(axis=0)
+        self._vt = np.linalg.svd(x - self.mean, full_matrices=False)[2] if self.n > 1 else None
+        self._cache: dict[int, Projection] = {}
+
+    def projection(self, dim: int) -> Projection:
+        n, d = self.n, self.d
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 1 <= dim <= min(d, n - 1):
+            raise ValueError(
+                f"fm_agem.dim must lie in 1..min(D, n_public − 1) = {min(d, n - 1)}, got {dim!r}"
+            )
+        if dim not in self._cache:
+            comp = self._vt[:dim].T.copy()  # (D, dim)
+            lead = np.abs(comp).argmax(axis=0)
+            comp *= np.where(comp[lead, np.arange(dim)] < 0, -1.0, 1.0)
+            self._cache[dim] = Projection(mean=self.mean, components=comp)
+        return self._cache[dim]
 
 
 def coefficients(z: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -344,6 +364,107 @@ class FMHead:
         if not ids.size:
             return np.full(len(z), -1, dtype=np.int64)
         return aggregate([z @ self.w[ids].T], [ids])
+
+
+#: the search space of :func:`tune_fm_agem`: public constants, wider than the measurements behind the
+#: untuned defaults (FMConfig: dim 32-128, lr 0.5, steps 3-40), lr over the whole stable range (0, 2)
+GRID = {"dim": (16, 32, 64), "lr": (0.25, 0.5, 1.0, 1.5), "steps": (1, 3, 5, 10, 20, 40)}
+#: noise draws per grid point (the same draws for every point of a dim: common random numbers)
+TUNING_REPEATS = 3
+
+
+def grid_configs(grid: dict | None = None) -> list[FMConfig]:
+    """Every (dim, lr, steps) of ``grid`` (default :data:`GRID`), validated, in grid order."""
+    g = GRID if grid is None else grid
+    cfgs = [FMConfig(dim=d, lr=lr, steps=s) for d in g["dim"] for lr in g["lr"] for s in g["steps"]]
+    for c in cfgs:
+        c.validate()
+    return cfgs
+
+
+def tune_fm_agem(
+    x: np.ndarray,
+    y: np.ndarray,
+    tasks: list[list[int]] | tuple[tuple[int, ...], ...],
+    label_space: str,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    projection_for: Callable[[int], Projection],
+    grid: dict | None = None,
+    repeats: int = TUNING_REPEATS,
+    max_dim: int | None = None,
+) -> dict:
+    """Grid search of (dim, lr, steps) on a tuning set (features ``x``, labels ``y``) split 70:30
+    (:func:`dpcl.training.tuning.split_tuning_set`), the same protocol as the DP-SGD learners' Optuna
+    search (App. D.1; :mod:`dpcl.training.tuning_protocol` picks the set: the public tuning split or,
+    as the paper, private training data).
+
+    Each grid point runs FM-A-GEM's own loop on the 70 % part: the two ``tasks`` (classes of ``y``;
+    the workflow passes the benchmark's first two tasks) in ``label_space`` ("task": O_t = the
+    task's classes, Label Oracle / Release Labels; "base": every tuning class at every task), each
+    task's coefficients released at (ε, δ) (the run's training budget, fresh noise per task), and
+    is scored by the final accuracy on the 30 % of both tasks, averaged over ``repeats`` noise draws
+    (the same draws for every point of a dim). ``projection_for(dim)`` is the run's public PCA, which
+    has at most ``max_dim`` axes (min(D, public records − 1)): larger dims of the grid are left out.
+    Returns the best point (the first of equals in grid order), the grid searched and every point's
+    score."""
+    from ..seeding import rng
+    from ..training.tuning import split_tuning_set
+    from ..training.tuning_protocol import TUNING_LABEL_SPACES
+
+    if label_space not in TUNING_LABEL_SPACES:
+        raise ValueError(f"label_space must be one of {TUNING_LABEL_SPACES}, got {label_space!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+    classes, yy = np.unique(np.asarray(y), return_inverse=True)
+    tasks = [[int(c) for c in t] for t in tasks]
+    if len(tasks) != 2 or not all(tasks) or sorted(c for t in tasks for c in t) != classes.tolist():
+        raise ValueError(
+            f"FM-A-GEM's tuning needs two tasks of classes covering the tuning set's {classes.tolist()}, "
+            f"got {tasks}"
+        )
+    grid = {k: list(v) for k, v in (GRID if grid is None else grid).items()}
+    if max_dim is not None:
+        grid["dim"] = [d for d in grid["dim"] if d <= max_dim]
+        if not grid["dim"]:
+            raise ValueError(f"no fm_agem grid dim fits the public PCA's {max_dim} axes")
+    rows = [np.searchsorted(classes, t) for t in tasks]
+    spaces = [r.tolist() for r in rows] if label_space == "task" else [list(range(len(classes)))] * 2
+    tr, va = split_tuning_set(yy, seed, LEARNER)
+    parts = [tr[np.isin(yy[tr], r)] for r in rows]
+    sigma = fm_sigma(epsilon, delta)
+    trials, best = [], None
+    by_dim: dict[int, tuple] = {}
+    for cfg in grid_configs(grid):
+        if cfg.dim not in by_dim:
+            proj = projection_for(cfg.dim)
+            by_dim[cfg.dim] = ([proj.apply(x[p]) for p in parts], proj.apply(x[va]))
+        z_tasks, z_va = by_dim[cfg.dim]
+        accs = []
+        for r in range(repeats):
+            gen = rng(seed, "tuning", LEARNER, label_space, "repeat", r, cfg.dim)
+            head = FMHead(len(classes), cfg.dim)
+            for z, p, space in zip(z_tasks, parts, spaces, strict=True):
+                head.learn_task(z, yy[p], space, sigma, gen, cfg)
+            accs.append(float(np.mean(head.predict(z_va) == yy[va])))
+        point = {"dim": cfg.dim, "lr": cfg.lr, "steps": cfg.steps, "accuracy": float(np.mean(accs))}
+        trials.append(point)
+        if best is None or point["accuracy"] > best["accuracy"]:
+            best = point
+    return {
+        "learner": LEARNER,
+        "best": {k: best[k] for k in ("dim", "lr", "steps")},
+        "best_validation_accuracy": best["accuracy"],
+        "grid": grid,
+        "repeats": repeats,
+        "label_space": label_space,
+        "tasks": tasks,
+        "tuning_set": {"n": int(len(y)), "train": int(len(tr)), "validation": int(len(va))},
+        "epsilon": epsilon,
+        "delta": delta,
+        "trials": trials,
+    }
 
 
 def fm_sigma(epsilon: float, delta: float) -> float:

@@ -25,6 +25,12 @@ from .common import (
     write_run,
 )
 
+#: the search behind a tuned DP-A-GEM (and Desai et al.) run (privacy.json "hyperparameters")
+AGEM_SEARCH = (
+    "DP-A-GEM's Optuna search (its two-task loop with the buffer rate, in the run's label space: "
+    "dpcl.learners.agem.tune_agem_head)"
+)
+
 
 def run_agem(
     train: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -83,7 +89,7 @@ def run_agem(
         extra,
         lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks),
         target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol, AGEM_SEARCH),
         diagnostics={"agem_tasks": stats},
     )
 
@@ -137,7 +143,7 @@ def run_desai(
         [y for _, y in test_sets],
         extra,
         target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol, AGEM_SEARCH),  # DP-A-GEM's study
         diagnostics={"desai_tasks": stats},
         claim=claim,
     )

@@ -128,10 +128,16 @@ def ledger_and_diagnostics(
     return ledger, diagnostics
 
 
-def hyperparameters_note(values: dict | None, protocol: str | None) -> dict:
+def hyperparameters_note(
+    values: dict | None,
+    protocol: str | None,
+    search: str = "Optuna search",
+    fixed_with_private_data: str | None = None,
+) -> dict:
     """privacy.json's account of how the hyperparameters were chosen: ``protocol`` is the tuning
-    protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`), None when
-    the values were fixed in the config (or there are none)."""
+    protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`) and ``search``
+    the search that tuned it; None when the values were fixed in the config (or there are none),
+    then ``fixed_with_private_data`` says how they were chosen with private data, if they were."""
     from ..training.tuning_protocol import hyperparameters_use
 
     if values is None:
@@ -139,7 +145,7 @@ def hyperparameters_note(values: dict | None, protocol: str | None) -> dict:
             "chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
             "private_data_used": False,
         }
-    return hyperparameters_use(protocol) | {"values": values}
+    return hyperparameters_use(protocol, search, fixed_with_private_data) | {"values": values}
 
 
 def resolve_dpsgd(

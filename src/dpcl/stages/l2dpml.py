@@ -24,6 +24,17 @@ from .common import (
 )
 
 LEARNERS = ("l2dpml", "fm_agem")
+#: how FM-A-GEM's tuned values are chosen (privacy.json "hyperparameters"; dpcl.learners.fm_agem.tune_fm_agem)
+FM_SEARCH = (
+    "grid search over (dim, lr, steps) of FM-A-GEM's two-task loop in the run's label space at its "
+    "training budget"
+)
+#: how FMConfig's defaults were chosen: with private data (an untuned run with them says so)
+FM_DEFAULTS_CHOSEN = (
+    "fm_agem's defaults (dim 32, lr 0.5, steps 5) were chosen by measuring final accuracy on the "
+    "embedded default benchmark's training and test data (Split-Fashion-MNIST; dpcl.learners.fm_agem."
+    "FMConfig), outside the accountant"
+)
 
 
 def l2dpml_claim(epsilon: float, cfg) -> dict:
@@ -65,11 +76,17 @@ def run_l2dpml_learners(
     backbone: str = "features",
     target: Budget | None = None,
     projections: dict | None = None,
+    fm_tuning=None,
+    fm_protocol: str | None = None,
 ) -> dict[str, tuple[dict, dict, dict]]:
     """Every listed learner for one (ε, label method): {learner: (metrics, privacy, diagnostics)}.
-    ``projections`` caches the public PCA per dimension across runs of a sweep."""
-    from ..learners.fm_agem import FMConfig, fit_projection, run_fm_agem
+    ``projections`` caches the public PCA per dimension across runs of a sweep. ``fm_tuning(ε, δ,
+    label space)`` (with the tuning protocol ``fm_protocol``) gives FM-A-GEM's tuning result for the
+    run's training budget and label space (:func:`dpcl.learners.fm_agem.tune_fm_agem`), whose values
+    replace the ``fm_cfg`` block's; None runs the block as is."""
+    from ..learners.fm_agem import FMConfig, PublicPCA, run_fm_agem
     from ..learners.l2dpml import L2DPMLConfig, run_l2dpml, to_unit_box
+    from ..training.tuning_protocol import tuning_label_space
 
     unknown = sorted(set(learners) - set(LEARNERS))
     if unknown:
@@ -78,7 +95,9 @@ def run_l2dpml_learners(
 
     def projection(dim: int):
         if dim not in projections:
-            projections[dim] = fit_projection(tune_x, dim)  # PUBLIC data only
+            if "pca" not in projections:  # one SVD of the PUBLIC features for every dim
+                projections["pca"] = PublicPCA(tune_x)
+            projections[dim] = projections["pca"].projection(dim)
         return projections[dim]
 
     tb = labels["training_budget"]
@@ -112,7 +131,29 @@ def run_l2dpml_learners(
                 claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None,
             )
         else:
-            cfg = FMConfig.from_config(fm_cfg)
+            tuned = None
+            if fm_tuning is not None:
+                space = tuning_label_space(labels["method"])
+                tuned = fm_tuning(eps, delta, space)
+                block = {**fm_cfg, **tuned["best"]}
+                values = {
+                    **tuned["best"],
+                    "label_space": space,
+                    "grid": tuned["grid"],
+                    "repeats": tuned["repeats"],
+                }
+                note = hyperparameters_note(values, fm_protocol, FM_SEARCH)
+            else:
+                block = dict(fm_cfg)
+                fixed, measured = FMConfig.from_config(block), FMConfig()
+                # any value left at (or set to) a measured default was chosen with private data
+                private = (
+                    FM_DEFAULTS_CHOSEN
+                    if any(getattr(fixed, k) == getattr(measured, k) for k in ("dim", "lr", "steps"))
+                    else None
+                )
+                note = hyperparameters_note(block, None, fixed_with_private_data=private)
+            cfg = FMConfig.from_config(block)
             preds, records, stats = run_fm_agem(
                 task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg, eps, delta, rng_for
             )
@@ -123,10 +164,10 @@ def run_l2dpml_learners(
                 preds,
                 records,
                 test_y_sets,
-                {"fm_agem": fm_cfg},
+                {"fm_agem": block},
                 target=target,
-                hyperparameters=hyperparameters_note(fm_cfg, None),
-                diagnostics={"fm_agem_tasks": stats},
+                hyperparameters=note,
+                diagnostics={"fm_agem_tasks": stats, **({"fm_agem_tuning": tuned} if tuned else {})},
             )
         out[learner] = res
     return out
@@ -143,19 +184,70 @@ def l2dpml_sweep(
     fm_cfg: dict,
     threads: int | None = None,
     targets: dict | None = None,
+    tuning: dict | None = None,
+    dataset: str | None = None,
+    dataset_cfg: dict | None = None,
 ) -> None:
     """All (ε, label method) runs of one seed; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
-    diagnostics)}}; ``targets`` are the config's (ε tag -> {epsilon, delta})."""
+    diagnostics)}}; ``targets`` are the config's (ε tag -> {epsilon, delta}).
+
+    ``tuning`` (the config's block; with ``dataset`` and its ``dataset_cfg``): when enabled, FM-A-GEM's
+    (dim, lr, steps) are tuned per (training budget, label space) on the tuning set of
+    ``tuning.protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan` over the first two tasks:
+    the public tuning split, or as the paper private training data) by
+    :func:`dpcl.learners.fm_agem.tune_fm_agem`; otherwise the ``fm_cfg`` block is used as is."""
     from threadpoolctl import threadpool_limits
 
     from ..features import load_feature_cache
+    from ..learners.fm_agem import PublicPCA, tune_fm_agem
+    from ..training.tuning_protocol import tuning_plan, tuning_rows
 
     with threadpool_limits(limits=threads):
         tx, ty, tidx, meta = load_feature_cache(train_path)
         ex, ey, _, _ = load_feature_cache(test_path)
-        ux, _, _, _ = load_feature_cache(tune_path)
+        ux, uy, _, _ = load_feature_cache(tune_path)
         sc = Scenario.from_dict(read_json(scenario_path))
         projections: dict = {}
+        fm_tuning, protocol = None, None
+        if tuning and tuning.get("enabled", True) and "fm_agem" in learners:
+            if dataset is None or dataset_cfg is None:
+                raise ValueError("tuning FM-A-GEM needs the dataset's name and config (dataset, dataset_cfg)")
+            protocol = tuning.get("protocol", "public")
+            plan = tuning_plan(dataset, dataset_cfg, sc.task_classes, protocol, 2)
+            xs, ys = (tx, ty) if plan.private else (ux, uy)
+            rows = tuning_rows(ys, plan, int(sc.seed))
+            results: dict = {}
+
+            def projection_for(dim):
+                if dim not in projections:
+                    if "pca" not in projections:  # one SVD of the PUBLIC features for every dim
+                        projections["pca"] = PublicPCA(ux)
+                    projections[dim] = projections["pca"].projection(dim)
+                return projections[dim]
+
+            def fm_tuning(eps, delta, space):
+                key = (eps, delta, space)
+                if key not in results:
+                    t0 = time.perf_counter()
+                    results[key] = tune_fm_agem(
+                        xs[rows],
+                        ys[rows],
+                        plan.tasks,
+                        space,
+                        eps,
+                        delta,
+                        int(sc.seed),
+                        projection_for,
+                        max_dim=min(ux.shape[1], len(ux) - 1),  # the public PCA's axes
+                    )
+                    r = results[key]
+                    log(
+                        f"tuned fm_agem seed {sc.seed} eps {eps:g} ({space} label space, {protocol} protocol): "
+                        f"{r['best']}, validation accuracy {100 * r['best_validation_accuracy']:.1f} % "
+                        f"({time.perf_counter() - t0:.1f} s)"
+                    )
+                return results[key]
+
         for run in runs:
             labels = read_json(run["labels"])
             t0 = time.perf_counter()
@@ -172,6 +264,8 @@ def l2dpml_sweep(
                 meta["backbone"],
                 config_target(labels, targets),
                 projections,
+                fm_tuning,
+                protocol,
             )
             for learner, (metrics, privacy, diag) in res.items():
                 paths = run["outputs"][learner]

@@ -204,20 +204,39 @@ def run_dpsgd(result: dict, learner: str, source: str = "tuning result") -> dict
     return result[key]
 
 
-def hyperparameters_use(protocol: str | None) -> dict:
-    """privacy.json's account of the tuning data (``protocol`` None: not tuned)."""
+def hyperparameters_use(
+    protocol: str | None, search: str = "Optuna search", fixed_with_private_data: str | None = None
+) -> dict:
+    """privacy.json's account of the tuning data (``protocol`` None: not tuned). ``search`` names the
+    search that chose the values (the DP-SGD learners' Optuna study, FM-A-GEM's grid);
+    ``fixed_with_private_data`` (values not tuned) says how fixed values were chosen with private
+    data, which makes the choice an unaccounted use (:func:`unaccounted_uses`)."""
     if protocol == "paper":
         return {
-            "chosen_by": "Optuna search on PRIVATE training data (paper 000 App. D.1: a task-sized subset "
+            "chosen_by": f"{search} on PRIVATE training data (paper 000 App. D.1: a task-sized subset "
             "of the training data; 5-datasets: a CIFAR-10 subset), as the paper does",
             "private_data_used": True,
             "accounted": False,
         }
     if protocol == "public":
         return {
-            "chosen_by": "Optuna search on the public tuning split (held out of the training data, never "
+            "chosen_by": f"{search} on the public tuning split (held out of the training data, never "
             "trained on by any run): no private data, no privacy cost",
             "private_data_used": False,
+        }
+    if protocol is not None:
+        raise ValueError(f"tuning protocol must be one of {PROTOCOLS} or None, got {protocol!r}")
+    if fixed_with_private_data:
+        return {
+            "chosen_by": f"fixed in the config, values chosen with private data: {fixed_with_private_data}",
+            "private_data_used": True,
+            "accounted": False,
+            "unaccounted_use": {
+                "use": "hyperparameter choice",
+                "data": "private training and test data",
+                "why": fixed_with_private_data + "; the (epsilon, delta) above covers label release and "
+                "training only",
+            },
         }
     return {
         "chosen_by": "fixed in the config before seeing data: no private data, no privacy cost",
@@ -247,9 +266,11 @@ def protocol_note(tuning: dict | None) -> str:
 
 def unaccounted_uses(note: dict) -> list[dict]:
     """The ledger's unaccounted uses of private data given privacy.json's hyperparameter ``note``
-    (:func:`hyperparameters_use`): the paper protocol's tuning."""
+    (:func:`hyperparameters_use`): the paper protocol's tuning, or fixed values chosen with private data."""
     if not note.get("private_data_used") or note.get("accounted", True):
         return []
+    if "unaccounted_use" in note:  # fixed values chosen with private data (hyperparameters_use)
+        return [dict(note["unaccounted_use"])]
     return [
         {
             "use": "hyperparameter tuning",
