@@ -10,7 +10,6 @@ The cosine classifier: nothing to choose. L2DP-ML: the config."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -245,12 +244,30 @@ def test_dp_agem_and_desai_state_dp_agems_study_in_the_runs_label_space(data, tm
             assert metrics["agem"]["buffer_sample_rate"] == 0.5
 
 
-def test_film_learners_state_what_resolve_dpsgd_gives_them(tmp_path):
-    """The FiLM stages note resolve_dpsgd's (config, protocol) as the heads do."""
+def test_a_dpsgd_block_chosen_with_private_data_says_so_untuned(data, tmp_path):
+    """config/film_cpu.yaml's lr was picked by hand on the benchmark's data with tuning off: its runs
+    (head-only here; the FiLM stages build the same note from resolve_dpsgd's config) list that
+    choice under unaccounted_uses; tuned runs state their study instead."""
+    from dpcl.config import load_config
+    from dpcl.features import load_feature_cache
     from dpcl.stages.common import hyperparameters_note, resolve_dpsgd
+    from dpcl.stages.heads import run_head_learners
+    from dpcl.training.heads import CHOSEN_WITH_PRIVATE_DATA
 
-    cfg, protocol = resolve_dpsgd(DPSGD, None, "1", "peft_film")
-    assert protocol is None and hyperparameters_note(cfg, protocol)["chosen_by"].startswith(
-        "fixed in the config"
-    )
-    assert math.isfinite(cfg["lr"])
+    block = load_config("config/film_cpu.yaml")["dpsgd"]
+    assert "picked by hand" in block[CHOSEN_WITH_PRIVATE_DATA]
+    assert load_config("config/config.yaml")["dpsgd"][CHOSEN_WITH_PRIVATE_DATA] is None
+    x, y, i, _ = load_feature_cache(data / "train.npz")
+    xt, yt, _, _ = load_feature_cache(data / "test.npz")
+    sc = disjoint_scenario(y, 2, seed=0)
+    out = run_head_learners((x, y, i), (xt, yt), sc, read_json(data / "base.json"), 0, ["peft_head"], block)
+    privacy = out["peft_head"][1]
+    hp = privacy["hyperparameters"]
+    assert hp["private_data_used"] is True and "picked by hand" in hp["chosen_by"]
+    assert CHOSEN_WITH_PRIVATE_DATA not in hp["values"]
+    written, summary = _verified(privacy, tmp_path)
+    assert summary["guarantee_holds"] is False and "picked by hand" in written["unaccounted_uses"][0]["why"]
+    for learner in ("peft_film", "naive_film", "noncl_film", "agem_film"):
+        cfg, protocol = resolve_dpsgd(block, None, "1", learner)
+        assert hyperparameters_note(cfg, protocol)["private_data_used"] is True
+    assert hyperparameters_note(block, "public")["private_data_used"] is False  # tuned: the study's

@@ -54,7 +54,7 @@ def run_agem(
     from ..learners.agem import AGEMConfig, agem_noise, privacy_summary, run_agem_head
     from ..training.heads import DPSGDConfig
 
-    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
     tb = labels["training_budget"]
     n_tasks = len(scenario.train_indices)
@@ -114,7 +114,7 @@ def run_desai(
     from ..learners.desai import desai_claim, lemma2_noise, run_desai_head
     from ..training.heads import DPSGDConfig
 
-    cfg, agem = DPSGDConfig(**dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
     tb = labels["training_budget"]
     n_tasks = len(scenario.train_indices)

@@ -138,6 +138,7 @@ def hyperparameters_note(
     protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`) and ``search``
     the search that tuned it; None when the values were fixed in the config (or there are none),
     then ``fixed_with_private_data`` says how they were chosen with private data, if they were."""
+    from ..training.heads import CHOSEN_WITH_PRIVATE_DATA
     from ..training.tuning_protocol import hyperparameters_use
 
     if values is None:
@@ -145,6 +146,11 @@ def hyperparameters_note(
             "chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
             "private_data_used": False,
         }
+    if CHOSEN_WITH_PRIVATE_DATA in values:  # a dpsgd block's own statement (config/film_cpu.yaml)
+        values = dict(values)
+        declared = values.pop(CHOSEN_WITH_PRIVATE_DATA)
+        if protocol is None and fixed_with_private_data is None:
+            fixed_with_private_data = declared
     return hyperparameters_use(protocol, search, fixed_with_private_data) | {"values": values}
 
 

@@ -214,7 +214,7 @@ class _MemberRun:
         dpsgd_cfg, self.protocol = resolve_dpsgd(
             dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], "peft_film"
         )
-        self.cfg = DPSGDConfig(**dpsgd_cfg)
+        self.cfg = DPSGDConfig.from_block(dpsgd_cfg)
         self.noise = _noise(self.labels, self.cfg)
         self.backbone, self.pre = load_film_backbone(backbone_cfg)
         _, self.tasks = _task_images(dataset, root, dataset_cfg, self.sc)
@@ -295,7 +295,7 @@ def film_eval_stage(
         )
     records = [read_json(p) for p in record_paths]
     dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], "peft_film")
-    cfg = DPSGDConfig(**dpsgd_cfg)
+    cfg = DPSGDConfig.from_block(dpsgd_cfg)
     for t, rec in enumerate(records):
         if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
             raise ValueError(f"member {t} was trained over another label space than the run's label file")
@@ -397,7 +397,7 @@ def film_baseline_stage(
     _refuse_permuted(sc)
     labels = read_json(labels_path)
     dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-    cfg = DPSGDConfig(**dpsgd_cfg)
+    cfg = DPSGDConfig.from_block(dpsgd_cfg)
     target = config_target(labels, targets)
     bkey = _backbone_key(backbone_name, backbone_cfg)
     out = {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}

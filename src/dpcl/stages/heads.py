@@ -50,7 +50,7 @@ def run_head_learners(
     out = {}
     for learner in learners:
         learner_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-        cfg = DPSGDConfig(**learner_cfg)
+        cfg = DPSGDConfig.from_block(learner_cfg)
         noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
         by_rule: dict = {}
         preds, records = run_head_learner(

@@ -50,6 +50,17 @@ class DPSGDConfig:
         if not self.clip > 0:
             raise ValueError(f"clip must be positive (inf: no clipping, non-private only), got {self.clip}")
 
+    @classmethod
+    def from_block(cls, block: dict) -> DPSGDConfig:
+        """From a config ``dpsgd`` block (or a resolved one): the declaration of how fixed values were
+        chosen (:data:`CHOSEN_WITH_PRIVATE_DATA`) is not a hyperparameter and is left out."""
+        return cls(**{k: v for k, v in block.items() if k != CHOSEN_WITH_PRIVATE_DATA})
+
+
+#: a ``dpsgd`` block's optional statement that its fixed values were chosen with private data
+#: (how); an untuned run then lists that choice under unaccounted_uses (dpcl.stages.common.hyperparameters_note)
+CHOSEN_WITH_PRIVATE_DATA = "chosen_with_private_data"
+
 
 def _softmax(z: np.ndarray) -> np.ndarray:
     z = z - z.max(axis=1, keepdims=True)
