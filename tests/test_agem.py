@@ -348,3 +348,36 @@ def test_dp_agem_tunes_in_the_label_space_of_its_runs(monkeypatch, tmp_path):
     assert rate == res["task"]["best_buffer_sample_rate"]
     with pytest.raises(ValueError, match="tuned in the 'base' label space, the run needs 'task'"):
         tuned_agem({"buffer_fraction": 0.3}, paths["base"], "task")
+
+
+def test_each_budgets_study_starts_from_the_smaller_budgets_best(tmp_path):
+    """DP-A-GEM's study at a larger ε evaluates the smaller ε's best parameters first (trial 0), so its
+    choice never scores below them on the tuning set; a resumed search does not enqueue them twice."""
+    pytest.importorskip("optuna")
+    from dpcl.learners.agem import tune_agem_head
+
+    gen = np.random.default_rng(3)
+    y = np.repeat([2, 5, 7, 9], 25)
+    x = gen.normal(size=(10, 6))[y] * 2 + gen.normal(size=(len(y), 6))
+    small = tune_agem_head(x, y, 1.0, 1e-5, 2, 0.3, n_trials=3, epochs=1, label_space="task")
+    large = tune_agem_head(
+        x, y, 8.0, 1e-5, 2, 0.3, n_trials=3, epochs=1, label_space="task", warm_start=small["best_params"]
+    )
+    assert large["trials"][0]["params"] == small["best_params"]
+    assert large["best_validation_accuracy"] == max(t["accuracy"] for t in large["trials"])
+    assert large["best_validation_accuracy"] >= large["trials"][0]["accuracy"]
+    journal = tmp_path / "j.optuna-journal"
+    again = tune_agem_head(
+        x,
+        y,
+        8.0,
+        1e-5,
+        2,
+        0.3,
+        n_trials=3,
+        epochs=1,
+        label_space="task",
+        warm_start=small["best_params"],
+        journal=journal,
+    )
+    assert again == large and not journal.exists()

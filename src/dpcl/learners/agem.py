@@ -413,6 +413,7 @@ def tune_agem_head(
     tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None,
     journal=None,
     label_space: str = "base",
+    warm_start: dict | None = None,
 ) -> dict:
     """DP-A-GEM's own Optuna study (App. D.1 ranges plus the buffer's sampling rate) on a tuning set.
 
@@ -428,7 +429,9 @@ def tune_agem_head(
     is for (:func:`dpcl.training.tuning_protocol.tuning_label_space`): ``"base"`` (Base Dataset,
     Public Labels: every tuning class is an output from task 0) or ``"task"`` (Label Oracle,
     Release Labels: task t adds its own classes, so task 0 trains over its classes only and task
-    1 over both tasks').
+    1 over both tasks'). ``warm_start``: the best parameters of the same study at a smaller ε,
+    evaluated first (:func:`dpcl.training.tuning.tune_dpsgd`), so that more budget never tunes to a
+    configuration that scores below the smaller budget's choice on the tuning set.
     """
     from ..privacy.sgd_accounting import noise_multiplier
     from ..training.tuning import tune_dpsgd
@@ -496,6 +499,7 @@ def tune_agem_head(
         keys=(LEARNER,) if label_space == "base" else (LEARNER, label_space),
         buffer_rate=True,
         journal=journal,
+        warm_start=warm_start,
     )
     return res | {
         "learner": LEARNER,

@@ -184,7 +184,8 @@ def tune_head_learners(
             f"{plan.split!r}"
         )
     rows = tuning_rows(y, plan, int(sc.seed))
-    for eps in epsilons:
+    previous = None  # DP-A-GEM: each ε's study starts from the next smaller ε's best parameters
+    for eps in sorted(epsilons, key=float):
         t0 = time.perf_counter()
         journal = f"{outputs[eps_tag(eps)]}.optuna-journal"  # a retried job resumes its search
         if agem_buffer_fraction is None:
@@ -205,7 +206,9 @@ def tune_head_learners(
                 plan.tasks,
                 journal=journal,
                 label_space=agem_label_space,
+                warm_start=previous,
             )
+            previous = res["best_params"]
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
         who = "heads" if agem_buffer_fraction is None else f"agem_head ({agem_label_space} label space)"
