@@ -97,10 +97,21 @@ import numpy as np
 
 from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma, accountant_record
 from ..privacy.sgd_accounting import epsilon as sgd_epsilon
+from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
 from .agem import AGEMConfig, _noisy_clipped_sum, buffer_record, split_task
 from .aggregation import aggregate
+
+#: the ledger of Desai et al. as published (checked by dpcl.privacy.verify against the plan): DP-A-GEM's
+#: two parts, and paper 002's Lemma 2 as a published claim with its verdicts
+LEDGER_SPEC = LedgerSpec(
+    training=(
+        EntrySpec("dpsgd", part="train", query="clipped_gradient_sums"),
+        EntrySpec("dpsgd_buffer", part="reference", query="clipped_gradient_sums", all_but_last=True),
+    ),
+    published_claim=True,
+)
 
 LEARNER = "desai_head"
 CLAIM_SOURCE = "paper 002 Lemma 2"

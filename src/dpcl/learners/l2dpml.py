@@ -44,7 +44,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..privacy.verify import EntrySpec, LedgerSpec
+
 LEARNER = "l2dpml"
+#: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the functional
+#: mechanism as published (not DP: ε = ∞ in the entry), with paper 001's Theorem 2 as its claim
+LEDGER_SPEC = LedgerSpec(training=(EntrySpec("l2dpml_functional"),), published_claim=True)
 
 WHY_NOT_DP = [
     "the same Laplace draws (chi_1, chi_2, chi_3) perturb every example of every task: x_bar_a - x_bar_b = "
