@@ -273,3 +273,40 @@ def test_label_release_noise_is_keyed_by_the_data_stream():
     assert kept(("cifar100", "disjoint-t10")) == a
     # independent releases disagree on a label with probability 2p(1-p) ≈ 1/2: expect ~100 of 200
     assert len(a ^ b) > 50
+
+
+def test_cli_checks_against_the_config_and_the_runs_path(tmp_path, capsys):
+    """--config: learner, label method, target, task count and nominal size from the config and
+    the path; the same genuine file under another learner's or label method's path is rejected."""
+    from pathlib import Path
+
+    from dpcl.cli import main
+
+    data = Path(__file__).parent / "data" / "ledgers"
+    cfg = str(Path(__file__).parents[1] / "config" / "config.yaml")
+
+    def place(name: str, learner: str, eps: str, method: str) -> Path:
+        run = tmp_path / "runs" / learner / "fashion_mnist" / "effnet_lite0" / "disjoint-t5" / "seed0"
+        path = run / f"eps{eps}" / method / "privacy.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text((data / name).read_text())
+        return path
+
+    good = place("agem_head_eps1_base.json", "agem_head", "1", "base")
+    main(["ledger", "verify", "--config", cfg, str(good)])
+    assert "guarantee holds" in capsys.readouterr().out
+    for path, message in (
+        (place("agem_head_eps1_base.json", "peft_head", "1", "base"), "the learner declares"),
+        (place("peft_head_eps1_base.json", "peft_head", "1", "release-f0.1"), "label method"),
+        (place("peft_head_eps1_base.json", "peft_head", "8", "base"), "config's is"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["ledger", "verify", "--config", cfg, str(path), "--json"])
+        assert exc.value.code == 1
+        assert message in json.loads(capsys.readouterr().out)["error"]
+    main(["ledger", "verify", str(good), "--nominal-size", "50000", "--json"])  # δ = 1e-5 < 1/50000
+    assert json.loads(capsys.readouterr().out)["verified"] is True
+    # δ = 1e-5 is not below 1/N for a nominal size of 200,000
+    with pytest.raises(SystemExit) as exc:
+        main(["ledger", "verify", str(good), "--nominal-size", "200000", "--json"])
+    assert "below 1/N" in json.loads(capsys.readouterr().out)["error"]

@@ -81,7 +81,7 @@ TOP_LEVEL = frozenset(
 _INT_FIELDS = frozenset({"steps", "steps_per_task", "later_tasks", "k", "dimension", "hidden", "input_dim"})
 _INT_FIELDS |= {"batch_size", "epochs"}
 _POSITIVE = frozenset({"sigma", "noise_multiplier", "tau", "clip", "normaliser", "Delta_R", "Delta_L"})
-_STRINGS = frozenset({"mechanism", "data", "note", "part", "query", "accountant"})
+_STRINGS = frozenset({"mechanism", "data", "note", "part", "query", "accountant", "block_choice"})
 ACCOUNTANTS = frozenset({"prv", "rdp", "pld"})
 
 
