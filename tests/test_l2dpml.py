@@ -113,6 +113,7 @@ def test_ledger_says_the_guarantee_does_not_hold_and_counts_stay_out_of_it():
         p["guarantee_holds"] is False and p["leaky_baseline"] is True and math.isinf(p["overall"]["epsilon"])
     )
     assert p["published_claim"]["holds"] is False
+    p["hyperparameters"] = {"chosen_by": "fixed in the test", "private_data_used": False}
     assert verify_privacy(p)["guarantee_holds"] is False
     # an L2DP-ML entry cannot claim a finite ε
     bad = split_public(records[0])[0] | {"epsilon": 1.0}

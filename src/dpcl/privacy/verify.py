@@ -317,7 +317,7 @@ def _check_hyperparameters(hp: Any, unaccounted: list) -> None:
     if used and accounted is not True and not unaccounted:
         raise LedgerError(
             "hyperparameters: chosen on private data and not stated as accounted ('accounted': true), but no "
-            "unaccounted_uses are listed"
+            "unaccounted_uses listed"
         )
 
 
