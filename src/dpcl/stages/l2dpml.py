@@ -26,7 +26,7 @@ from .common import (
 LEARNERS = ("l2dpml", "fm_agem")
 
 
-def l2dpml_claim(epsilon: float, cfg) -> dict:
+def l2dpml_claim(epsilon: float, cfg, delta: float, audit: dict | None = None) -> dict:
     """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, and why it fails.
 
     The γ term needs the trained θ₁ (and, in Thm 2, |D_τ|), so only the part without it is evaluated
@@ -49,6 +49,54 @@ def l2dpml_claim(epsilon: float, cfg) -> dict:
         "holds": False,
         "reasons": WHY_NOT_DP,
         "audit": "results/tables/privacy_audit.md: empirical lower bound above the claim",
+    } | l2dpml_verdicts(claimed_epsilon(epsilon, cfg, None), delta, audit)
+
+
+def l2dpml_verdicts(claimed: float, delta: float, audit: dict | None = None) -> dict:
+    """Three-valued verdicts (:mod:`dpcl.privacy.verdict`) on Theorem 2's data-independent part.
+
+    No upper bound exists under either adjacency: the functional mechanism's noise is drawn once and
+    reused (paper 001 Alg. 2; :data:`dpcl.learners.l2dpml.WHY_NOT_DP`). Under add/remove the lower
+    bound is an empirical audit's Clopper-Pearson bound (``audit``: a row of
+    :func:`dpcl.audits.learners.audit_l2dpml` for this mechanism, setting and claim) when one is
+    given; under substitution (paper 001's proof: x_e vs x'_e) no audit has been run yet.
+    """
+    from ..privacy.verdict import Verdict, overall_verdict
+
+    lower = method = None
+    note = (
+        "no audit of this configuration in this run; results/tables/privacy_audit.md audits the default "
+        "configuration under add/remove (canary world)"
+    )
+    if audit is not None:
+        if not math.isclose(float(audit["claimed_epsilon"]), claimed, rel_tol=1e-9):
+            raise ValueError(
+                f"the audit judged claimed ε {audit['claimed_epsilon']}, this run claims {claimed}"
+            )
+        lower = float(audit["epsilon_lower_bound"])
+        method = (
+            f"empirical audit, Clopper-Pearson at confidence {1 - float(audit['alpha']):g}, "
+            f"{audit['trials']} trainings per world"
+        )
+        note = f"audit setting: {audit['attack']}"
+    verdicts = [
+        Verdict("add/remove one individual", claimed, delta, None, None, lower, method, note),
+        Verdict(
+            "substitution (x_e vs x'_e, paper 001's proof)",
+            claimed,
+            delta,
+            None,
+            None,
+            None,
+            None,
+            "no upper bound exists (the noise is drawn once and reused); no audit under substitution yet",
+        ),
+    ]
+    return {
+        "claimed_epsilon": claimed,
+        "delta": delta,
+        "verdict": overall_verdict(verdicts),
+        "verdicts": [v.to_dict() for v in verdicts],
     }
 
 
@@ -109,7 +157,7 @@ def run_l2dpml_learners(
                 target=target,
                 hyperparameters=hyperparameters_note(l2dpml_cfg, None),
                 diagnostics={"l2dpml_tasks": stats},
-                claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None,
+                claim=l2dpml_claim(eps, cfg, delta) if math.isfinite(eps) else None,
             )
         else:
             cfg = FMConfig.from_config(fm_cfg)
