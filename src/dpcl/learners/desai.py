@@ -99,7 +99,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma, accountant_record
+from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma
 from ..privacy.sgd_accounting import epsilon as sgd_epsilon
 from ..privacy.verdict import Verdict, overall_verdict
 from ..training.heads import DPSGDConfig, LinearHead
@@ -403,8 +403,18 @@ def task_records(
     sigma, q_ref = _check_noise(noise, cfg, agem)
     later = n_tasks - 1 - t
     delta = float(noise["delta"])
-    if sigma > 0:
-        train = accountant_record(sigma, cfg.sample_rate, cfg.steps, delta, noise["accountant"])
+    if sigma > 0:  # pessimistic PLD, the accountant of the claim's verdicts (claim_verdicts)
+        from ..privacy.pld import epsilon_upper
+
+        train = {
+            "mechanism": "dpsgd",
+            "accountant": "pld",
+            "noise_multiplier": sigma,
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+            "epsilon": epsilon_upper([(sigma, cfg.sample_rate, cfg.steps)], delta),
+            "delta": delta,
+        }
     else:
         train = {
             "mechanism": "nonprivate",
