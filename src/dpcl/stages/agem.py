@@ -130,6 +130,8 @@ def run_desai(
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
     label_eps = max((float(e["epsilon"]) for e in labels["ledger"]), default=0.0)  # public label release
     claim = desai_claim(noise, cfg, agem, n_tasks, label_eps) if math.isfinite(eps) else None
+    if claim is not None:  # the verdicts (public parameters only) for Fig. 3 and the tables
+        extra["published_claim"] = claim_summary(claim)
     return finish_run(
         "desai_head",
         labels,
@@ -146,6 +148,16 @@ def run_desai(
 
 
 AGEM_LEARNERS = {"agem_head": run_agem, "desai_head": run_desai}
+
+
+def claim_summary(claim: dict) -> dict:
+    """A published claim's verdicts for a run's metrics: overall, and per adjacency."""
+    return {
+        "source": claim["source"],
+        "claimed_epsilon": claim["claimed_epsilon"],
+        "verdict": claim["verdict"],
+        "verdicts": {v["adjacency"]: v["verdict"] for v in claim["verdicts"]},
+    }
 
 
 def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None) -> dict:

@@ -175,6 +175,16 @@ def run_l2dpml_learners(
             data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
             tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
             preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
+            claim = (
+                l2dpml_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, projections))
+                if math.isfinite(eps)
+                else None
+            )
+            extra = {"l2dpml": l2dpml_cfg}
+            if claim is not None:
+                from .agem import claim_summary
+
+                extra["published_claim"] = claim_summary(claim)
             res = finish_run(
                 learner,
                 labels,
@@ -182,13 +192,11 @@ def run_l2dpml_learners(
                 preds,
                 records,
                 test_y_sets,
-                {"l2dpml": l2dpml_cfg},
+                extra,
                 target=target,
                 hyperparameters=hyperparameters_note(l2dpml_cfg, None),
                 diagnostics={"l2dpml_tasks": stats},
-                claim=l2dpml_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, projections))
-                if math.isfinite(eps)
-                else None,
+                claim=claim,
             )
         else:
             cfg = FMConfig.from_config(fm_cfg)
