@@ -1,4 +1,4 @@
-"""Stage of ``workflow/rules/l2dpml.smk``: L2DP-ML as published (paper 001; its claim does not hold) and
+"""Stage of ``workflow/rules/l2dpml.smk``: L2DP-ML as published (paper 001; its claim is violated under add/remove) and
 the sound functional-mechanism variant ``fm_agem``, on cached features projected by a PCA fitted on the
 public tuning split, over every (ε, label method) of one seed."""
 
@@ -27,7 +27,8 @@ LEARNERS = ("l2dpml", "fm_agem")
 
 
 def l2dpml_claim(epsilon: float, cfg, delta: float, audit: dict | None = None) -> dict:
-    """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, and why it fails.
+    """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, why it cannot be
+    certified, and the three-valued verdicts (:func:`l2dpml_verdicts`; ``audit`` from :func:`claim_audit`).
 
     The γ term needs the trained θ₁ (and, in Thm 2, |D_τ|), so only the part without it is evaluated
     here; the full value per task is in the run's non-private diagnostics."""
