@@ -103,7 +103,7 @@ PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "ktsgd_label_release": frozenset(_COMMON | {"k", "p"}),
     "laplace_label_release": frozenset(_COMMON | {"tau"}),
     "dpsgd": frozenset(_COMMON | _DPSGD),
-    "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks"}),
+    "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks", "block_choice"}),
     "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
     "label_oracle": frozenset(_COMMON),
     "l2dpml_functional": frozenset(
@@ -134,10 +134,45 @@ def _num(v: Any) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _dpsgd_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
-    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings)."""
+    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings); "pld" is the
+    pessimistic PLD (:func:`dpcl.privacy.pld.epsilon_upper`)."""
+    if accountant == "pld":
+        from .pld import epsilon_upper
+
+        return epsilon_upper([(sigma, sample_rate, steps)], delta)
     from .sgd_accounting import epsilon as sgd_epsilon
 
     return sgd_epsilon(sigma, sample_rate, steps, delta, accountant)
+
+
+#: How a dpsgd_buffer entry's block is chosen for a reread: "uniform" = paper 002's CalGref, one of the
+#: τ blocks M_0..M_{τ−1} drawn uniformly at every step of task τ (probability 1/τ for this block)
+BLOCK_CHOICES = ("uniform",)
+
+
+def _uniform_block_epsilon(
+    entry: dict[str, Any], task: int | None, n_tasks: int | None, delta: float
+) -> float:
+    """ε of block M_t chosen with probability 1/τ at each of steps_per_task steps of every later task
+    τ = t+1..T−1 and then read at sample_rate: pessimistic PLD of that history (choice revealed,
+    :mod:`dpcl.privacy.pld`). τ comes from the entry's task index and the run's task count."""
+    if entry.get("block_choice") not in BLOCK_CHOICES:
+        raise LedgerError(
+            f"block_choice must be one of {list(BLOCK_CHOICES)}, got {entry.get('block_choice')!r}"
+        )
+    if entry.get("accountant") != "pld":
+        raise LedgerError(
+            f"a block_choice 'uniform' entry is accounted by 'pld', not {entry.get('accountant')!r}"
+        )
+    if task is None or n_tasks is None:
+        raise LedgerError("a block_choice 'uniform' entry needs its task index and the run's n_tasks")
+    from .pld import epsilon_upper
+
+    sigma, q, per_task = entry["noise_multiplier"], entry["sample_rate"], entry["steps_per_task"]
+    if isinstance(per_task, bool) or not isinstance(per_task, int):
+        raise LedgerError(f"steps_per_task must be an exact integer, got {per_task!r}")
+    # pld checks the rest: numbers (not bools, not strings), finite, σ > 0, q in [0, 1]
+    return epsilon_upper([(sigma, q, per_task, 1.0 / tau) for tau in range(task + 1, n_tasks)], delta)
 
 
 def _check_sensitivity(kind: str, entry: dict[str, Any]) -> float:
@@ -212,13 +247,16 @@ def verify_mechanism(
         steps = int(entry["steps"])
         if kind == "dpsgd_buffer":
             steps = _check_buffer(entry, task, n_tasks)
-        spent = _dpsgd_epsilon(
-            float(entry["noise_multiplier"]),
-            float(entry["sample_rate"]),
-            steps,
-            delta,
-            str(entry.get("accountant", "prv")),
-        )
+        if kind == "dpsgd_buffer" and "block_choice" in entry:
+            spent = _uniform_block_epsilon(entry, task, n_tasks, delta)
+        else:
+            spent = _dpsgd_epsilon(
+                float(entry["noise_multiplier"]),
+                float(entry["sample_rate"]),
+                steps,
+                delta,
+                str(entry.get("accountant", "prv")),
+            )
         if spent > eps * (1 + 1e-9):
             what = "buffer rereads" if kind == "dpsgd_buffer" else "DP-SGD run"
             raise PrivacyBudgetExceeded(f"{what} claims ε={eps} but its accountant gives ε={spent:.6g}")
