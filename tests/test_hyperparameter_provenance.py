@@ -10,6 +10,7 @@ The cosine classifier: nothing to choose. L2DP-ML: the config."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def _labels(y, sc, method, eps=1.0):
         parse_label_method(method),
         [y[i] for i in sc.train_indices],
         4,
-        Budget(eps, 1e-5),
+        Budget(eps, 1e-5 if math.isfinite(eps) else 0.0),
         0,
         run_key=("release", "synthetic", "disjoint-t2", method),
     )
@@ -65,6 +66,7 @@ def data(tmp_path_factory):
             write_json(d / "scenario.json", sc.to_dict())
             for m in ("oracle", "base"):
                 write_json(d / f"{m}.json", _labels(y, sc, m))
+                write_json(d / f"{m}-inf.json", _labels(y, sc, m, math.inf))
     return d
 
 
@@ -205,17 +207,17 @@ def test_dp_agem_and_desai_state_dp_agems_study_in_the_runs_label_space(data, tm
     for space, lr in (("base", 0.01), ("task", 0.02)):
         res = {
             "best": dict(DPSGD, lr=lr),
-            "epsilon": 1.0,
+            "epsilon": math.inf,
             "best_buffer_sample_rate": 0.5,
             "label_space": space,
         }
         write_json(tmp_path / f"{space}.json", with_run_configs(res, plan))
         tuned[space] = str(tmp_path / f"{space}.json")
     runs = []
-    for m in ("oracle", "base"):
+    for m in ("oracle", "base"):  # at ε = inf: no Desai claim (that is its own verifier's business)
         runs.append(
             {
-                "labels": str(data / f"{m}.json"),
+                "labels": str(data / f"{m}-inf.json"),
                 "outputs": {
                     lr: tuple(
                         str(tmp_path / lr / m / f"{k}.json") for k in ("metrics", "privacy", "diagnostics")
@@ -231,7 +233,7 @@ def test_dp_agem_and_desai_state_dp_agems_study_in_the_runs_label_space(data, tm
         runs,
         DPSGD,
         {},
-        tuned={"1": tuned},
+        tuned={"inf": tuned},
         learners=("agem_head", "desai_head"),
     )
     for run, space in zip(runs, ("task", "base"), strict=True):
