@@ -400,24 +400,31 @@ class Ledger:
 DERIVED = ("delta_achieved", "epsilon_accounted")
 
 
-def verify_privacy(privacy: dict[str, Any], target: Budget | None = None, n_tasks: int | None = None) -> dict:
+def verify_privacy(
+    privacy: dict[str, Any],
+    target: Budget | None = None,
+    n_tasks: int | None = None,
+    nominal_size: int | None = None,
+) -> dict:
     """Re-verify a written ``privacy.json`` from its parameters alone.
 
     Every entry is re-derived (stored derived values are ignored and recomputed), the
     composition is recomputed and compared with the file's ``overall`` and
     ``guarantee_holds``; ``target``/``n_tasks`` override the file's (e.g. the config's).
     Returns a summary; raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming
-    the first entry (task, position, mechanism) whose claim does not hold.
+    the first entry (task, position, mechanism) whose claim does not hold. ``nominal_size``:
+    a DP active-learning run's planned pool size (δ must lie below 1/size; default: the file's).
     """
     if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
         from .group_ledger import verify_group_ledger
 
-        if target is not None and (
-            float(privacy["target"]["epsilon"]),
-            float(privacy["target"]["delta"]),
-        ) != (target.epsilon, target.delta):
+        summary = verify_group_ledger(privacy, nominal_size=nominal_size)  # types checked first
+        if target is not None and (summary["target"]["epsilon"], summary["target"]["delta"]) != (
+            target.epsilon,
+            target.delta,
+        ):
             raise LedgerError(f"the file states target {privacy['target']}, but the config's is {target}")
-        return verify_group_ledger(privacy)
+        return summary
     for key in ("target", "tasks", "overall"):
         if key not in privacy:
             raise LedgerError(f"not a privacy ledger: no {key!r} key")
