@@ -123,7 +123,13 @@ def _ledger_verify(args: argparse.Namespace) -> None:
     for path in args.paths:
         try:
             data = json.loads(Path(path).read_text())
-            summary = verify_privacy(data, target=target, n_tasks=args.tasks, nominal_size=args.nominal_size)
+            summary = verify_privacy(
+                data,
+                target=target,
+                n_tasks=args.tasks,
+                nominal_size=args.nominal_size,
+                n_classes=args.classes,
+            )
             results.append({"path": str(path), "verified": True, **summary})
         except (OSError, json.JSONDecodeError) as e:
             failed = {"path": str(path), "verified": False, "error": f"cannot read a ledger: {e}"}
@@ -293,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=None,
         help="a DP active-learning run's planned pool size (δ must lie below 1/size; default: the file's)",
+    )
+    lv.add_argument(
+        "--classes",
+        type=_positive_int,
+        default=None,
+        help="a DP active-learning run's number of classes K (default: the file's)",
     )
     lv.add_argument("--json", action="store_true")
     lv.set_defaults(func=_ledger_verify, _parser=lv)

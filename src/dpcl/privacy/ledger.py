@@ -405,6 +405,7 @@ def verify_privacy(
     target: Budget | None = None,
     n_tasks: int | None = None,
     nominal_size: int | None = None,
+    n_classes: int | None = None,
 ) -> dict:
     """Re-verify a written ``privacy.json`` from its parameters alone.
 
@@ -412,13 +413,16 @@ def verify_privacy(
     composition is recomputed and compared with the file's ``overall`` and
     ``guarantee_holds``; ``target``/``n_tasks`` override the file's (e.g. the config's).
     Returns a summary; raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming
-    the first entry (task, position, mechanism) whose claim does not hold. ``nominal_size``:
-    a DP active-learning run's planned pool size (δ must lie below 1/size; default: the file's).
+    the first entry (task, position, mechanism) whose claim does not hold. ``nominal_size``,
+    ``n_classes``: a DP active-learning run's planned pool size (δ must lie below 1/size) and
+    the data set's number of classes (default: the file's).
     """
     if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
         from .group_ledger import verify_group_ledger
 
-        summary = verify_group_ledger(privacy, nominal_size=nominal_size)  # types checked first
+        summary = verify_group_ledger(
+            privacy, nominal_size=nominal_size, n_classes=n_classes
+        )  # types checked first
         if target is not None and (summary["target"]["epsilon"], summary["target"]["delta"]) != (
             target.epsilon,
             target.delta,
