@@ -383,15 +383,40 @@ def _set(doc, path, value):
     doc[path[-1]] = value
 
 
-def _mutants(led: dict):
-    """(description, mutant) for every single mutation of a genuine ledger."""
+#: fields of the public plan: a valid new value makes the verifier solve another schedule (seconds)
+PLAN_KEYS = {"target", "schedule"}
+#: ledgers whose plan is mutated with valid values too (cheap to solve); the others' only with invalid ones
+PLAN_VALUES = {"naive/entropy/threshold": "few", "single/none": "all"}
+INVALID = [math.nan, math.inf, -math.inf, -1, True, "8"]
+
+
+def _values(v, path):
+    if isinstance(v, bool):
+        return [not v]
+    if isinstance(v, int):
+        return [v + 1, v - 1, v * 2, v / 2, -1, float(v), math.nan, math.inf, True]
+    if isinstance(v, float):
+        return [v * 0.5, v * 0.9, v * 1.1, v * 2, -1.0, math.nan, math.inf, -math.inf, 0.0 if v else 1.0]
+    if v == "inf":
+        return ["nan", 1.0, "-inf"]
+    if path and path[-1] in STRINGS:
+        return [s for s in STRINGS[path[-1]] if s != v]
+    if path and path[-1] in ("adjacency", "accounting"):
+        return [v + " (edited)"]
+    return []  # free text (rules, sources)
+
+
+def _mutants(led: dict, plan_values: str = "all"):
+    """(description, mutant) for every single mutation of a genuine ledger. ``plan_values``: which
+    valid values the public plan's fields get ("all", "few": ×0.9, ×1.1, ±1, "none": invalid only)."""
     for path, v in _paths(led):
         where = ".".join(map(str, path))
+        in_plan = bool(path) and path[0] in PLAN_KEYS
         if isinstance(v, list):
             if path and path[-1] in LISTS:
                 for i in range(len(v)):
                     for op in ("drop", "duplicate", "swap"):
-                        if op == "swap" and i + 1 >= len(v):
+                        if op == "swap" and (i + 1 >= len(v) or (in_plan and plan_values == "none")):
                             continue
                         new = list(v)
                         if op == "drop":
@@ -404,21 +429,10 @@ def _mutants(led: dict):
                         _set(m, path, new)
                         yield f"{where}: {op} [{i}]", m
             continue
-        if isinstance(v, bool):
-            values = [not v]
-        elif isinstance(v, int):
-            values = [v + 1, v - 1, v * 2, v / 2, -1, float(v), math.nan, math.inf, True]
-        elif isinstance(v, float):
-            values = [v * 0.5, v * 0.9, v * 1.1, v * 2, -1.0, math.nan, math.inf, -math.inf]
-            values += [0.0] if v else [1.0]
-        elif v == "inf":
-            values = ["nan", 1.0, "-inf"]
-        elif path and path[-1] in STRINGS:
-            values = [s for s in STRINGS[path[-1]] if s != v]
-        elif path and path[-1] in ("adjacency", "accounting"):
-            values = [v + " (edited)"]
-        else:  # free text (rules, sources)
-            continue
+        values = _values(v, path)
+        if in_plan and plan_values != "all":
+            few = [v * 0.9, v * 1.1] if isinstance(v, float) else [v + 1, v - 1] if isinstance(v, int) else []
+            values = INVALID + (few if plan_values == "few" else []) + (["magic"] if isinstance(v, str) else [])
         for new in values:
             m = copy.deepcopy(led)
             _set(m, path, new)
@@ -455,7 +469,7 @@ def _pld(history: tuple) -> object:
             standard_deviation=s,
             sensitivity=1.0,
             pessimistic_estimate=True,
-            value_discretization_interval=1e-3,  # coarser is looser, still an upper bound
+            value_discretization_interval=1e-4,
             sampling_prob=q,
             use_connect_dots=True,
         ).self_compose(n)
@@ -557,22 +571,30 @@ def _harm(m: dict, target: dict) -> str | None:
 
 @pytest.mark.slow
 def test_mutants_are_rejected_unless_harmless(genuine, capsys):
-    counts = {"mutants": 0, "rejected": 0, "accepted_harmless": 0, "harmful": 0}
+    """Every single mutation of every genuine ledger: the verifier rejects it (LedgerError or
+    PrivacyBudgetExceeded, nothing else), or its statements hold for what it describes, by an
+    independent recomputation (dp_accounting's pessimistic PLD of the listed phases, the
+    selection's Laplace ε from the acquisition's clip bound and the stated scale)."""
+    import time
+
+    t0 = time.perf_counter()
+    for led in genuine.values():  # solves every genuine plan's schedule once (cached)
+        verify_group_ledger(json.loads(json.dumps(led)), nominal_size=N_POOL, n_classes=K)
+    counts = {"ledgers": len(genuine), "mutants": 0, "rejected": 0, "accepted_harmless": 0}
     for key, led in genuine.items():
         target = led["target"]
         assert _harm(led, target) is None, key  # the oracle agrees with the genuine ledgers
-        for what, m in _mutants(json.loads(json.dumps(led))):
+        for what, m in _mutants(json.loads(json.dumps(led)), PLAN_VALUES.get(key, "none")):
             counts["mutants"] += 1
-            harm = _harm(m, target)
-            counts["harmful"] += harm is not None
             try:
                 verify_group_ledger(m, nominal_size=N_POOL, n_classes=K)
             except REJECT:
                 counts["rejected"] += 1
                 continue
+            harm = _harm(m, target)
             assert harm is None, f"{key}: accepted mutant {what}: {harm}"
             counts["accepted_harmless"] += 1
     with capsys.disabled():
-        print(f"\ngroup-ledger mutation test: {counts}")
+        print(f"\ngroup-ledger mutation test: {counts} ({time.perf_counter() - t0:.0f} s)")
     assert counts["rejected"] + counts["accepted_harmless"] == counts["mutants"]
-    assert counts["harmful"] > counts["mutants"] // 2  # the oracle is not vacuous
+    assert counts["rejected"] > counts["accepted_harmless"]

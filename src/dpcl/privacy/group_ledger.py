@@ -333,7 +333,8 @@ def _pool(
     return n, k
 
 
-def _check_history(g: dict, path: str, expected: tuple) -> tuple:
+def _history(g: dict, path: str) -> tuple:
+    """The group's listed phases, every number typed."""
     phases = _field(g, "phases", path)
     if not isinstance(phases, list):
         raise _path_error(f"{path}.phases", f"must be a list, got {phases!r}")
@@ -346,6 +347,11 @@ def _check_history(g: dict, path: str, expected: tuple) -> tuple:
         if not (s > 0 and q > 0):
             raise _path_error(pp, f"noise_multiplier and sample_rate must be positive, got {s}, {q}")
         hist.append((s, q, n))
+    return tuple(hist)
+
+
+def _compare_history(hist: tuple, expected: tuple, path: str) -> None:
+    """The listed phases must be the schedule's, rebuilt from the public plan (σ, q to float rounding)."""
     if len(hist) != len(expected):
         raise _path_error(
             f"{path}.phases",
@@ -353,13 +359,12 @@ def _check_history(g: dict, path: str, expected: tuple) -> tuple:
             f"{len(expected)}",
         )
     for j, (got, want) in enumerate(zip(hist, expected, strict=True)):
-        for name, a, b in zip(("noise_multiplier", "sample_rate", "steps"), got, want, strict=True):
-            if not math.isclose(a, b, rel_tol=STATE_TOL, abs_tol=0.0):
+        for name, x, y in zip(("noise_multiplier", "sample_rate", "steps"), got, want, strict=True):
+            if not math.isclose(x, y, rel_tol=STATE_TOL, abs_tol=0.0):
                 raise _path_error(
                     f"{path}.phases[{j}].{name}",
-                    f"states {a!r}, the schedule rebuilt from the public plan has {b!r}",
+                    f"states {x!r}, the schedule rebuilt from the public plan has {y!r}",
                 )
-    return tuple(expected)
 
 
 def _at_least(stated: float, recomputed: float, path: str, what: str) -> None:
@@ -396,21 +401,50 @@ def verify_group_ledger(
     init = _choice(_field(_field(privacy, "initial", ""), "sampling", "initial"), "initial.sampling", INITIAL)
     t = len(plan.query_sizes)
     delta = plan.delta
-    expected = _rebuilt(kind, plan)
-
     groups = _field(privacy, "groups", "")
     names: list[int | str] = [*range(plan.phases), *(["unselected"] if t else [])]
     if not isinstance(groups, list) or len(groups) != len(names):
         raise _path_error(
             "groups", f"must list {len(names)} groups ({names}) for {t} selection phases, got {len(groups)}"
         )
-    totals = []
+    stated = []  # (path, history, selection ε, training ε, ε, δ) as the file states them, typed
     for i, (g, name) in enumerate(zip(groups, names, strict=True)):
         path = f"groups[{i}]"
         got = _field(g, "group", path)
         if got != name or isinstance(got, bool) or type(got) is not type(name):
             raise _path_error(f"{path}.group", f"must be {name!r} (groups in order 0..T, then 'unselected')")
-        hist = _check_history(g, path, expected[i] if name != "unselected" else ())
+        hist = _history(g, path)
+        figures = [
+            _real(_field(g, key, path), f"{path}.{key}", 0.0, inf_ok=True)
+            for key in ("selection_epsilon", "training_epsilon", "epsilon")
+        ]
+        g_delta = _real(_field(g, "delta", path), f"{path}.delta", 0.0, 1.0)
+        if g_delta >= 1:
+            raise _path_error(f"{path}.delta", f"must be below 1, got {g_delta}")
+        stated.append((path, hist, *figures, g_delta))
+
+    ov = _field(privacy, "overall", "")
+    stated_overall = _real(_field(ov, "epsilon", "overall"), "overall.epsilon", 0.0, inf_ok=True)
+    stated_delta = _real(_field(ov, "delta", "overall"), "overall.delta", 0.0, 1.0)
+    if stated_delta >= 1:
+        raise _path_error("overall.delta", f"must be below 1, got {stated_delta}")
+    stated_holds = _field(privacy, "guarantee_holds", "")
+    if not isinstance(stated_holds, bool):
+        raise _path_error("guarantee_holds", f"must be true or false, got {stated_holds!r}")
+    why = privacy.get("why_not", [])
+    if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
+        raise _path_error("why_not", f"must be a list of strings, got {why!r}")
+    sound = SELECTIONS[mech] and INITIAL[init] and mech != "nonprivate_topk"
+    if stated_holds and not sound:
+        raise LedgerError(
+            f"guarantee_holds: the file says true, but selection {mech!r} with initial sampling {init!r} "
+            "is not an add/remove guarantee"
+        )
+
+    expected = _rebuilt(kind, plan)  # after every cheap check: rebuilding solves the schedule
+    totals = []
+    for name, (path, hist, s_paid, s_train, s_eps, s_delta) in zip(names, stated, strict=True):
+        _compare_history(hist, expected[name] if name != "unselected" else (), path)
         if mech == "nonprivate_topk" and name != 0:
             paid = math.inf  # its exact score was read
         else:
@@ -418,34 +452,16 @@ def verify_group_ledger(
             paid = max(paid, per_phase * (t if name == "unselected" else name))
         train = group_epsilon(hist, 0.0, delta, accountant)
         total = paid + train
-        stated_paid = _real(
-            _field(g, "selection_epsilon", path), f"{path}.selection_epsilon", 0.0, inf_ok=True
-        )
-        _at_least(
-            stated_paid, paid, f"{path}.selection_epsilon", "its position (selections before it joined)"
-        )
-        stated_train = _real(
-            _field(g, "training_epsilon", path), f"{path}.training_epsilon", 0.0, inf_ok=True
-        )
-        _at_least(stated_train, train, f"{path}.training_epsilon", f"its phases ({accountant} accountant)")
-        stated = _real(_field(g, "epsilon", path), f"{path}.epsilon", 0.0, inf_ok=True)
-        _at_least(stated, total, f"{path}.epsilon", f"selection + training ({accountant} accountant)")
-        g_delta = _real(_field(g, "delta", path), f"{path}.delta", 0.0, 1.0)
-        if g_delta >= 1:
-            raise _path_error(f"{path}.delta", f"must be below 1, got {g_delta}")
-        _at_least(g_delta, delta if hist else 0.0, f"{path}.delta", "the plan's δ")
+        _at_least(s_paid, paid, f"{path}.selection_epsilon", "its position (selections before it joined)")
+        _at_least(s_train, train, f"{path}.training_epsilon", f"its phases ({accountant} accountant)")
+        _at_least(s_eps, total, f"{path}.epsilon", f"selection + training ({accountant} accountant)")
+        _at_least(s_delta, delta if hist else 0.0, f"{path}.delta", "the plan's δ")
         totals.append(total)
 
     worst = max(totals)
-    ov = _field(privacy, "overall", "")
-    stated_overall = _real(_field(ov, "epsilon", "overall"), "overall.epsilon", 0.0, inf_ok=True)
     _at_least(stated_overall, worst, "overall.epsilon", "the worst group")
-    stated_delta = _real(_field(ov, "delta", "overall"), "overall.delta", 0.0, 1.0)
-    if stated_delta >= 1:
-        raise _path_error("overall.delta", f"must be below 1, got {stated_delta}")
     _at_least(stated_delta, delta, "overall.delta", "the plan's δ")
 
-    sound = SELECTIONS[mech] and INITIAL[init] and mech != "nonprivate_topk"
     # groups over the target by their own histories (a non-private selection's ∞ has its own reason)
     over = [
         name
@@ -453,12 +469,6 @@ def verify_group_ledger(
         if e > plan.epsilon * (1 + REL_TOL) and not (mech == "nonprivate_topk" and name != 0)
     ]
     holds = sound and not over
-    stated_holds = _field(privacy, "guarantee_holds", "")
-    if not isinstance(stated_holds, bool):
-        raise _path_error("guarantee_holds", f"must be true or false, got {stated_holds!r}")
-    why = privacy.get("why_not", [])
-    if not isinstance(why, list) or not all(isinstance(w, str) for w in why):
-        raise _path_error("why_not", f"must be a list of strings, got {why!r}")
     if stated_holds:
         if not holds:
             reasons = ([] if sound else ["the selection or initial sampling is not sound"]) + (
