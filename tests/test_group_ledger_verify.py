@@ -432,8 +432,12 @@ def _mutants(led: dict, plan_values: str = "all"):
         values = _values(v, path)
         if in_plan and plan_values != "all":
             few = [v * 0.9, v * 1.1] if isinstance(v, float) else [v + 1, v - 1] if isinstance(v, int) else []
-            values = INVALID + (few if plan_values == "few" else []) + (["magic"] if isinstance(v, str) else [])
+            values = (
+                INVALID + (few if plan_values == "few" else []) + (["magic"] if isinstance(v, str) else [])
+            )
         for new in values:
+            if type(new) is type(v) and new == v:  # no change (0 × 2)
+                continue
             m = copy.deepcopy(led)
             _set(m, path, new)
             yield f"{where} = {new!r}", m
