@@ -242,7 +242,7 @@ def _rebuilt(kind: str, plan) -> tuple[tuple[tuple[float, float, int], ...], ...
 
     try:
         sched = authors_step_amplification(plan) if kind == PAPER_KIND else build_schedule(kind, plan)
-    except ValueError as e:
+    except (ValueError, ArithmeticError) as e:
         raise LedgerError(
             f"schedule: the {kind} schedule cannot be rebuilt from the public plan: {e}"
         ) from None
