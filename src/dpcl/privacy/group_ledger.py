@@ -6,7 +6,9 @@ never labelled. A record's loss is the selection ε it paid before it was labell
 ε_Sel for the unselected) plus the ε of **its own** DP-SGD history (basic composition). The
 ledger lists, for every group, its training segments as (noise_multiplier, sample_rate, steps)
 and its ``selection_epsilon``, so that a reader can recompute its total with any accountant;
-:func:`verify_group_ledger` does so with the project's RDP accountant.
+:func:`verify_group_ledger` rebuilds the schedule from the ledger's public plan, checks every
+group's phases against it and recomputes every stated figure with the accountant the ledger
+names (RDP or pessimistic PLD, :func:`dpcl.privacy.group_accounting.group_epsilon`).
 
 Like the continual-learning ledger it holds public parameters only: the planned sizes of the
 schedule, never how many records a selection returned. Whether the per-record bound is an
