@@ -281,3 +281,14 @@ def test_attack_table_and_markdown():
     md = attack_table_markdown(df)
     assert md.count("\n| ") == len(df) + 1  # header + one line per row
     assert "| oracle | 8 | 1e-05 | 2000 | 1.0000 |" in md
+
+
+def test_audit_verdict_is_three_valued_with_its_adjacency():
+    from dpcl.audits.audit import audit_verdict
+
+    assert audit_verdict(1.0, 3.8, certified_by_accountant=False) == "violated (add/remove)"
+    assert audit_verdict(1.0, 0.5, certified_by_accountant=False) == "not_certified (add/remove)"
+    assert audit_verdict(1.0, 0.5, certified_by_accountant=True) == "certified (add/remove)"
+    assert audit_verdict(1.0, 1.5, certified_by_accountant=True).startswith(
+        "violated (add/remove; contradicts"
+    )

@@ -233,3 +233,33 @@ def test_bar_panels_leave_no_empty_slot_for_a_method_a_learner_did_not_run(tmp_p
         assert len(xs) == n * len(EPSILONS)
         assert np.mean(xs[:n]) == pytest.approx(0)  # the bars of ε = 1 centred on their tick
     assert_legends_honest(fig)
+
+
+def test_fig3_titles_carry_the_published_claims_verdicts(tmp_path, drawn):
+    ar, d2 = "add/remove one individual (task-wise)", "paper 002 Def. 2 (...)"
+    fig3 = [
+        {
+            "learner": lr,
+            "epsilon": eps,
+            "average_accuracy": [0.9, 0.8, 0.7],
+            **(
+                {
+                    "published_claim": {
+                        "verdicts": {ar: "violated" if (eps, s) == ("1", 0) else "certified", d2: "certified"}
+                    }
+                }
+                if lr == "desai_head"
+                else {}
+            ),
+        }
+        for lr in figures.FIG3_LEARNERS
+        for eps in ("1", "8")
+        for s in range(3)
+    ]
+    plot_desai_comparison(fig3, "b: comparison", [tmp_path / "f3.png"])
+    t1, t8 = (ax.get_title() for ax in drawn[0].axes[:2])
+    assert "Desai Lemma 2: violated 1/3, certified 2/3 (add/remove); certified (Def. 2)" in t1.replace(
+        "\n  ", " "
+    )
+    assert "Desai Lemma 2: certified (add/remove, Def. 2)" in t8
+    assert_legends_honest(drawn[0])

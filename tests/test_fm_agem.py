@@ -383,6 +383,7 @@ def test_private_run_verifies_and_composes_in_parallel():
         (entry,) = [e for e in ledger.tasks[t] if e["mechanism"] == "gaussian"]
         assert entry["delta_achieved"] <= delta and entry["sensitivity"] == SENSITIVITY
     written = json.loads(json.dumps(ledger.to_dict()))
+    written["hyperparameters"] = {"chosen_by": "fixed in the test", "private_data_used": False}
     assert verify_privacy(written, Budget(eps, delta), 3)["guarantee_holds"] is True
     # σ calibrated at sensitivity 1 would be too small for the query's √2: the ledger refuses it
     bad = dict(split_public(records[0])[0], sigma=gaussian_sigma(eps, delta, 1.0))

@@ -602,3 +602,24 @@ def test_mutants_are_rejected_unless_harmless(genuine, capsys):
         print(f"\ngroup-ledger mutation test: {counts} ({time.perf_counter() - t0:.0f} s)")
     assert counts["rejected"] + counts["accepted_harmless"] == counts["mutants"]
     assert counts["rejected"] > counts["accepted_harmless"]
+
+
+def test_the_config_plans_a_dpal_ledger_from_its_path():
+    from dpcl.config import load_config
+    from dpcl.stages.active import active_ledger_plan
+
+    cfg = load_config("config/config.yaml")
+    plan = active_ledger_plan(
+        cfg, "results/runs/active/imbalanced/sound/entropy-dp-sa/eps8-sel2/seed0/privacy.json"
+    )
+    assert (plan["target"].epsilon, plan["target"].delta) == (8.0, cfg["active"]["delta"])
+    assert (
+        plan["n_classes"] == 10
+        and plan["nominal_size"] < 10 * cfg["datasets"]["fashion_mnist"]["pool_per_class"]
+    )
+    with pytest.raises(ValueError, match="plans no DP-AL run"):
+        active_ledger_plan(
+            cfg, "results/runs/active/balanced/sound/entropy-nondp-sa/eps8-sel0/seed0/privacy.json"
+        )
+    with pytest.raises(ValueError, match="results layout"):
+        active_ledger_plan(cfg, "results/runs/cosine/x/privacy.json")

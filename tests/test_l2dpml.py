@@ -113,6 +113,7 @@ def test_ledger_says_the_guarantee_does_not_hold_and_counts_stay_out_of_it():
         p["guarantee_holds"] is False and p["leaky_baseline"] is True and math.isinf(p["overall"]["epsilon"])
     )
     assert p["published_claim"]["holds"] is False
+    p["hyperparameters"] = {"chosen_by": "fixed in the test", "private_data_used": False}
     assert verify_privacy(p)["guarantee_holds"] is False
     # an L2DP-ML entry cannot claim a finite ε
     bad = split_public(records[0])[0] | {"epsilon": 1.0}
@@ -140,3 +141,22 @@ def test_the_same_audit_finds_dp_a_gem_and_the_sound_variant_within_their_claims
     finally:
         fm_agem.fm_sigma = orig
     assert broken["epsilon_lower_bound"] > 1.0
+
+
+def test_published_claim_verdicts_are_three_valued_with_their_adjacency():
+    """Add/remove: violated by the run's own canary audit (Clopper-Pearson bound above the claim) where a
+    refutation is affordable, else not certified; substitution: not certified (no upper bound exists,
+    no audit under substitution)."""
+    from dpcl.stages.l2dpml import claim_audit, l2dpml_claim
+
+    c = l2dpml_claim(1.0, CFG, 1e-5, claim_audit(1.0, 1e-5, CFG, {}))
+    ar, sub = c["verdicts"]
+    assert ar["adjacency"].startswith("add/remove") and ar["verdict"] == "violated" == c["verdict"]
+    assert ar["upper_bound"] is None and ar["lower_bound"] > ar["claimed_epsilon"] + 1.0
+    assert "Clopper-Pearson" in ar["lower_method"] and "canary" in ar["note"]
+    assert c["claimed_epsilon"] == claimed_epsilon(1.0, CFG, None)
+    assert sub["adjacency"].startswith("substitution") and sub["verdict"] == "not_certified"
+    assert sub["upper_bound"] is None and sub["lower_bound"] is None
+    c8 = l2dpml_claim(8.0, CFG, 1e-5, claim_audit(8.0, 1e-5, CFG, {}))  # too many trainings to refute
+    assert [v["verdict"] for v in c8["verdicts"]] == ["not_certified", "not_certified"]
+    assert c8["verdict"] == "not_certified"

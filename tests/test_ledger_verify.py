@@ -148,17 +148,25 @@ def _understated_dpsgd(p):
 @pytest.mark.parametrize(
     ("ledger", "forge", "message"),
     [
-        ("agem", _nonprivate_claims_eps, r"task 1, entry \d+ \('nonprivate'\).*must say ε = inf"),
-        ("cosine", _tiny_sensitivity, r"task 2, entry \d+ \('gaussian'\).*sensitivity 0.001.*sensitivity 1"),
+        ("agem", _nonprivate_claims_eps, r"tasks\[1\]\.mechanisms\[\d+\] \('nonprivate'\).*must say ε = inf"),
+        (
+            "cosine",
+            _tiny_sensitivity,
+            r"tasks\[2\]\.mechanisms\[\d+\] \('gaussian'\).*sensitivity 0.001.*sensitivity 1",
+        ),
         (
             "agem",
             _buffer_one_later_task,
-            r"task 0, entry \d+ \('dpsgd_buffer'\).*1 later tasks.*rereads it in 4",
+            r"tasks\[0\]\.mechanisms\[\d+\] \('dpsgd_buffer'\).*1 later tasks.*rereads it in 4",
         ),
-        ("cosine", _no_training_entry, r"task 3 has no training entry"),
-        ("cosine", _count_in_entry, r"task 0, entry \d+ \('gaussian'\).*\['samples'\].*not public"),
-        ("cosine", _understated_overall, r"overall: the file states"),
-        ("agem", _understated_dpsgd, r"task 1, entry \d+ \('dpsgd'\).*accountant gives"),
+        ("cosine", _no_training_entry, r"tasks\[3\]: no training entry|training entries"),
+        (
+            "cosine",
+            _count_in_entry,
+            r"tasks\[0\]\.mechanisms\[\d+\] \('gaussian'\).*\['samples'\].*not public",
+        ),
+        ("cosine", _understated_overall, r"overall\.epsilon: the file states"),
+        ("agem", _understated_dpsgd, r"tasks\[1\]\.mechanisms\[\d+\] \('dpsgd'\).*accountant gives"),
     ],
 )
 def test_forged_ledgers_are_rejected_naming_the_entry(ledgers, ledger, forge, message):
@@ -178,7 +186,7 @@ def test_target_comes_from_the_config_not_the_file(ledgers):
 
 def test_a_buffer_count_is_checked_against_the_runs_task_count(ledgers):
     _, led = ledgers
-    with pytest.raises(PrivacyBudgetExceeded, match="a 6-task run rereads it in 5"):
+    with pytest.raises(LedgerError, match="n_tasks: the file says 5, the plan has 6 tasks"):
         verify_privacy(led["agem"], n_tasks=6)
 
 
@@ -206,7 +214,7 @@ def test_cli_verifies_and_rejects(ledgers, tmp_path, capsys):
         main(["ledger", "verify", str(bad), "--json"])
     assert exc.value.code == 1
     res = json.loads(capsys.readouterr().out)
-    assert res["verified"] is False and "task 2" in res["error"] and "gaussian" in res["error"]
+    assert res["verified"] is False and "tasks[2]" in res["error"] and "gaussian" in res["error"]
     (tmp_path / "junk.json").write_text("not json")
     with pytest.raises(SystemExit) as exc:
         main(["ledger", "verify", str(tmp_path / "junk.json")])
@@ -265,3 +273,40 @@ def test_label_release_noise_is_keyed_by_the_data_stream():
     assert kept(("cifar100", "disjoint-t10")) == a
     # independent releases disagree on a label with probability 2p(1-p) ≈ 1/2: expect ~100 of 200
     assert len(a ^ b) > 50
+
+
+def test_cli_checks_against_the_config_and_the_runs_path(tmp_path, capsys):
+    """--config: learner, label method, target, task count and nominal size from the config and
+    the path; the same genuine file under another learner's or label method's path is rejected."""
+    from pathlib import Path
+
+    from dpcl.cli import main
+
+    data = Path(__file__).parent / "data" / "ledgers"
+    cfg = str(Path(__file__).parents[1] / "config" / "config.yaml")
+
+    def place(name: str, learner: str, eps: str, method: str) -> Path:
+        run = tmp_path / "runs" / learner / "fashion_mnist" / "effnet_lite0" / "disjoint-t5" / "seed0"
+        path = run / f"eps{eps}" / method / "privacy.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text((data / name).read_text())
+        return path
+
+    good = place("agem_head_eps1_base.json", "agem_head", "1", "base")
+    main(["ledger", "verify", "--config", cfg, str(good)])
+    assert "guarantee holds" in capsys.readouterr().out
+    for path, message in (
+        (place("agem_head_eps1_base.json", "peft_head", "1", "base"), "the learner declares"),
+        (place("peft_head_eps1_base.json", "peft_head", "1", "release-f0.1"), "label method"),
+        (place("peft_head_eps1_base.json", "peft_head", "8", "base"), "config's is"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["ledger", "verify", "--config", cfg, str(path), "--json"])
+        assert exc.value.code == 1
+        assert message in json.loads(capsys.readouterr().out)["error"]
+    main(["ledger", "verify", str(good), "--nominal-size", "50000", "--json"])  # δ = 1e-5 < 1/50000
+    assert json.loads(capsys.readouterr().out)["verified"] is True
+    # δ = 1e-5 is not below 1/N for a nominal size of 200,000
+    with pytest.raises(SystemExit) as exc:
+        main(["ledger", "verify", str(good), "--nominal-size", "200000", "--json"])
+    assert "below 1/N" in json.loads(capsys.readouterr().out)["error"]

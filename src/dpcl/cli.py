@@ -109,6 +109,44 @@ def _validate(args: argparse.Namespace) -> None:
     _emit(args, {"valid": True, "config": cfg}, f"{args.path}: valid")
 
 
+def _ledger_plan(args: argparse.Namespace, config: dict | None, path: str, data: dict, target):
+    """The public plan a task ledger is checked against: from --config and the run's path, or from
+    --learner/--label-method/--nominal-size with the target and task count (else the file's)."""
+    from .privacy.verify import Plan, budget, integer
+
+    if data.get("accounting") == "per_record_groups":
+        return None
+    if config is not None:
+        from .stages.common import ledger_plan
+
+        return ledger_plan(config, path)
+    if args.learner is None and args.label_method is None and args.nominal_size is None:
+        return None
+    from .learners import ledger_spec
+
+    return Plan(
+        target=target or budget(data.get("target"), "target"),
+        n_tasks=args.tasks or integer(data.get("n_tasks"), "n_tasks", minimum=1),
+        spec=ledger_spec(args.learner) if args.learner else None,
+        label_method=args.label_method,
+        nominal_size=args.nominal_size,
+    )
+
+
+def _active_plan(args: argparse.Namespace, config: dict | None, path: str) -> dict:
+    """What a DP active-learning ledger is checked against beyond its own plan: the run's target,
+    the pool's planned size and the data set's classes, from --config and the run's path, or from
+    --nominal-size/--classes (else the file's)."""
+    if config is not None:
+        from .stages.active import active_ledger_plan
+
+        return active_ledger_plan(config, path)
+    size = args.nominal_size
+    if size is not None and not float(size).is_integer():
+        raise ValueError(f"--nominal-size: a pool size is an integer, got {size}")
+    return {"nominal_size": None if size is None else int(size), "n_classes": args.classes}
+
+
 def _ledger_verify(args: argparse.Namespace) -> None:
     """Re-verify written privacy.json files from their parameters alone; exit 1 on the first failure."""
     import json
@@ -119,21 +157,28 @@ def _ledger_verify(args: argparse.Namespace) -> None:
     target = None
     if args.epsilon is not None:  # with --delta (``_check``)
         target = Budget(args.epsilon, 0.0 if math.isinf(args.epsilon) else args.delta)
+    config = None
+    if args.config is not None:
+        from .config import ConfigError, load_config
+
+        try:
+            config = load_config(args.config)
+        except (ConfigError, OSError) as err:
+            print(f"dpcl ledger verify: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
     results, failed = [], None
     for path in args.paths:
         try:
             data = json.loads(Path(path).read_text())
+            plan = _ledger_plan(args, config, path, data, target)
+            active = _active_plan(args, config, path) if data.get("accounting") == "per_record_groups" else {}
             summary = verify_privacy(
-                data,
-                target=target,
-                n_tasks=args.tasks,
-                nominal_size=args.nominal_size,
-                n_classes=args.classes,
+                data, target=active.pop("target", target), n_tasks=args.tasks, plan=plan, **active
             )
             results.append({"path": str(path), "verified": True, **summary})
         except (OSError, json.JSONDecodeError) as e:
             failed = {"path": str(path), "verified": False, "error": f"cannot read a ledger: {e}"}
-        except (LedgerError, PrivacyBudgetExceeded) as e:
+        except (LedgerError, PrivacyBudgetExceeded, ValueError) as e:
             failed = {"path": str(path), "verified": False, "error": str(e)}
         if failed:
             results.append(failed)
@@ -295,10 +340,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", type=_positive_int, default=None, help="the run's task count (default: the file's)"
     )
     lv.add_argument(
-        "--nominal-size",
-        type=_positive_int,
+        "--config",
         default=None,
-        help="a DP active-learning run's planned pool size (δ must lie below 1/size; default: the file's)",
+        metavar="CONFIG",
+        help="the workflow config that planned the runs: target, task count, learner, label method and "
+        "nominal data-set size come from it and from each file's path in the results layout (recommended)",
+    )
+    lv.add_argument(
+        "--learner", default=None, help="the learner that wrote the file (its declared entries are checked)"
+    )
+    lv.add_argument(
+        "--label-method",
+        default=None,
+        help="the run's label method, e.g. release-f0.1 (its mechanism is checked)",
+    )
+    lv.add_argument(
+        "--nominal-size",
+        type=_positive,
+        default=None,
+        help="the data set's nominal training-set size N (δ must lie below 1/N); for a DP active-learning "
+        "run, the pool's planned size",
     )
     lv.add_argument(
         "--classes",

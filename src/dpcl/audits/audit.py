@@ -410,8 +410,26 @@ def audit_table(
     df = pd.DataFrame(rows)
     df["delta"] = delta
     df["alpha"] = alpha
-    df["verdict"] = np.where(df["epsilon_lower_bound"] > df["claimed_epsilon"], "VIOLATION", "consistent")
+    df["verdict"] = [
+        audit_verdict(c, lb, certified_by_accountant=not b)
+        for c, lb, b in zip(df["claimed_epsilon"], df["epsilon_lower_bound"], df["broken"], strict=True)
+    ]
     return df
+
+
+AUDIT_ADJACENCY = "add/remove"
+
+
+def audit_verdict(claimed: float, lower: float, certified_by_accountant: bool) -> str:
+    """The three-valued verdict (:mod:`dpcl.privacy.verdict`) of an audit row, with its adjacency: the
+    audit's Clopper-Pearson bound is the lower bound; the upper bound is the claim itself where the
+    mechanism's own accountant certifies it (a correctly calibrated mechanism), else there is none."""
+    from ..privacy.verdict import classify
+
+    upper = float(claimed) if certified_by_accountant else None
+    if upper is not None and float(lower) > upper:  # the audit refutes what the accountant certified
+        return f"violated ({AUDIT_ADJACENCY}; contradicts the accountant)"
+    return f"{classify(float(claimed), upper, float(lower))} ({AUDIT_ADJACENCY})"
 
 
 def audit_table_markdown(df: pd.DataFrame) -> str:
@@ -435,7 +453,10 @@ def audit_table_markdown(df: pd.DataFrame) -> str:
         "",
         f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
         f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
-        "their claimed ε; the broken variants must exceed it. Learners: a canary individual in one task, "
+        "their claimed ε; the broken variants must exceed it. Verdict: violated where the lower bound exceeds the "
+        "claim, certified where the mechanism's accountant certifies the claim and the audit does not refute it, "
+        "else not certified (an audit refutes, never proves); every audit here is under add/remove adjacency "
+        "(a class count n vs n + 1, a canary present or absent). Learners: a canary individual in one task, "
         "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners).",
     ]
     return "\n".join(lines) + "\n"

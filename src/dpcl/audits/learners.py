@@ -98,6 +98,7 @@ def audit_l2dpml(
         epsilon=float(epsilon),
         claimed_epsilon=claim,
         attack="D = {} vs D' = {canary}: the canary adds Alg. 2 steps; statistic ||theta_1||_F",
+        adjacency="add/remove one individual (the canary)",
         claim_note="claimed epsilon: Theorem 2 without its gamma term, which grows with the trained "
         "theta_1 and so is no a-priori budget",
     )

@@ -46,11 +46,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
+from ..privacy.verify import EntrySpec, LedgerSpec
 from ..seeding import rng
 from ..training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
 from ..training.projection import project
 from .aggregation import aggregate
 from .peft import dpsgd_noise
+
+#: the ledger of DP-A-GEM, head-only or FiLM (checked by dpcl.privacy.verify against the plan): the
+#: train part's DP-SGD and, except in the last task, the reference part's rereads (App. D.4)
+LEDGER_SPEC = LedgerSpec(
+    training=(
+        EntrySpec("dpsgd", part="train", query="clipped_gradient_sums"),
+        EntrySpec("dpsgd_buffer", part="reference", query="clipped_gradient_sums", all_but_last=True),
+    ),
+    summary="agem",
+)
 
 LEARNER = "agem_head"
 

@@ -13,6 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..privacy.gaussian import gaussian_sigma
+from ..privacy.verify import EntrySpec, LedgerSpec
+
+#: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the noisy
+#: class sums of unit-norm features (Alg. 1, Eq. 9), Δ = 1
+LEDGER_SPEC = LedgerSpec(training=(EntrySpec("gaussian", query="class_sums_of_unit_norm_features"),))
 
 SENSITIVITY = 1.0
 

@@ -66,22 +66,26 @@ Gaussian mechanism with noise multiplier σ (sensitivity 1 in units of C).
 - The claim (Lemma 2, :func:`lemma2_noise`): σ is the smallest noise multiplier with
   ε_i + ε'_i ≤ ε, ε_i = ε(σ, q, steps; δ/2), ε'_i = ε(σ, q_ref, steps; δ/2), where ε is the
   task's training budget.
-- What the accountant says (the ledger). A D_t^train individual is read by task t's steps
-  only: (σ, q, steps; δ/2) = ε_i, exactly the claim's first term. An individual of block M_s
-  can be read at every step of every later task t = s+1, …, T−1. At such a step the output is
-  a mixture, over the uniformly chosen block, of subsampled-Gaussian releases; the components
-  that read other blocks do not depend on the individual, so by joint convexity of the
-  hockey-stick divergence (and of exp((α−1)·D_α) for RDP) the step is at most as revealing as
-  reading M_s itself at rate q_ref. Composing: (σ, q_ref, (T−1−s)·steps; δ/2), a
-  ``dpsgd_buffer`` entry with later_tasks = T−1−s (:func:`~dpcl.learners.agem.buffer_record`).
-  This is an upper bound: the block choice may amplify privacy further (M_s is read in about
-  1/t of the steps), but the standard Poisson-subsampling argument does not apply as is,
-  because whether the individual is read is correlated with which block is chosen.
+- Our accounting (the ledger and :func:`claim_verdicts`), at the full training δ: an individual
+  is in one part only, so it pays one part's mechanism. A D_t^train individual is read by task
+  t's steps only: (σ, q, steps). An individual of block M_s can be read at every step of every
+  later task τ = s+1, …, T−1, but only when CalGref picks M_s, which it does with probability
+  1/τ, independently of the data. Revealing the pick only adds information, and with the pick
+  revealed a step is "nothing" with probability 1 − 1/τ and the Poisson-subsampled Gaussian at
+  rate q_ref otherwise: its PLD is that mixture (:mod:`dpcl.privacy.pld`, ``choice_prob``),
+  composed over the steps with pessimistic PLD (an upper bound). The bound is also the worst case
+  over data sets (approached when the other blocks' gradient sums lie far from M_s's, so the pick
+  can be read off g_ref), so the optimistic PLD of the same pair bounds ε from below. It is NOT
+  the subsampled Gaussian at rate q_ref/τ: that pair (every other gradient zero) is realised as
+  well, but it is smaller, so it is a lower bound only. Ledger entry: ``dpsgd_buffer`` with
+  ``block_choice: uniform`` and ``accountant: pld``.
 - The parts D_t^train and D_t^ref are disjoint (parallel), tasks are disjoint (parallel), and
   the task's label release (stage code) composes sequentially with both parts. The worst
-  individual is in M_0: (T−1)·steps reads. For T = 2 that is one task of reads, exactly ε'_0:
-  the claim holds; for T ≥ 3 block 0 is charged more than ε'_0, and for T large enough more
-  than ε_i + ε'_i (:func:`desai_claim`).
+  individual is in M_0 (its rereads include every other block's). Lemma 2 charges it one task of
+  reads at rate q_ref (ε'_i at δ/2); it is reread over T − 1 tasks, each at a lower chance. For
+  T = 2 that is exactly ε'_0's reads (the claim holds); for larger T the claim is certified,
+  not certified or violated depending on (σ, q, q_ref, steps, T): :func:`desai_claim` says which,
+  under add/remove and under paper 002's Def. 2.
 
 Not private in paper 000's sense either way: the memory keeps raw samples across tasks
 (paper 000 Table 1). Like :mod:`~dpcl.learners.agem`, this learner exists to be compared.
@@ -95,12 +99,24 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma, accountant_record
+from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma
 from ..privacy.sgd_accounting import epsilon as sgd_epsilon
+from ..privacy.verdict import Verdict, overall_verdict
+from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
-from .agem import AGEMConfig, _noisy_clipped_sum, buffer_record, split_task
+from .agem import AGEMConfig, _noisy_clipped_sum, split_task
 from .aggregation import aggregate
+
+#: the ledger of Desai et al. as published (checked by dpcl.privacy.verify against the plan): DP-A-GEM's
+#: two parts, and paper 002's Lemma 2 as a published claim with its verdicts
+LEDGER_SPEC = LedgerSpec(
+    training=(
+        EntrySpec("dpsgd", part="train", query="clipped_gradient_sums"),
+        EntrySpec("dpsgd_buffer", part="reference", query="clipped_gradient_sums", all_but_last=True),
+    ),
+    published_claim=True,
+)
 
 LEARNER = "desai_head"
 CLAIM_SOURCE = "paper 002 Lemma 2"
@@ -216,13 +232,102 @@ def _check_noise(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig) -> tuple[float
     return sigma, q_ref
 
 
-def desai_claim(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int) -> dict:
-    """Lemma 2's claim beside the accountant's per-individual worst case (for ``Ledger(claim=...)``).
+#: adjacencies under which Lemma 2's claim is judged (``Verdict.adjacency``)
+ADJ_ADD_REMOVE = "add/remove one individual (task-wise, paper 000 App. B)"
+ADJ_DEF2 = "paper 002 Def. 2 (a training record and its memory copy change together)"
+#: finer PLD grid for the lower bounds: the optimistic PLD loses up to one grid step per composed
+#: step that reads the record, so thousands of reads need a finer grid than the upper bound does
+LOWER_DISCRETIZATION = 2e-5
+THREAT_MODEL = (
+    "the view the accounting (Lemma 2's moments accountant included) covers: every step's noisy sums "
+    "g and g_ref; clipped gradients may be anything of norm <= C"
+)
 
-    Claimed: ε_i + ε'_i per task (δ split evenly), max over tasks (parallel composition).
-    Accounted: max(train part (σ, q, steps), block M_0 reread at every step of tasks 1..T−1,
-    (σ, q_ref, (T−1)·steps)), each at δ/2 as in the claim; disjoint parts compose in parallel.
-    Only public parameters enter, so the dict may be published.
+
+def reread_history(sigma: float, q_ref: float, steps: int, block: int, n_tasks: int) -> list[tuple]:
+    """PLD history of block M_block's rereads (CalGref, Alg. 1 l. 20-23): at each of ``steps`` steps
+    of every later task τ = block+1..T−1 one of the τ blocks is chosen uniformly, so M_block with
+    probability 1/τ, and then read at rate q_ref (:mod:`dpcl.privacy.pld`, ``choice_prob``)."""
+    return [(sigma, q_ref, steps, 1.0 / tau) for tau in range(block + 1, n_tasks)]
+
+
+def claim_verdicts(
+    sigma: float, q: float, q_ref: float, steps: int, n_tasks: int, delta: float, claimed: float
+) -> tuple[list[Verdict], dict]:
+    """Lemma 2's claim (ε = ``claimed`` at δ) judged under both adjacencies with PLD both ways.
+
+    Add/remove one individual: an individual is in one part only (the train part of one task, or
+    one block), so it has the whole training δ. The train part is (σ, q, steps); block M_0 is the
+    worst block (its rereads contain every other block's): :func:`reread_history`. Upper bound:
+    pessimistic PLD of the choice-revealed mixture (valid: revealing the choice adds information).
+    Lower bound: optimistic PLD of the same pairs, which neighbouring data sets realise — the train
+    part exactly (every other gradient zero), the rereads in the limit where the other blocks'
+    gradient sums lie far from M_0's, so the chosen block can be read off the output.
+
+    Paper 002 Def. 2: a training sample and a memory sample change together (why Lemma 2 adds
+    ε_i + ε'_i): the train part of one task composed with M_0's rereads. Its neighbours include
+    those of add/remove in M_0 alone, so its lower bound is at least that one.
+    Returns the two verdicts and the numbers behind them.
+    """
+    from ..privacy import pld
+
+    train = [(sigma, q, steps)]
+    block0 = reread_history(sigma, q_ref, steps, 0, n_tasks)
+
+    def both(history):
+        if not history:
+            return 0.0, 0.0
+        return pld.epsilon_upper(history, delta), pld.epsilon_lower(history, delta, LOWER_DISCRETIZATION)
+
+    tr_up, tr_lo = both(train)
+    b0_up, b0_lo = both(block0)
+    d2_up, d2_lo = both(train + block0)
+    upper = "pessimistic PLD (dp_accounting, connect-the-dots), block choice revealed"
+    lower = f"optimistic PLD of the realised dominating pair (grid {LOWER_DISCRETIZATION:g})"
+    later = n_tasks - 1
+    verdicts = [
+        Verdict(
+            ADJ_ADD_REMOVE,
+            claimed,
+            delta,
+            max(tr_up, b0_up),
+            upper,
+            max(tr_lo, b0_lo),
+            lower,
+            f"worst individual: {'block M_0, reread at every step of tasks 1..' + str(later) if later else 'the train part'}"
+            f" (train part ε ∈ [{tr_lo:.4g}, {tr_up:.4g}], M_0 ε ∈ [{b0_lo:.4g}, {b0_up:.4g}]); full δ: each "
+            f"individual is in one part only; threat model: {THREAT_MODEL}",
+        ),
+        Verdict(
+            ADJ_DEF2,
+            claimed,
+            delta,
+            d2_up,
+            upper,
+            max(d2_lo, b0_lo),
+            lower,
+            "a train-part sample of one task and a sample of block M_0 change together: "
+            f"(σ, q, {steps} steps) composed with M_0's rereads; threat model: {THREAT_MODEL}",
+        ),
+    ]
+    numbers = {
+        "epsilon_train_part": [tr_lo, tr_up],
+        "epsilon_block0": [b0_lo, b0_up],
+        "epsilon_def2": [max(d2_lo, b0_lo), d2_up],
+    }
+    return verdicts, numbers
+
+
+def desai_claim(
+    noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int, label_release_epsilon: float = 0.0
+) -> dict:
+    """Lemma 2's claim beside our tightest accounting of it (for ``Ledger(claim=...)``).
+
+    Claimed: ε_i + ε'_i per task (δ split evenly), max over tasks (parallel composition), for the
+    training mechanism (the label release, ``label_release_epsilon`` per task, is ours and is not
+    part of paper 002). Judged by :func:`claim_verdicts` under add/remove (task-wise) and under
+    paper 002's Def. 2, three-valued (:mod:`dpcl.privacy.verdict`). ``accounted_epsilon`` is the
+    add/remove upper bound. Only public parameters enter, so the dict may be published.
     """
     agem.validate()
     if n_tasks < 1:
@@ -230,43 +335,61 @@ def desai_claim(noise: dict, cfg: DPSGDConfig, agem: AGEMConfig, n_tasks: int) -
     sigma, q_ref = _check_noise(noise, cfg, agem)
     eps_i, eps_p = float(noise["epsilon_i"]), float(noise["epsilon_prime_i"])
     claimed = eps_i + eps_p
+    delta = float(noise["delta"])
     later = n_tasks - 1
-    if sigma > 0 and later >= 1:
-        block0 = float(
-            buffer_record(sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]), noise["accountant"])[
-                "epsilon"
-            ]
-        )
-    else:
-        block0 = math.inf if sigma == 0 and later >= 1 else None
-    accounted = max(eps_i, block0) if block0 is not None else eps_i
-    holds = accounted <= claimed * (1 + CLAIM_RTOL)
-    if math.isinf(claimed):
-        reason = "non-private run (ε = inf): there is no guarantee to check"
-    elif later < 1:
-        reason = "a single task reads no mini-memory: the claim is the train part's DP-SGD alone"
-    else:
-        verdict = "holds" if holds else "does not hold"
-        reason = (
-            f"Lemma 2 charges the mini-memory reads once per task (ε'_i = {eps_p:.4g} for {cfg.steps} steps), "
-            f"but an individual in block M_0 can be read at every step of every later task 1..{later} "
-            f"({later * cfg.steps} steps); the accountant gives ε = {block0:.4g} for those rereads (an upper "
-            f"bound: joint convexity over the block choice), so the per-individual worst case is "
-            f"{accounted:.4g} against the claimed {claimed:.4g}: the claim {verdict}"
-        )
-    return {
+    base = {
         "source": CLAIM_SOURCE,
         "per_task_epsilon": [claimed] * n_tasks,
         "claimed_epsilon": claimed,
-        "accounted_epsilon": accounted,
-        "holds": bool(holds),
-        "reason": reason,
-        "delta": float(noise["delta"]),
+        "delta": delta,
         "epsilon_i": eps_i,
         "epsilon_prime_i": eps_p,
-        "epsilon_block0_accounted": block0,
         "block0_later_tasks": later,
-        "accountant": noise["accountant"],
+        "calibration_accountant": noise["accountant"],
+    }
+    if math.isinf(claimed) or sigma == 0:
+        return {
+            **base,
+            "accounted_epsilon": math.inf,
+            "holds": True,
+            "verdict": "certified",
+            "verdicts": [],
+            "reason": "non-private run (ε = inf): there is no guarantee to check",
+        }
+    verdicts, numbers = claim_verdicts(sigma, cfg.sample_rate, q_ref, cfg.steps, n_tasks, delta, claimed)
+    ar, d2 = verdicts
+    overall = overall_verdict(verdicts)
+    words = {"certified": "certified", "violated": "violated", "not_certified": "not certified"}
+    label = (
+        f"; with our label release (ε = {label_release_epsilon:.4g} per task, not part of paper 002) the "
+        f"per-individual total is at most {ar.upper_bound + label_release_epsilon:.4g}"
+        if label_release_epsilon > 0
+        else ""
+    )
+    if later < 1:
+        what = "a single task reads no mini-memory: the claim is the train part's DP-SGD alone"
+    else:
+        what = (
+            f"Lemma 2 charges the mini-memory reads once (ε'_i = {eps_p:.4g} for {cfg.steps} steps at δ/2), "
+            f"but block M_0 is chosen with probability 1/τ at every step of every later task τ = 1..{later} "
+            f"and then read at rate {q_ref:.4g}"
+        )
+    reason = (
+        f"{what}. Training mechanism, PLD at the full δ = {delta:.3g} (upper: pessimistic, lower: "
+        f"optimistic of the realised pair): under {ar.adjacency} the per-individual worst case is "
+        f"ε ∈ [{ar.lower_bound:.4g}, {ar.upper_bound:.4g}] against the claimed {claimed:.4g}: "
+        f"{words[ar.verdict]}; under {d2.adjacency} ε ∈ [{d2.lower_bound:.4g}, {d2.upper_bound:.4g}]: "
+        f"{words[d2.verdict]}{label}"
+    )
+    return {
+        **base,
+        "accounted_epsilon": ar.upper_bound,
+        "holds": overall == "certified",
+        "verdict": overall,
+        "verdicts": [v.to_dict() for v in verdicts],
+        "reason": reason,
+        "label_release_epsilon": float(label_release_epsilon),
+        **numbers,
     }
 
 
@@ -281,17 +404,28 @@ def task_records(
     info: dict,
 ) -> list[dict]:
     """Raw records of task t: its train part's DP-SGD (``part: train``) and, unless t is the last
-    task, block M_t's rereads over the T − 1 − t later tasks with the ACCOUNTED ε (never the claim).
+    task, block M_t's rereads over the T − 1 − t later tasks (``block_choice: uniform``, pessimistic
+    PLD of :func:`reread_history`), both at the full training δ (an individual is in one part only);
+    the ledger holds our accounting, never the claim.
 
     Counts and statistics (``samples``, ``info``) are extra keys, which ``split_public`` sends to
     the run's diagnostics.
     """
     sigma, q_ref = _check_noise(noise, cfg, agem)
     later = n_tasks - 1 - t
-    if sigma > 0:
-        train = accountant_record(
-            sigma, cfg.sample_rate, cfg.steps, float(noise["delta_i"]), noise["accountant"]
-        )
+    delta = float(noise["delta"])
+    if sigma > 0:  # pessimistic PLD, the accountant of the claim's verdicts (claim_verdicts)
+        from ..privacy.pld import epsilon_upper
+
+        train = {
+            "mechanism": "dpsgd",
+            "accountant": "pld",
+            "noise_multiplier": sigma,
+            "sample_rate": cfg.sample_rate,
+            "steps": cfg.steps,
+            "epsilon": epsilon_upper([(sigma, cfg.sample_rate, cfg.steps)], delta),
+            "delta": delta,
+        }
     else:
         train = {
             "mechanism": "nonprivate",
@@ -305,13 +439,27 @@ def task_records(
     if later < 1:
         return entries
     if sigma > 0:
-        ref = buffer_record(
-            sigma, q_ref, cfg.steps, later, float(noise["delta_prime_i"]), noise["accountant"]
-        )
-        ref["note"] = (
-            f"{CLAIM_SOURCE} charges one task of reads, ε' = {float(noise['epsilon_prime_i']):.6g}; "
-            "accounted here over every step of every later task (upper bound)"
-        )
+        from ..privacy.pld import epsilon_upper
+
+        ref = {
+            "mechanism": "dpsgd_buffer",
+            "accountant": "pld",
+            "block_choice": "uniform",
+            "noise_multiplier": sigma,
+            "sample_rate": q_ref,
+            "steps": cfg.steps * later,
+            "steps_per_task": cfg.steps,
+            "later_tasks": later,
+            "epsilon": epsilon_upper(reread_history(sigma, q_ref, cfg.steps, t, n_tasks), delta),
+            "delta": delta,
+            "part": "reference",
+            "note": (
+                f"{CLAIM_SOURCE} charges one task of reads, ε' = {float(noise['epsilon_prime_i']):.6g} at "
+                f"δ/2; here: chosen with probability 1/τ at each of the {cfg.steps} steps of every later "
+                f"task τ = {t + 1}..{n_tasks - 1}, then read at rate {q_ref:.6g} (pessimistic PLD, choice "
+                "revealed: an upper bound)"
+            ),
+        }
     else:
         ref = {
             "mechanism": "nonprivate",

@@ -71,8 +71,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..privacy.gaussian import gaussian_sigma
+from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.projection import project
 from .aggregation import aggregate
+
+#: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the Gaussian
+#: functional-mechanism release of the loss's Taylor coefficients on projected features, Δ = √2
+LEDGER_SPEC = LedgerSpec(training=(EntrySpec("gaussian", query="taylor_coefficients_projected_features"),))
 
 LEARNER = "fm_agem"
 #: the ledger's query (dpcl.privacy.ledger.QUERY_SENSITIVITY) and its L2 sensitivity (module docstring)

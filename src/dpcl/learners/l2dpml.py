@@ -1,5 +1,5 @@
 """L2DP-ML (Lai et al. 2022, paper 001) as published, on cached features: a baseline whose
-privacy claim does not hold.
+privacy claim is violated under add/remove (an audit) and cannot be certified under any adjacency.
 
 Network (Sec. 4, Fig. 1): a tied-weight auto-encoder h = clip(θ₁ᵀx, [−1, 1]) with reconstruction
 θ₁h, and a classifier G whose output layer W is trained on a Taylor-expanded loss; here G is that
@@ -32,8 +32,10 @@ data joins the memory (Alg. 2 l. 17-18).
 
 Claimed budget (Theorem 2, l. 176): ε = ε₁ + ε₁/γ_x + ε₁/γ + ε₂ with γ_x = Δ_R/λ and
 γ = 2Δ_R/(λ‖θ̄₁‖₁,₁) (‖·‖₁,₁: the largest column 1-norm of the trained θ₁), "regardless of the number
-of tasks". It does not hold, for the reasons in :data:`WHY_NOT_DP` — the ledger records ε = ∞ with
-``guarantee_holds: false`` and the claim beside it, as it does for the Label Oracle.
+of tasks". No upper bound exists, for the reasons in :data:`WHY_NOT_DP`; under add/remove an audit's
+Clopper-Pearson bound exceeds the part without γ (violated), under substitution (the adjacency of
+the paper's proof) no audit has been run (not certified). The ledger records ε = ∞ with
+``guarantee_holds: false`` and the claim with its verdicts beside it, as it does for the Label Oracle.
 """
 
 from __future__ import annotations
@@ -44,7 +46,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..privacy.verify import EntrySpec, LedgerSpec
+
 LEARNER = "l2dpml"
+#: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the functional
+#: mechanism as published (not DP: ε = ∞ in the entry), with paper 001's Theorem 2 as its claim
+LEDGER_SPEC = LedgerSpec(training=(EntrySpec("l2dpml_functional"),), published_claim=True)
 
 WHY_NOT_DP = [
     "the same Laplace draws (chi_1, chi_2, chi_3) perturb every example of every task: x_bar_a - x_bar_b = "

@@ -22,8 +22,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
+from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .aggregation import RULES, EnsembleVotes, aggregate
+
+#: the ledger of the PEFT ensemble and its Naive / Non-CL baselines, head-only or FiLM (checked by
+#: dpcl.privacy.verify against the plan): one DP-SGD run on each task's data
+_DPSGD_SPEC = LedgerSpec(training=(EntrySpec("dpsgd", query="clipped_gradient_sums"),))
+LEDGER_SPECS = {
+    name: _DPSGD_SPEC
+    for name in ("peft_head", "naive_head", "noncl_head", "peft_film", "naive_film", "noncl_film")
+}
 
 if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM learner runs
     from ..backbones import Preprocessing

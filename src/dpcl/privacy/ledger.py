@@ -103,7 +103,7 @@ PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "ktsgd_label_release": frozenset(_COMMON | {"k", "p"}),
     "laplace_label_release": frozenset(_COMMON | {"tau"}),
     "dpsgd": frozenset(_COMMON | _DPSGD),
-    "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks"}),
+    "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks", "block_choice"}),
     "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
     "label_oracle": frozenset(_COMMON),
     "l2dpml_functional": frozenset(
@@ -134,10 +134,45 @@ def _num(v: Any) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _dpsgd_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, accountant: str) -> float:
-    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings)."""
+    """ε of a DP-SGD run recomputed by its accountant (cached: runs share settings); "pld" is the
+    pessimistic PLD (:func:`dpcl.privacy.pld.epsilon_upper`)."""
+    if accountant == "pld":
+        from .pld import epsilon_upper
+
+        return epsilon_upper([(sigma, sample_rate, steps)], delta)
     from .sgd_accounting import epsilon as sgd_epsilon
 
     return sgd_epsilon(sigma, sample_rate, steps, delta, accountant)
+
+
+#: How a dpsgd_buffer entry's block is chosen for a reread: "uniform" = paper 002's CalGref, one of the
+#: τ blocks M_0..M_{τ−1} drawn uniformly at every step of task τ (probability 1/τ for this block)
+BLOCK_CHOICES = ("uniform",)
+
+
+def _uniform_block_epsilon(
+    entry: dict[str, Any], task: int | None, n_tasks: int | None, delta: float
+) -> float:
+    """ε of block M_t chosen with probability 1/τ at each of steps_per_task steps of every later task
+    τ = t+1..T−1 and then read at sample_rate: pessimistic PLD of that history (choice revealed,
+    :mod:`dpcl.privacy.pld`). τ comes from the entry's task index and the run's task count."""
+    if entry.get("block_choice") not in BLOCK_CHOICES:
+        raise LedgerError(
+            f"block_choice must be one of {list(BLOCK_CHOICES)}, got {entry.get('block_choice')!r}"
+        )
+    if entry.get("accountant") != "pld":
+        raise LedgerError(
+            f"a block_choice 'uniform' entry is accounted by 'pld', not {entry.get('accountant')!r}"
+        )
+    if task is None or n_tasks is None:
+        raise LedgerError("a block_choice 'uniform' entry needs its task index and the run's n_tasks")
+    from .pld import epsilon_upper
+
+    sigma, q, per_task = entry["noise_multiplier"], entry["sample_rate"], entry["steps_per_task"]
+    if isinstance(per_task, bool) or not isinstance(per_task, int):
+        raise LedgerError(f"steps_per_task must be an exact integer, got {per_task!r}")
+    # pld checks the rest: numbers (not bools, not strings), finite, σ > 0, q in [0, 1]
+    return epsilon_upper([(sigma, q, per_task, 1.0 / tau) for tau in range(task + 1, n_tasks)], delta)
 
 
 def _check_sensitivity(kind: str, entry: dict[str, Any]) -> float:
@@ -212,13 +247,16 @@ def verify_mechanism(
         steps = int(entry["steps"])
         if kind == "dpsgd_buffer":
             steps = _check_buffer(entry, task, n_tasks)
-        spent = _dpsgd_epsilon(
-            float(entry["noise_multiplier"]),
-            float(entry["sample_rate"]),
-            steps,
-            delta,
-            str(entry.get("accountant", "prv")),
-        )
+        if kind == "dpsgd_buffer" and "block_choice" in entry:
+            spent = _uniform_block_epsilon(entry, task, n_tasks, delta)
+        else:
+            spent = _dpsgd_epsilon(
+                float(entry["noise_multiplier"]),
+                float(entry["sample_rate"]),
+                steps,
+                delta,
+                str(entry.get("accountant", "prv")),
+            )
         if spent > eps * (1 + 1e-9):
             what = "buffer rereads" if kind == "dpsgd_buffer" else "DP-SGD run"
             raise PrivacyBudgetExceeded(f"{what} claims ε={eps} but its accountant gives ε={spent:.6g}")
@@ -397,93 +435,37 @@ class Ledger:
         } | ({"published_claim": self.claim} if self.claim is not None else {})
 
 
-DERIVED = ("delta_achieved", "epsilon_accounted")
-
-
 def verify_privacy(
     privacy: dict[str, Any],
     target: Budget | None = None,
     n_tasks: int | None = None,
+    *,
+    plan: Any = None,
     nominal_size: int | None = None,
     n_classes: int | None = None,
 ) -> dict:
-    """Re-verify a written ``privacy.json`` from its parameters alone.
-
-    Every entry is re-derived (stored derived values are ignored and recomputed), the
-    composition is recomputed and compared with the file's ``overall`` and
-    ``guarantee_holds``; ``target``/``n_tasks`` override the file's (e.g. the config's).
-    Returns a summary; raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming
-    the first entry (task, position, mechanism) whose claim does not hold. ``nominal_size``,
-    ``n_classes``: a DP active-learning run's planned pool size (δ must lie below 1/size) and
-    the data set's number of classes (default: the file's).
+    """Re-verify a written ``privacy.json``: a DP active-learning group ledger
+    (:func:`dpcl.privacy.group_ledger.verify_group_ledger`) or a task ledger
+    (:func:`dpcl.privacy.verify.verify_task_ledger`) against ``plan`` (a
+    :class:`dpcl.privacy.verify.Plan`), or, without one, against ``target``/``n_tasks`` (else the
+    file's own). Raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming the field.
+    ``nominal_size``, ``n_classes``: a DP active-learning run's planned pool size (δ must lie
+    below 1/size) and its data set's number of classes (default: the file's).
     """
+    from .verify import Plan, budget, integer, mapping, verify_task_ledger
+
+    privacy = mapping(privacy, "")
     if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
         from .group_ledger import verify_group_ledger
 
-        summary = verify_group_ledger(
-            privacy, nominal_size=nominal_size, n_classes=n_classes
-        )  # types checked first
-        if target is not None and (summary["target"]["epsilon"], summary["target"]["delta"]) != (
-            target.epsilon,
-            target.delta,
-        ):
-            raise LedgerError(f"the file states target {privacy['target']}, but the config's is {target}")
-        return summary
-    for key in ("target", "tasks", "overall"):
-        if key not in privacy:
-            raise LedgerError(f"not a privacy ledger: no {key!r} key")
-    if target is None:
-        target = Budget(_num(privacy["target"]["epsilon"]), float(privacy["target"]["delta"]))
-    else:
-        stated = Budget(_num(privacy["target"]["epsilon"]), float(privacy["target"]["delta"]))
-        if stated != target:
-            raise LedgerError(
-                f"the file states target (ε={stated.epsilon}, δ={stated.delta}), but the "
-                f"config's is (ε={target.epsilon}, δ={target.delta})"
-            )
-    if n_tasks is None:
-        n_tasks = int(privacy.get("n_tasks", len(privacy["tasks"])))
-    ledger = Ledger(
-        target,
-        n_tasks,
-        claim=privacy.get("published_claim"),
-        unaccounted=list(privacy.get("unaccounted_uses") or []),
-    )
-    for task in privacy["tasks"]:
-        t = int(task["task"])
-        for i, entry in enumerate(task["mechanisms"]):
-            raw = {k: v for k, v in entry.items() if k not in DERIVED}
-            try:
-                ledger.add(t, raw)
-            except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
-                cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
-                raise cls(f"task {t}, entry {i} ({entry.get('mechanism')!r}): {e}") from None
-    total = ledger.check()
-    stated = privacy["overall"]
-    if _num(stated["epsilon"]) < total.epsilon * (1 - 1e-12) or float(stated["delta"]) < total.delta * (
-        1 - 1e-12
-    ):
-        raise PrivacyBudgetExceeded(
-            f"overall: the file states (ε={stated['epsilon']}, δ={stated['delta']}), but its entries compose to "
-            f"(ε={total.epsilon}, δ={total.delta})"
-        )
-    hp = privacy.get("hyperparameters") or {}
-    if hp.get("private_data_used") and not hp.get("accounted", True) and not ledger.unaccounted:
-        raise LedgerError(
-            "hyperparameters: chosen on private data without accounting, but no unaccounted_uses listed"
-        )
-    holds = ledger.holds() and not ledger.leaky_baseline and not ledger.unaccounted
-    if bool(privacy.get("guarantee_holds")) != holds:
-        raise LedgerError(
-            f"guarantee_holds: the file says {privacy.get('guarantee_holds')}, the entries say {holds}"
-        )
-    return {
-        "target": {"epsilon": target.epsilon, "delta": target.delta},
-        "n_tasks": n_tasks,
-        "published_claim": ledger.claim is not None,
-        "entries": sum(len(v) for v in ledger.tasks.values()),
-        "overall": {"epsilon": total.epsilon, "delta": total.delta},
-        "guarantee_holds": holds,
-        "leaky_baseline": ledger.leaky_baseline,
-        "unaccounted_uses": len(ledger.unaccounted),
-    }
+        want = plan.target if plan is not None else target
+        if want is not None and budget(privacy.get("target"), "target") != want:
+            raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {want}")
+        return verify_group_ledger(privacy, nominal_size=nominal_size, n_classes=n_classes)
+    if plan is None:
+        if target is None:
+            target = budget(privacy.get("target"), "target")
+        if n_tasks is None:
+            n_tasks = integer(privacy.get("n_tasks"), "n_tasks", minimum=1)
+        plan = Plan(target=target, n_tasks=n_tasks)
+    return verify_task_ledger(privacy, plan)

@@ -6,6 +6,18 @@ The tightest accountant we have for compositions of Poisson-subsampled Gaussian 
 composed in order (heterogeneous composition is exact for PLDs: the privacy-loss random
 variables add).
 
+A segment may carry a fourth entry, ``choice_prob`` p ∈ (0, 1]: at each of its steps the
+record's block is chosen with probability p (independently of the data), and only then read
+at ``sample_rate`` (paper 002's CalGref picks one of t mini-memory blocks uniformly, p = 1/t).
+Its PLD is the mixture "loss 0 with probability 1 − p, the subsampled Gaussian's loss with
+probability p": the PLD of the mechanism that also *reveals* which block it chose. Revealing
+more only adds information, so this is a valid upper bound; it is also the worst case over
+data sets, approached when the other blocks' gradient sums lie far from this block's (the
+choice is then readable from the output). It is NOT the subsampled Gaussian at rate p·q:
+that pair (every other record's gradient zero) is realised too, so it bounds ε from below,
+but it is smaller: for ε ≥ 0, H_{e^ε}(p·A_q + (1−p)B ‖ B) with A_q at rate q lies above
+H_{e^ε}(A_{pq} ‖ B) (hockey-stick divergences: q·H_{1+(e^ε−1)/q} vs pq·H_{1+(e^ε−1)/(pq)}).
+
 Two discretisations of the same pair of distributions:
 
 - the **pessimistic** PLD rounds every privacy loss up: its ε(δ) is a valid *upper bound* on
@@ -30,7 +42,7 @@ from dataclasses import dataclass
 #: dp_accounting's discretisation of the privacy loss; finer is tighter and slower
 VALUE_DISCRETIZATION = 1e-4
 
-Segment = tuple[float, float, int]  # (noise_multiplier, sample_rate, steps)
+Segment = tuple  # (noise_multiplier, sample_rate, steps) or (…, choice_prob)
 
 
 @dataclass(frozen=True)
@@ -46,22 +58,46 @@ class Bounds:
 def _check_history(history: Sequence[Segment]) -> list[Segment]:
     out = []
     for i, seg in enumerate(history):
-        if len(seg) != 3:
-            raise ValueError(f"history[{i}] must be (noise_multiplier, sample_rate, steps), got {seg!r}")
-        s, q, n = seg
-        if isinstance(n, bool) or int(n) != n or n < 0:
+        if len(seg) not in (3, 4):
+            raise ValueError(
+                f"history[{i}] must be (noise_multiplier, sample_rate, steps[, choice_prob]), got {seg!r}"
+            )
+        s, q, n = seg[:3]
+        p = seg[3] if len(seg) == 4 else 1.0
+        for name, v in (("noise_multiplier", s), ("sample_rate", q), ("steps", n), ("choice_prob", p)):
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"history[{i}]: {name} must be a number, got {v!r}")
+        if not (math.isfinite(float(p)) and 0 < float(p) <= 1):
+            raise ValueError(f"history[{i}]: choice_prob must lie in (0, 1], got {p!r}")
+        if int(n) != n or n < 0:
             raise ValueError(f"history[{i}]: steps must be an integer >= 0, got {n!r}")
         if not (math.isfinite(float(q)) and 0 <= float(q) <= 1):
             raise ValueError(f"history[{i}]: sample_rate must lie in [0, 1], got {q!r}")
         if not (math.isfinite(float(s)) and float(s) > 0):
             raise ValueError(f"history[{i}]: noise_multiplier must be positive and finite, got {s!r}")
         if float(q) > 0 and int(n) > 0:  # a segment that never samples the record costs nothing
-            out.append((float(s), float(q), int(n)))
+            out.append((float(s), float(q), int(n), float(p)))
     return out
 
 
+def _mix_with_no_loss(pmf, p: float, pessimistic: bool, discretization: float):
+    """The PMF of "loss 0 with probability 1 − p, else a draw from ``pmf``" (on the same grid)."""
+    import numpy as np
+    from dp_accounting.pld import pld_pmf
+
+    dense = pmf.to_dense_pmf()
+    lo, probs = dense._lower_loss, np.asarray(dense._probs) * p  # grid index i means loss i·discretization
+    start, stop = min(lo, 0), max(lo + len(probs), 1)
+    mixed = np.zeros(stop - start)
+    mixed[lo - start : lo - start + len(probs)] += probs
+    mixed[-start] += 1.0 - p  # loss 0 lies on every grid
+    return pld_pmf.DensePLDPmf(discretization, start, mixed, dense._infinity_mass * p, pessimistic)
+
+
 @functools.lru_cache(maxsize=1024)
-def _segment_pld(sigma: float, q: float, steps: int, pessimistic: bool, discretization: float):
+def _segment_pld(
+    sigma: float, q: float, steps: int, pessimistic: bool, discretization: float, choice: float = 1.0
+):
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     one = pld.from_gaussian_mechanism(
@@ -74,13 +110,18 @@ def _segment_pld(sigma: float, q: float, steps: int, pessimistic: bool, discreti
         # privacy buckets (dp_accounting's own fallback, said here to keep its warning out of logs)
         use_connect_dots=pessimistic,
     )
+    if choice < 1.0:  # the block is read only when chosen (module docstring)
+        one = pld.PrivacyLossDistribution(
+            _mix_with_no_loss(one._pmf_remove, choice, pessimistic, discretization),
+            _mix_with_no_loss(one._pmf_add, choice, pessimistic, discretization),
+        )
     return one.self_compose(steps) if steps > 1 else one
 
 
 def _history_pld(history: tuple[Segment, ...], pessimistic: bool, discretization: float):
     out = None
-    for s, q, n in history:
-        seg = _segment_pld(s, q, n, pessimistic, discretization)
+    for s, q, n, p in history:
+        seg = _segment_pld(s, q, n, pessimistic, discretization, p)
         out = seg if out is None else out.compose(seg)
     return out
 

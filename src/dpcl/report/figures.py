@@ -374,6 +374,7 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
     offsets = {
         name: (k - (len(FIG3_LEARNERS) - 1) / 2) * 0.08 for k, name in enumerate(FIG3_LEARNERS)
     }  # apart
+    notes: dict[str, list[str]] = {}
     for ax, eps in zip(axes[0], epsilons, strict=True):
         for k, (learner, name) in enumerate(FIG3_LEARNERS.items()):
             runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
@@ -393,4 +394,48 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
                 **series_style(k),
             )
         _task_axis(ax, eps, len(records[0]["average_accuracy"]))
+        notes[eps] = claim_verdict_notes([r for r in records if r["epsilon"] == eps])
+    if any(notes.values()):  # the published claims' verdicts per ε, under the panel title (covers no data)
+        lines = max(len(n) for n in notes.values())
+        for ax, eps in zip(axes[0], epsilons, strict=True):
+            text = notes[eps] + [""] * (lines - len(notes[eps]))  # same height: the panels stay aligned
+            ax.set_title("\n".join([ax.get_title(), *text]), fontsize=7.5)
     _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs, legend_below=True)
+
+
+#: the published claim each Fig. 3 learner is run against (its metrics' ``published_claim``)
+CLAIM_NAMES = {"desai_head": "Desai Lemma 2", "l2dpml": "L2DP-ML Thm 2"}
+
+
+def _short_adjacency(adjacency: str) -> str:
+    for key, short in (("add/remove", "add/remove"), ("Def. 2", "Def. 2"), ("substitution", "substitution")):
+        if key in adjacency:
+            return short
+    return adjacency
+
+
+def claim_verdict_notes(records: list[dict], width: int = 58) -> list[str]:
+    """Lines naming, per learner with a published claim, its three-valued verdict under each
+    adjacency over the runs given ("k/n" where the runs disagree); adjacencies with the same
+    verdicts share a clause."""
+    import textwrap
+
+    order = ("violated", "not certified", "certified")
+    lines = []
+    for learner, name in CLAIM_NAMES.items():
+        claims = [
+            r["published_claim"] for r in records if r["learner"] == learner and r.get("published_claim")
+        ]
+        if not claims:
+            continue
+        by_summary: dict[str, list[str]] = {}
+        for adjacency in claims[0]["verdicts"]:
+            got = [str(c["verdicts"].get(adjacency)).replace("_", " ") for c in claims]
+            words = sorted(set(got), key=lambda w: order.index(w) if w in order else len(order))
+            summary = (
+                words[0] if len(words) == 1 else ", ".join(f"{w} {got.count(w)}/{len(got)}" for w in words)
+            )
+            by_summary.setdefault(summary, []).append(_short_adjacency(adjacency))
+        text = f"{name}: " + "; ".join(f"{v} ({', '.join(a)})" for v, a in by_summary.items())
+        lines += textwrap.wrap(text, width, subsequent_indent="  ")
+    return lines

@@ -191,6 +191,7 @@ def finish_run(
     target = ledger.target
     if summary is not None:  # DP-A-GEM: both parts, the buffer's worst case, the per-individual total
         privacy["agem"] = summary(privacy, ledger.tasks)
+    verify_written(privacy, learner, labels["method"], target)
     metrics = {
         "learner": learner,
         "label_method": labels["method"],
@@ -217,6 +218,66 @@ def finish_run(
         **(diagnostics or {}),
     }
     return metrics, privacy, diag
+
+
+def verify_written(privacy: dict, learner: str, label_method: str, target: Budget) -> None:
+    """Check a run's privacy.json against its public plan before it is written: the learner's declared
+    entries (:func:`dpcl.learners.ledger_spec`), the label method's mechanism, every stated figure
+    (:func:`dpcl.privacy.verify.verify_task_ledger`); raises naming the field."""
+    from ..learners import ledger_spec
+    from ..privacy.verify import Plan, verify_task_ledger
+
+    plan = Plan(
+        target=target,
+        n_tasks=len(privacy["tasks"]),
+        spec=ledger_spec(learner),
+        label_method=label_method,
+    )
+    verify_task_ledger(privacy, plan)
+
+
+def ledger_plan(config: dict, path: str | Path):
+    """The public plan of the run whose privacy.json is at ``path`` (results layout
+    ``runs/{learner}/{dataset}/{backbone}/{scenario}-t{T}/seed{s}/eps{tag}/{label_method}/privacy.json``):
+    target, task count, learner declaration, label method and nominal size from the validated
+    ``config``; the file itself is not read. A path the config did not plan is an error."""
+    from ..config import run_targets
+    from ..learners import ledger_spec
+    from ..privacy.verify import Plan
+    from ..training.tuning_protocol import nominal_train_size
+
+    parts = Path(path).parts
+    if len(parts) < 9 or parts[-9] != "runs" or parts[-1] != "privacy.json":
+        raise ValueError(
+            f"{path}: not a run's privacy.json in the results layout "
+            "runs/{learner}/{dataset}/{backbone}/{scenario}-t{T}/seed{s}/eps{tag}/{label_method}/privacy.json"
+        )
+    learner, dataset, backbone, scen, _seed, eps, method = parts[-8:-1]
+    scenario, _, n_tasks = scen.rpartition("-t")
+    planned = [
+        b
+        for b in config["benchmarks"].values()
+        if (b["dataset"], b["backbone"], b["scenario"], str(b["n_tasks"]))
+        == (dataset, backbone, scenario, n_tasks)
+    ]
+    if not planned:
+        raise ValueError(f"{path}: the config plans no benchmark {dataset}/{backbone}/{scen}")
+    if learner not in config["learners"]:
+        raise ValueError(f"{path}: learner {learner!r} is not in the config's learners")
+    targets = run_targets(config["epsilons"], config["delta"])
+    tag = eps.removeprefix("eps")
+    if tag not in targets:
+        raise ValueError(f"{path}: ε tag {tag!r} is not a run of the config (ε tags {sorted(targets)})")
+    want = Budget(parse_eps(targets[tag]["epsilon"]), float(targets[tag]["delta"]))
+    if not math.isfinite(want.epsilon):
+        want = Budget(math.inf, 0.0)
+    return Plan(
+        target=want,
+        n_tasks=int(n_tasks),
+        spec=ledger_spec(learner),
+        label_method=method,
+        nominal_size=nominal_train_size(dataset, config["datasets"][dataset]),
+    )
 
 
 def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:

@@ -1,4 +1,4 @@
-"""Stage of ``workflow/rules/l2dpml.smk``: L2DP-ML as published (paper 001; its claim does not hold) and
+"""Stage of ``workflow/rules/l2dpml.smk``: L2DP-ML as published (paper 001; its claim is violated under add/remove) and
 the sound functional-mechanism variant ``fm_agem``, on cached features projected by a PCA fitted on the
 public tuning split, over every (ε, label method) of one seed."""
 
@@ -26,8 +26,9 @@ from .common import (
 LEARNERS = ("l2dpml", "fm_agem")
 
 
-def l2dpml_claim(epsilon: float, cfg) -> dict:
-    """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, and why it fails.
+def l2dpml_claim(epsilon: float, cfg, delta: float, audit: dict | None = None) -> dict:
+    """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, why it cannot be
+    certified, and the three-valued verdicts (:func:`l2dpml_verdicts`; ``audit`` from :func:`claim_audit`).
 
     The γ term needs the trained θ₁ (and, in Thm 2, |D_τ|), so only the part without it is evaluated
     here; the full value per task is in the run's non-private diagnostics."""
@@ -49,6 +50,83 @@ def l2dpml_claim(epsilon: float, cfg) -> dict:
         "holds": False,
         "reasons": WHY_NOT_DP,
         "audit": "results/tables/privacy_audit.md: empirical lower bound above the claim",
+    } | l2dpml_verdicts(claimed_epsilon(epsilon, cfg, None), delta, audit)
+
+
+#: trainings per world the run's own claim audit may take (the canary world: public, no data); a claim
+#: whose refutation would need more is left not certified (the audit table may still run it)
+RUN_AUDIT_TRIALS, RUN_AUDIT_MAX_TRIALS, RUN_AUDIT_SEED = 400, 2000, 0
+
+
+def claim_audit(epsilon: float, delta: float, cfg, cache: dict | None = None) -> dict | None:
+    """The add/remove audit of this configuration's claim (:func:`dpcl.audits.learners.audit_l2dpml`:
+    canary world, no private data), or None where a refutation would need more than
+    ``RUN_AUDIT_MAX_TRIALS`` trainings per world. Cached per (ε, δ, config) in ``cache``."""
+    from ..audits.learners import audit_l2dpml, trials_to_refute
+    from ..learners.l2dpml import claimed_epsilon
+
+    key = ("l2dpml_audit", float(epsilon), float(delta), repr(cfg))
+    if cache is not None and key in cache:
+        return cache[key]
+    claim = claimed_epsilon(epsilon, cfg, None)
+    out = None
+    if 2 * trials_to_refute(claim + 1.0, delta) <= RUN_AUDIT_MAX_TRIALS:
+        out = audit_l2dpml(epsilon, delta, RUN_AUDIT_TRIALS, RUN_AUDIT_SEED, cfg)
+    if cache is not None:
+        cache[key] = out
+    return out
+
+
+def l2dpml_verdicts(claimed: float, delta: float, audit: dict | None = None) -> dict:
+    """Three-valued verdicts (:mod:`dpcl.privacy.verdict`) on Theorem 2's data-independent part.
+
+    No upper bound exists under either adjacency: the functional mechanism's noise is drawn once and
+    reused (paper 001 Alg. 2; :data:`dpcl.learners.l2dpml.WHY_NOT_DP`). Under add/remove the lower
+    bound is an empirical audit's Clopper-Pearson bound (``audit``: a row of
+    :func:`dpcl.audits.learners.audit_l2dpml` for this mechanism, setting and claim) when one is
+    given; under substitution (paper 001's proof: x_e vs x'_e) no audit has been run yet.
+    """
+    from ..privacy.verdict import Verdict, overall_verdict
+
+    lower = method = None
+    note = (
+        f"no audit: refuting ε = {claimed:.4g} would take more than {RUN_AUDIT_MAX_TRIALS} trainings per "
+        "world; results/tables/privacy_audit.md audits the configured audit budgets"
+    )
+    if audit is not None:
+        if not math.isclose(float(audit["claimed_epsilon"]), claimed, rel_tol=1e-9):
+            raise ValueError(
+                f"the audit judged claimed ε {audit['claimed_epsilon']}, this run claims {claimed}"
+            )
+        lower = float(audit["epsilon_lower_bound"])
+        method = (
+            f"empirical audit, Clopper-Pearson at confidence {1 - float(audit['alpha']):g}, "
+            f"{audit['trials']} trainings per world"
+        )
+        note = f"audit setting: {audit['attack']}"
+    note += (
+        "; claimed ε = Theorem 2 without its γ term. With γ from the trained θ₁ the formula is data-dependent "
+        "(in the audit's canary world about 60-430, median ≈ 170, with the canary; ≈ 1.04 without it): "
+        "no audit here refutes that full value"
+    )
+    verdicts = [
+        Verdict("add/remove one individual", claimed, delta, None, None, lower, method, note),
+        Verdict(
+            "substitution (x_e vs x'_e, paper 001's proof)",
+            claimed,
+            delta,
+            None,
+            None,
+            None,
+            None,
+            "no upper bound exists (the noise is drawn once and reused); no audit under substitution yet",
+        ),
+    ]
+    return {
+        "claimed_epsilon": claimed,
+        "delta": delta,
+        "verdict": overall_verdict(verdicts),
+        "verdicts": [v.to_dict() for v in verdicts],
     }
 
 
@@ -98,6 +176,16 @@ def run_l2dpml_learners(
             data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
             tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
             preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
+            claim = (
+                l2dpml_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, projections))
+                if math.isfinite(eps)
+                else None
+            )
+            extra = {"l2dpml": l2dpml_cfg}
+            if claim is not None:
+                from .agem import claim_summary
+
+                extra["published_claim"] = claim_summary(claim)
             res = finish_run(
                 learner,
                 labels,
@@ -105,11 +193,11 @@ def run_l2dpml_learners(
                 preds,
                 records,
                 test_y_sets,
-                {"l2dpml": l2dpml_cfg},
+                extra,
                 target=target,
                 hyperparameters=hyperparameters_note(l2dpml_cfg, None),
                 diagnostics={"l2dpml_tasks": stats},
-                claim=l2dpml_claim(eps, cfg) if math.isfinite(eps) else None,
+                claim=claim,
             )
         else:
             cfg = FMConfig.from_config(fm_cfg)

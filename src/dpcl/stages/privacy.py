@@ -29,7 +29,7 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     mechanisms and (``learner_trials`` > 0) for whole learners (L2DP-ML as published, DP-A-GEM)."""
     import pandas as pd
 
-    from ..audits.audit import audit_table, audit_table_markdown
+    from ..audits.audit import audit_table, audit_table_markdown, audit_verdict
     from ..audits.learners import learner_audit_table
     from ..io import write_text
 
@@ -56,10 +56,22 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
                 for r in rows
             ]
         )
+        # L2DP-ML has no upper bound (its noise is drawn once and reused, paper 001); the sound learners'
+        # ledgers certify their claim with their accountant
         learners["verdict"] = [
-            "VIOLATION" if lb > c else "consistent"
-            for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
+            audit_verdict(c, lb, certified_by_accountant=not broken)
+            for lb, c, broken in zip(
+                learners["epsilon_lower_bound"], learners["claimed_epsilon"], learners["broken"], strict=True
+            )
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
+    md = audit_table_markdown(df)
+    if cfg.get("learner_trials", 0):
+        md += (
+            "\nL2DP-ML (paper 001): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
+            "with it the formula is data-dependent and much larger). Under substitution (x_e vs x′_e, the "
+            "adjacency of paper 001's proof) its claim is not certified: no upper bound exists (the noise "
+            "is drawn once and reused) and no audit under substitution has been run.\n"
+        )
     write_text(out_csv, df.to_csv(index=False))
-    write_text(out_md, audit_table_markdown(df))
+    write_text(out_md, md)

@@ -248,7 +248,7 @@ def protocol_note(tuning: dict | None) -> str:
 def unaccounted_uses(note: dict) -> list[dict]:
     """The ledger's unaccounted uses of private data given privacy.json's hyperparameter ``note``
     (:func:`hyperparameters_use`): the paper protocol's tuning."""
-    if not note.get("private_data_used") or note.get("accounted", True):
+    if not note.get("private_data_used") or note.get("accounted") is True:  # a missing key is not accounted
         return []
     return [
         {

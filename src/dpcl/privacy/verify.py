@@ -1,0 +1,582 @@
+"""The task-ledger verifier: re-check a written ``privacy.json`` against the run's public plan.
+
+A reader of a published result holds the ledger and the plan that produced it (the validated
+config: the learner, the label method, the target (ε, δ), the task count and the data set's
+nominal size). The verifier trusts nothing else the file says:
+
+- **closed vocabularies**: the top-level keys, the mechanism kinds, each kind's public fields
+  and the queries each kind may answer (:data:`KIND_QUERIES`); a query's sensitivity is the
+  ledger's (:data:`dpcl.privacy.ledger.QUERY_SENSITIVITY`), and the kind's accounting uses it;
+- **the learner's own declaration** (:class:`LedgerSpec`): which training entries each task
+  must have (kinds, parts, queries, which tasks) and whether a published claim comes with the
+  run — a dropped, duplicated or extra entry is rejected, whatever the stated figures say;
+- **the label method's mechanism** from the plan (Label Oracle, a data-independent space, a
+  k-TSGD or Laplace release; the non-private twins at ε = ∞);
+- **types**: every number finite (ε may be ∞ only where the kind is not private) and of its
+  type; counts (steps, k, tasks) exact integers; a boolean is not a number and a number not a
+  boolean;
+- **the target** from the plan; δ in (0, 1) and below 1/N for the data set's nominal size N;
+- **every stated figure recomputed and compared**: each entry's ε and δ (from σ, k, τ or
+  (σ, q, steps) by the entry's accountant), the per-task ``composed`` block, each disjoint
+  part's budget, the ``overall`` block, DP-A-GEM's summary, a cosine run's σ; a figure that
+  states *less* than its parameters spend is rejected (stating more is conservative and allowed);
+- ``private``, ``leaky_baseline`` and ``guarantee_holds`` recomputed; a hyperparameter choice on
+  private data that is not explicitly accounted must be listed under ``unaccounted_uses``;
+- a published claim's verdicts (:mod:`dpcl.privacy.verdict`) consistent with their bounds.
+
+What it cannot do: it proves that the public parameters are enough for the stated guarantee,
+not that the code used them — the empirical audits (:mod:`dpcl.audits`) test that.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
+from .ledger import (
+    LABEL_SPACE_KINDS,
+    PUBLIC_FIELDS,
+    QUERY_SENSITIVITY,
+    TRAINING_KINDS,
+    Ledger,
+    LedgerError,
+)
+from .verdict import VERDICTS, classify, overall_verdict
+
+#: the queries each mechanism kind may answer (None: the kind names no query)
+KIND_QUERIES: dict[str, frozenset] = {
+    "gaussian": frozenset({"class_sums_of_unit_norm_features", "taylor_coefficients_projected_features"}),
+    "dpsgd": frozenset({None, "clipped_gradient_sums"}),
+    "dpsgd_buffer": frozenset({None, "clipped_gradient_sums"}),
+    "ktsgd_label_release": frozenset({None, "label_counts"}),
+    "laplace_label_release": frozenset({None, "label_counts"}),
+    "nonprivate": frozenset({None, *QUERY_SENSITIVITY}),
+    "label_oracle": frozenset({None}),
+    "label_oracle_nonprivate": frozenset({None}),
+    "data_independent": frozenset({None}),
+    "l2dpml_functional": frozenset({None}),
+}
+#: top-level keys of a task ledger
+TOP_LEVEL = frozenset(
+    {
+        "adjacency",
+        "target",
+        "private",
+        "guarantee_holds",
+        "leaky_baseline",
+        "unaccounted_uses",
+        "n_tasks",
+        "tasks",
+        "overall",
+        "published_claim",
+        "hyperparameters",
+        "agem",
+        "sigma",
+        "provenance",
+    }
+)
+_INT_FIELDS = frozenset({"steps", "steps_per_task", "later_tasks", "k", "dimension", "hidden", "input_dim"})
+_INT_FIELDS |= {"batch_size", "epochs"}
+_POSITIVE = frozenset({"sigma", "noise_multiplier", "tau", "clip", "normaliser", "Delta_R", "Delta_L"})
+_STRINGS = frozenset({"mechanism", "data", "note", "part", "query", "accountant", "block_choice"})
+ACCOUNTANTS = frozenset({"prv", "rdp", "pld"})
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """One training entry a learner writes per task: its private kind (at finite ε) and its
+    non-private twin (at ε = ∞), the disjoint part of D_t it reads, the query it answers, and
+    whether every task has it or every task but the last (a buffer the last task never fills)."""
+
+    kind: str
+    part: str | None = None
+    query: str | None = None
+    nonprivate: str = "nonprivate"
+    all_but_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in TRAINING_KINDS or self.nonprivate not in TRAINING_KINDS:
+            raise ValueError(f"unknown training kind {self.kind!r} / {self.nonprivate!r}")
+
+
+@dataclass(frozen=True)
+class LedgerSpec:
+    """What a learner's ledger holds per task, declared by the learner's module."""
+
+    training: tuple[EntrySpec, ...]
+    #: a published method: privacy.json carries ``published_claim`` at finite ε
+    published_claim: bool = False
+    #: a learner's own summary block ("agem": DP-A-GEM's parts and worst case)
+    summary: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The public plan a ledger is checked against (from the validated config)."""
+
+    target: Budget
+    n_tasks: int
+    spec: LedgerSpec | None = None
+    label_method: str | None = None
+    nominal_size: float | None = None
+
+
+# ----------------------------------------------------------------------------- typed reads
+
+
+def _where(path: str) -> str:
+    return path or "the file"
+
+
+def number(value: Any, path: str, *, allow_inf: bool = False) -> float:
+    """A real number (never a bool or string), finite unless ``allow_inf`` ("inf" allowed then)."""
+    if allow_inf and value in ("inf", math.inf):
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise LedgerError(f"{_where(path)}: expected a number, got {value!r}")
+    v = float(value)
+    if math.isnan(v) or (math.isinf(v) and not allow_inf):
+        raise LedgerError(f"{_where(path)}: expected a finite number, got {value!r}")
+    return v
+
+
+def integer(value: Any, path: str, *, minimum: int = 0) -> int:
+    """An exact integer (a JSON int, never a bool or a float) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise LedgerError(f"{_where(path)}: expected an integer, got {value!r}")
+    if int(value) < minimum:
+        raise LedgerError(f"{_where(path)}: expected an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise LedgerError(f"{_where(path)}: expected true or false, got {value!r}")
+    return value
+
+
+def mapping(value: Any, path: str) -> dict:
+    if not isinstance(value, dict):
+        raise LedgerError(f"{_where(path)}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise LedgerError(f"{_where(path)}: expected a string, got {value!r}")
+    return value
+
+
+def budget(block: Any, path: str, *, allow_inf: bool = True) -> Budget:
+    """An {epsilon, delta} block: ε ≥ 0 (∞ if allowed), δ in [0, 1]."""
+    block = mapping(block, path)
+    for key in ("epsilon", "delta"):
+        if key not in block:
+            raise LedgerError(f"{path}: no {key!r}")
+    eps = number(block["epsilon"], f"{path}.epsilon", allow_inf=allow_inf)
+    delta = number(block["delta"], f"{path}.delta")
+    if eps < 0 or not 0 <= delta <= 1:
+        raise LedgerError(f"{path}: need ε >= 0 and 0 <= δ <= 1, got ({eps}, {delta})")
+    return Budget(eps, delta)
+
+
+def _at_least(stated: float, derived: float, path: str) -> None:
+    """A stated figure must not understate the derived one (float slack only)."""
+    if stated < derived * (1 - REL_TOL) - 1e-15:
+        raise PrivacyBudgetExceeded(
+            f"{path}: the file states {stated!r}, but its parameters give {derived!r}"
+        )
+
+
+# ----------------------------------------------------------------------------- entries
+
+
+def _check_finite(obj: Any, path: str = "", key: str = "") -> None:
+    """No NaN and no −∞ anywhere in the file; +∞ only in an ε or a bound (a non-private figure)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_finite(v, f"{path}.{k}" if path else str(k), str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_finite(v, f"{path}[{i}]", key)
+    elif isinstance(obj, float) and not math.isfinite(obj):
+        if math.isnan(obj) or obj < 0 or not ("epsilon" in key or "bound" in key):
+            raise LedgerError(f"{_where(path)}: expected a finite number, got {obj!r}")
+
+
+def _check_entry_types(entry: dict, path: str) -> None:
+    """Every field of an entry of its expected type (the kind's closed field list is checked by
+    :func:`dpcl.privacy.ledger.verify_mechanism`)."""
+    kind = entry.get("mechanism")
+    if kind not in PUBLIC_FIELDS:
+        raise LedgerError(f"{path}: unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
+    for key, value in entry.items():
+        where = f"{path}.{key}"
+        if key in _STRINGS:
+            string(value, where)
+        elif key == "epsilon":
+            number(value, where, allow_inf=True)
+        elif key == "sensitivity":
+            if not isinstance(value, str):
+                number(value, where)
+        elif key in _INT_FIELDS:
+            integer(value, where, minimum=1 if key in ("steps", "later_tasks", "steps_per_task", "k") else 0)
+        elif key == "accountant_history":
+            if not isinstance(value, list):
+                raise LedgerError(f"{where}: expected a list")
+        elif key in _POSITIVE:
+            v = number(value, where)
+            if v < 0 or (v == 0 and kind != "nonprivate"):
+                raise LedgerError(f"{where}: expected a positive number, got {value!r}")
+        else:
+            number(value, where)
+    query = entry.get("query")
+    if query not in KIND_QUERIES[kind]:
+        allowed = sorted(q for q in KIND_QUERIES[kind] if q is not None)
+        raise LedgerError(
+            f"{path}.query: a {kind} entry cannot answer {query!r}; allowed: {allowed or 'none'}"
+        )
+    if "accountant" in entry and entry["accountant"] not in ACCOUNTANTS:
+        raise LedgerError(f"{path}.accountant: {entry['accountant']!r} is not one of {sorted(ACCOUNTANTS)}")
+    if kind == "nonprivate" and number(entry.get("delta", 0.0), f"{path}.delta") != 0:
+        raise LedgerError(f"{path}.delta: a nonprivate entry gives no guarantee and states δ = 0")
+
+
+def _label_kinds(label_method: str | None, private: bool) -> frozenset[str]:
+    """The label-space mechanism kinds the plan's label method may write."""
+    if label_method is None:
+        return LABEL_SPACE_KINDS
+    from ..data.label_space import parse_label_method
+
+    method = parse_label_method(label_method)
+    if method.kind == "oracle":
+        return frozenset({"label_oracle"})
+    if method.kind in ("base", "public"):
+        return frozenset({"data_independent"})
+    if not private:
+        return frozenset({"label_oracle_nonprivate"})
+    return frozenset({"laplace_label_release" if method.mechanism == "laplace" else "ktsgd_label_release"})
+
+
+def _check_declared(entries: list[dict], t: int, plan: Plan, private: bool) -> None:
+    """Task t's entries are exactly what the learner declares and the label method writes."""
+    path = f"tasks[{t}]"
+    labels = [e for e in entries if e["mechanism"] in LABEL_SPACE_KINDS]
+    want_label = _label_kinds(plan.label_method, private)
+    if len(labels) != 1 or labels[0]["mechanism"] not in want_label:
+        got = [e["mechanism"] for e in labels]
+        raise LedgerError(
+            f"{path}: label-space entries {got}; the plan's label method {plan.label_method!r} writes exactly "
+            f"one of {sorted(want_label)}"
+        )
+    if plan.spec is None:
+        if not any(e["mechanism"] in TRAINING_KINDS for e in entries):
+            raise LedgerError(f"{path}: no training entry")
+        return
+
+    def key(kind: str, part: str | None, query: str | None) -> tuple:
+        # a non-private entry's query is informational (it gives no guarantee to check)
+        return (kind, part or "", "" if kind == "nonprivate" else (query or _default_query(kind) or ""))
+
+    want = sorted(
+        key(s.kind if private else s.nonprivate, s.part, s.query)
+        for s in plan.spec.training
+        if not (s.all_but_last and t == plan.n_tasks - 1)
+    )
+    got = sorted(
+        key(e["mechanism"], e.get("part"), e.get("query"))
+        for e in entries
+        if e["mechanism"] not in LABEL_SPACE_KINDS
+    )
+    if want != got:
+        raise LedgerError(
+            f"{path}: training entries {got} (kind, part, query), but the learner declares {want}"
+        )
+
+
+def _default_query(kind: str) -> str | None:
+    from .ledger import DEFAULT_QUERY
+
+    return DEFAULT_QUERY.get(kind)
+
+
+# ----------------------------------------------------------------------------- blocks
+
+
+def _check_hyperparameters(hp: Any, unaccounted: list) -> None:
+    hp = mapping(hp, "hyperparameters")
+    if "private_data_used" not in hp:
+        raise LedgerError("hyperparameters: no 'private_data_used' (true or false)")
+    used = boolean(hp["private_data_used"], "hyperparameters.private_data_used")
+    if "chosen_by" in hp:
+        string(hp["chosen_by"], "hyperparameters.chosen_by")
+    accounted = boolean(hp["accounted"], "hyperparameters.accounted") if "accounted" in hp else None
+    if used and accounted is not True and not unaccounted:
+        raise LedgerError(
+            "hyperparameters: chosen on private data and not stated as accounted ('accounted': true), but no "
+            "unaccounted_uses listed"
+        )
+
+
+def _check_agem_summary(block: Any, ledger: Ledger, total: Budget) -> None:
+    block = mapping(block, "agem")
+    train = mapping(block.get("train_part"), "agem.train_part")
+    t0 = ledger.tasks.get(0, [])
+    first = next((e for e in t0 if e.get("part") == "train"), None)
+    if first is None:
+        raise LedgerError("agem: the ledger has no train part to summarise")
+    for key in ("noise_multiplier", "sample_rate", "steps"):
+        got = (integer if key == "steps" else number)(train.get(key), f"agem.train_part.{key}")
+        if got != first.get(key, got if first["mechanism"] == "nonprivate" else None):
+            raise LedgerError(
+                f"agem.train_part.{key}: states {got!r}, task 0's train entry has {first.get(key)!r}"
+            )
+    buf = block.get("buffer_part")
+    if buf is not None:
+        buf = mapping(buf, "agem.buffer_part")
+        refs = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
+        worst = max((float(e.get("epsilon_accounted", e["epsilon"])) for e in refs), default=0.0)
+        _at_least(
+            number(buf.get("epsilon_worst_case"), "agem.buffer_part.epsilon_worst_case", allow_inf=True),
+            worst,
+            "agem.buffer_part.epsilon_worst_case",
+        )
+        later = integer(buf.get("worst_case_later_tasks"), "agem.buffer_part.worst_case_later_tasks")
+        if ledger.n_tasks is not None and later != ledger.n_tasks - 1:
+            raise LedgerError(
+                f"agem.buffer_part.worst_case_later_tasks: {later}, a {ledger.n_tasks}-task run has {ledger.n_tasks - 1}"
+            )
+    per = budget(block.get("per_individual_total"), "agem.per_individual_total")
+    _at_least(per.epsilon, total.epsilon, "agem.per_individual_total.epsilon")
+    _at_least(per.delta, total.delta, "agem.per_individual_total.delta")
+
+
+def _training_total(ledger: Ledger) -> float:
+    """ε of the training mechanisms alone (label-space entries left out), worst task."""
+    worst = 0.0
+    for entries in ledger.tasks.values():
+        train = [e for e in entries if e["mechanism"] not in LABEL_SPACE_KINDS]
+        shared = sum(float(e["epsilon"]) for e in train if e.get("part") is None)
+        parts: dict[str, float] = {}
+        for e in train:
+            if e.get("part") is not None:
+                parts[e["part"]] = parts.get(e["part"], 0.0) + float(e["epsilon"])
+        worst = max(worst, shared + max(parts.values(), default=0.0))
+    return worst
+
+
+def _check_claim(claim: Any, total: Budget, ledger: Ledger) -> None:
+    """A published claim: its stated accounted figures must not understate the ledger's (the
+    per-individual worst case ``accounted_epsilon`` includes the label release; the training
+    mechanisms alone are ``accounted_training_epsilon``), and its verdicts must follow their bounds."""
+    claim = mapping(claim, "published_claim")
+    if "claimed_epsilon" in claim:
+        number(claim["claimed_epsilon"], "published_claim.claimed_epsilon", allow_inf=True)
+    if "accounted_epsilon" in claim:
+        stated = number(claim["accounted_epsilon"], "published_claim.accounted_epsilon", allow_inf=True)
+        _at_least(stated, total.epsilon, "published_claim.accounted_epsilon (the per-individual worst case)")
+    if "accounted_training_epsilon" in claim:
+        stated = number(
+            claim["accounted_training_epsilon"], "published_claim.accounted_training_epsilon", allow_inf=True
+        )
+        _at_least(stated, _training_total(ledger), "published_claim.accounted_training_epsilon")
+    if "verdict" not in claim:
+        return
+    verdict = claim["verdict"]
+    if verdict not in VERDICTS:
+        raise LedgerError(f"published_claim.verdict: {verdict!r} is not one of {list(VERDICTS)}")
+    rows = claim.get("verdicts")
+    if not isinstance(rows, list) or not rows:
+        raise LedgerError("published_claim.verdicts: a verdict needs its per-adjacency verdicts")
+    from .verdict import Verdict
+
+    parsed = []
+    for i, row in enumerate(rows):
+        row = mapping(row, f"published_claim.verdicts[{i}]")
+        where = f"published_claim.verdicts[{i}]"
+        string(row.get("adjacency"), f"{where}.adjacency")
+        c = number(row.get("claimed_epsilon"), f"{where}.claimed_epsilon", allow_inf=True)
+        up = row.get("upper_bound")
+        lo = row.get("lower_bound")
+        up = None if up is None else number(up, f"{where}.upper_bound", allow_inf=True)
+        lo = None if lo is None else number(lo, f"{where}.lower_bound", allow_inf=True)
+        number(row.get("delta"), f"{where}.delta")
+        try:
+            derived = classify(c, up, lo)
+        except ValueError as e:
+            raise LedgerError(f"{where}: {e}") from None
+        if row.get("verdict") != derived:
+            raise LedgerError(
+                f"{where}.verdict: the file says {row.get('verdict')!r}, its bounds say {derived!r}"
+            )
+        parsed.append(Verdict(row["adjacency"], c, float(row["delta"]), up, row.get("upper_method"), lo))
+    if overall_verdict(parsed) != verdict:
+        raise LedgerError(
+            f"published_claim.verdict: the file says {verdict!r}, its verdicts say {overall_verdict(parsed)!r}"
+        )
+
+
+# ----------------------------------------------------------------------------- the verifier
+
+
+def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]:
+    """Verify a continual-learning ``privacy.json`` against ``plan`` (see the module docstring).
+
+    Without a plan the file's own target and task count are used (a consistency check only:
+    a reader should pass the plan). Returns a summary; raises :class:`LedgerError` (malformed,
+    inconsistent or not what the plan says) or :class:`PrivacyBudgetExceeded` (a stated figure
+    below what its parameters spend), naming the field.
+    """
+    privacy = mapping(privacy, "")
+    _check_finite(privacy)
+    extra = sorted(set(privacy) - TOP_LEVEL)
+    if extra:
+        raise LedgerError(f"unknown top-level keys {extra}; a task ledger has {sorted(TOP_LEVEL)}")
+    for key in ("target", "tasks", "overall", "n_tasks", "guarantee_holds", "leaky_baseline", "private"):
+        if key not in privacy:
+            raise LedgerError(f"not a task ledger: no {key!r} key")
+    if privacy.get("adjacency") != ADJACENCY:
+        raise LedgerError(
+            f"adjacency: the file says {privacy.get('adjacency')!r}; this verifier checks {ADJACENCY!r}"
+        )
+    stated_target = budget(privacy["target"], "target")
+    n_stated = integer(privacy["n_tasks"], "n_tasks", minimum=1)
+    if plan is None:
+        plan = Plan(target=stated_target, n_tasks=n_stated)
+    target = plan.target
+    if stated_target != target:
+        raise LedgerError(
+            f"target: the file states (ε={stated_target.epsilon}, δ={stated_target.delta}), but the config's is "
+            f"(ε={target.epsilon}, δ={target.delta})"
+        )
+    if target.private:
+        if not 0 < target.delta < 1:
+            raise LedgerError(f"target.delta: a private run needs 0 < δ < 1, got {target.delta}")
+        if plan.nominal_size is not None and not target.delta < 1 / plan.nominal_size:
+            raise LedgerError(
+                f"target.delta: δ = {target.delta} is not below 1/N = {1 / plan.nominal_size:.3g} for the data "
+                f"set's nominal size N = {plan.nominal_size:g}"
+            )
+    elif target.delta != 0:
+        raise LedgerError(f"target.delta: a non-private run states δ = 0, got {target.delta}")
+    if boolean(privacy["private"], "private") != target.private:
+        raise LedgerError(f"private: the file says {privacy['private']}, the target says {target.private}")
+    if n_stated != plan.n_tasks:
+        raise LedgerError(f"n_tasks: the file says {n_stated}, the plan has {plan.n_tasks} tasks")
+    tasks = privacy["tasks"]
+    if not isinstance(tasks, list) or len(tasks) != plan.n_tasks:
+        raise LedgerError(f"tasks: expected a list of {plan.n_tasks} tasks")
+    unaccounted = privacy.get("unaccounted_uses", [])
+    if not isinstance(unaccounted, list) or ("unaccounted_uses" in privacy and not unaccounted):
+        raise LedgerError("unaccounted_uses: expected a non-empty list when present")
+    for i, u in enumerate(unaccounted):
+        mapping(u, f"unaccounted_uses[{i}]")
+    claim = privacy.get("published_claim")
+    ledger = Ledger(target, plan.n_tasks, claim=claim, unaccounted=list(unaccounted))
+    for i, task in enumerate(tasks):
+        task = mapping(task, f"tasks[{i}]")
+        t = integer(task.get("task"), f"tasks[{i}].task")
+        if t != i:
+            raise LedgerError(f"tasks[{i}].task: expected task {i} (tasks in order, each once), got {t}")
+        entries = task.get("mechanisms")
+        if not isinstance(entries, list) or not entries:
+            raise LedgerError(f"tasks[{i}].mechanisms: expected a non-empty list")
+        for j, entry in enumerate(entries):
+            path = f"tasks[{i}].mechanisms[{j}]"
+            entry = mapping(entry, path)
+            _check_entry_types(entry, path)
+            raw = {k: v for k, v in entry.items() if k not in ("delta_achieved", "epsilon_accounted")}
+            try:
+                ledger.add(t, raw)
+            except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
+                cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
+                raise cls(f"{path} ({entry.get('mechanism')!r}): {e}") from None
+            derived = ledger.tasks[t][-1]
+            for key in ("delta_achieved", "epsilon_accounted"):
+                if key in entry:
+                    _at_least(number(entry[key], f"{path}.{key}"), float(derived[key]), f"{path}.{key}")
+            if "epsilon_target" in entry and "epsilon_accounted" in derived:
+                _at_least(
+                    number(entry["epsilon_target"], f"{path}.epsilon_target"),
+                    float(derived["epsilon_accounted"]),
+                    f"{path}.epsilon_target",
+                )
+        _check_declared(ledger.tasks[t], t, plan, target.private)
+        composed = budget(task.get("composed"), f"tasks[{i}].composed")
+        b = ledger.task_budget(t)
+        _at_least(composed.epsilon, b.epsilon, f"tasks[{i}].composed.epsilon")
+        _at_least(composed.delta, b.delta, f"tasks[{i}].composed.delta")
+        parts = ledger.part_budgets(t)
+        stated_parts = task.get("parts")
+        if parts:
+            stated_parts = mapping(stated_parts, f"tasks[{i}].parts")
+            names = set(stated_parts) - {"rule"}
+            if names != set(parts):
+                raise LedgerError(
+                    f"tasks[{i}].parts: lists {sorted(names)}, the entries have parts {sorted(parts)}"
+                )
+            for p, pb in parts.items():
+                sp = budget(stated_parts[p], f"tasks[{i}].parts.{p}")
+                _at_least(sp.epsilon, pb.epsilon, f"tasks[{i}].parts.{p}.epsilon")
+                _at_least(sp.delta, pb.delta, f"tasks[{i}].parts.{p}.delta")
+        elif stated_parts is not None:
+            raise LedgerError(f"tasks[{i}].parts: the entries have no disjoint parts")
+        extra = sorted(set(task) - {"task", "mechanisms", "composed", "parts"})
+        if extra:
+            raise LedgerError(f"tasks[{i}]: unknown keys {extra}")
+    total = ledger.check()
+    overall = budget(privacy["overall"], "overall")
+    _at_least(overall.epsilon, total.epsilon, "overall.epsilon")
+    _at_least(overall.delta, total.delta, "overall.delta")
+    if target.private and not math.isinf(overall.epsilon) and overall.delta > 1:
+        raise LedgerError("overall.delta above 1")
+    if "hyperparameters" not in privacy:
+        raise LedgerError("hyperparameters: missing (how the hyperparameters were chosen)")
+    _check_hyperparameters(privacy["hyperparameters"], unaccounted)
+    spec = plan.spec
+    if spec is not None:
+        if spec.published_claim and target.private and claim is None:
+            raise LedgerError(
+                "published_claim: the learner is a published method; its claim must be in the ledger"
+            )
+        if not spec.published_claim and claim is not None:
+            raise LedgerError("published_claim: the learner declares no published claim")
+        if spec.summary == "agem" and target.private and "agem" not in privacy:
+            raise LedgerError("agem: the learner's summary block is missing")
+        if spec.summary != "agem" and "agem" in privacy:
+            raise LedgerError("agem: the learner declares no such summary")
+    if claim is not None:
+        _check_claim(claim, total, ledger)
+    if "agem" in privacy:
+        _check_agem_summary(privacy["agem"], ledger, total)
+    if "sigma" in privacy:
+        sigma = number(privacy["sigma"], "sigma")
+        used = [float(e["sigma"]) for es in ledger.tasks.values() for e in es if e["mechanism"] == "gaussian"]
+        if any(sigma > s * (1 + REL_TOL) for s in used):
+            raise PrivacyBudgetExceeded(
+                f"sigma: the file states σ = {sigma}, its entries use σ = {min(used)}"
+            )
+    leaky = ledger.leaky_baseline
+    if boolean(privacy["leaky_baseline"], "leaky_baseline") != leaky:
+        raise LedgerError(
+            f"leaky_baseline: the file says {privacy['leaky_baseline']}, the entries say {leaky}"
+        )
+    holds = ledger.holds() and not leaky and not ledger.unaccounted
+    if boolean(privacy["guarantee_holds"], "guarantee_holds") != holds:
+        raise LedgerError(
+            f"guarantee_holds: the file says {privacy['guarantee_holds']}, the entries say {holds}"
+        )
+    return {
+        "target": {"epsilon": target.epsilon, "delta": target.delta},
+        "n_tasks": plan.n_tasks,
+        "published_claim": claim is not None,
+        "entries": sum(len(v) for v in ledger.tasks.values()),
+        "overall": {"epsilon": total.epsilon, "delta": total.delta},
+        "guarantee_holds": holds,
+        "leaky_baseline": leaky,
+        "unaccounted_uses": len(ledger.unaccounted),
+        "checked_against": "plan" if plan.spec is not None else "file",
+    }
