@@ -133,6 +133,20 @@ def _ledger_plan(args: argparse.Namespace, config: dict | None, path: str, data:
     )
 
 
+def _active_plan(args: argparse.Namespace, config: dict | None, path: str) -> dict:
+    """What a DP active-learning ledger is checked against beyond its own plan: the run's target,
+    the pool's planned size and the data set's classes, from --config and the run's path, or from
+    --nominal-size/--classes (else the file's)."""
+    if config is not None:
+        from .stages.active import active_ledger_plan
+
+        return active_ledger_plan(config, path)
+    size = args.nominal_size
+    if size is not None and not float(size).is_integer():
+        raise ValueError(f"--nominal-size: a pool size is an integer, got {size}")
+    return {"nominal_size": None if size is None else int(size), "n_classes": args.classes}
+
+
 def _ledger_verify(args: argparse.Namespace) -> None:
     """Re-verify written privacy.json files from their parameters alone; exit 1 on the first failure."""
     import json
@@ -157,7 +171,10 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         try:
             data = json.loads(Path(path).read_text())
             plan = _ledger_plan(args, config, path, data, target)
-            summary = verify_privacy(data, target=target, n_tasks=args.tasks, plan=plan)
+            active = _active_plan(args, config, path) if data.get("accounting") == "per_record_groups" else {}
+            summary = verify_privacy(
+                data, target=active.pop("target", target), n_tasks=args.tasks, plan=plan, **active
+            )
             results.append({"path": str(path), "verified": True, **summary})
         except (OSError, json.JSONDecodeError) as e:
             failed = {"path": str(path), "verified": False, "error": f"cannot read a ledger: {e}"}
@@ -341,7 +358,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--nominal-size",
         type=_positive,
         default=None,
-        help="the data set's nominal training-set size N (δ must lie below 1/N)",
+        help="the data set's nominal training-set size N (δ must lie below 1/N); for a DP active-learning "
+        "run, the pool's planned size",
+    )
+    lv.add_argument(
+        "--classes",
+        type=_positive_int,
+        default=None,
+        help="a DP active-learning run's number of classes K (default: the file's)",
     )
     lv.add_argument("--json", action="store_true")
     lv.set_defaults(func=_ledger_verify, _parser=lv)

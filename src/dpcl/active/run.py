@@ -180,6 +180,8 @@ def run_active(
         selection_record(method, schedule, n_classes),
         "fixed_size" if method.mode == "paper" else "poisson",
         claim,
+        pool_size=pool_size,
+        n_classes=n_classes,
     )
     metrics = {
         "acquisition": method.acquisition,

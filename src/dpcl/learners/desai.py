@@ -93,6 +93,7 @@ Not private in paper 000's sense either way: the memory keeps raw samples across
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -113,9 +114,16 @@ from .aggregation import aggregate
 LEDGER_SPEC = LedgerSpec(
     training=(
         EntrySpec("dpsgd", part="train", query="clipped_gradient_sums"),
-        EntrySpec("dpsgd_buffer", part="reference", query="clipped_gradient_sums", all_but_last=True),
+        EntrySpec(
+            "dpsgd_buffer",
+            part="reference",
+            query="clipped_gradient_sums",
+            all_but_last=True,
+            block_choice="uniform",
+        ),
     ),
     published_claim=True,
+    claim_check=lambda claim, tasks, n_tasks: verify_claim(claim, tasks, n_tasks),
 )
 
 LEARNER = "desai_head"
@@ -326,7 +334,7 @@ def desai_claim(
     Claimed: ε_i + ε'_i per task (δ split evenly), max over tasks (parallel composition), for the
     training mechanism (the label release, ``label_release_epsilon`` per task, is ours and is not
     part of paper 002). Judged by :func:`claim_verdicts` under add/remove (task-wise) and under
-    paper 002's Def. 2, three-valued (:mod:`dpcl.privacy.verdict`). ``accounted_epsilon`` is the
+    paper 002's Def. 2, three-valued (:mod:`dpcl.privacy.verdict`). ``accounted_training_epsilon`` is the
     add/remove upper bound. Only public parameters enter, so the dict may be published.
     """
     agem.validate()
@@ -350,13 +358,15 @@ def desai_claim(
     if math.isinf(claimed) or sigma == 0:
         return {
             **base,
-            "accounted_epsilon": math.inf,
+            "accounted_training_epsilon": math.inf,
             "holds": True,
             "verdict": "certified",
             "verdicts": [],
             "reason": "non-private run (ε = inf): there is no guarantee to check",
         }
-    verdicts, numbers = claim_verdicts(sigma, cfg.sample_rate, q_ref, cfg.steps, n_tasks, delta, claimed)
+    verdicts, numbers = _claim_verdicts_cached(
+        sigma, cfg.sample_rate, q_ref, cfg.steps, n_tasks, delta, claimed
+    )
     ar, d2 = verdicts
     overall = overall_verdict(verdicts)
     words = {"certified": "certified", "violated": "violated", "not_certified": "not certified"}
@@ -383,7 +393,7 @@ def desai_claim(
     )
     return {
         **base,
-        "accounted_epsilon": ar.upper_bound,
+        "accounted_training_epsilon": ar.upper_bound,
         "holds": overall == "certified",
         "verdict": overall,
         "verdicts": [v.to_dict() for v in verdicts],
@@ -391,6 +401,119 @@ def desai_claim(
         "label_release_epsilon": float(label_release_epsilon),
         **numbers,
     }
+
+
+def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> None:
+    """Recompute a written Lemma 2 claim from the ledger's public parameters (the learner's check,
+    :class:`dpcl.privacy.verify.LedgerSpec`): the claimed ε_i + ε'_i for the entries' σ, q, q_ref
+    and steps, and both verdicts with their bounds. A stated upper bound below ours, a lower bound
+    above ours or another verdict is rejected (:class:`dpcl.privacy.ledger.LedgerError`)."""
+    from ..privacy.ledger import LABEL_SPACE_KINDS as LABEL_KINDS
+    from ..privacy.ledger import LedgerError
+
+    train = next((e for e in tasks.get(0, []) if e.get("part") == "train"), None)
+    ref = next((e for e in tasks.get(0, []) if e.get("part") == "reference"), None)
+    if train is None or train["mechanism"] != "dpsgd":
+        return  # a non-private run: no claim to check
+    sigma, q, steps = float(train["noise_multiplier"]), float(train["sample_rate"]), int(train["steps"])
+    q_ref = float(ref["sample_rate"]) if ref is not None else q
+    if ref is not None and (float(ref["noise_multiplier"]), int(ref["steps_per_task"])) != (sigma, steps):
+        raise LedgerError("published_claim: Alg. 1 has one σ and the same steps per task for g and g_ref")
+    delta = float(train["delta"])
+    acct = claim.get("calibration_accountant")
+    if acct not in ("prv", "rdp"):
+        raise LedgerError(f"published_claim.calibration_accountant: {acct!r} is not prv or rdp")
+    eps_i = sgd_epsilon(sigma, q, steps, delta / 2, acct)
+    eps_p = eps_i if q_ref == q else sgd_epsilon(sigma, q_ref, steps, delta / 2, acct)
+    stated = claim.get("claimed_epsilon")
+    if (
+        not isinstance(stated, int | float)
+        or isinstance(stated, bool)
+        or not math.isclose(float(stated), eps_i + eps_p, rel_tol=1e-9)
+    ):
+        raise LedgerError(
+            f"published_claim.claimed_epsilon: the file says {stated!r}, Lemma 2 for the entries' σ, q, q_ref and "
+            f"steps gives {eps_i + eps_p!r}"
+        )
+    claimed = eps_i + eps_p
+
+    def close(key: str, want: float, got=None) -> None:
+        got = claim.get(key) if got is None else got
+        if not _is_number(got) or not math.isclose(got, want, rel_tol=1e-9):
+            raise LedgerError(f"published_claim.{key}: the file says {got!r}, the parameters give {want!r}")
+
+    close("epsilon_i", eps_i)
+    close("epsilon_prime_i", eps_p)
+    close("delta", delta)
+    per_task = claim.get("per_task_epsilon")
+    if not isinstance(per_task, list) or len(per_task) != n_tasks:
+        raise LedgerError(f"published_claim.per_task_epsilon: expected {n_tasks} values")
+    for t, v in enumerate(per_task):
+        close(f"per_task_epsilon[{t}]", claimed, v if v is not None else "none")
+    later = claim.get("block0_later_tasks")
+    if isinstance(later, bool) or later != n_tasks - 1:
+        raise LedgerError(
+            f"published_claim.block0_later_tasks: a {n_tasks}-task run rereads M_0 in {n_tasks - 1}"
+        )
+    label = max(
+        (float(e["epsilon"]) for es in tasks.values() for e in es if e["mechanism"] in LABEL_KINDS),
+        default=0.0,
+    )
+    close("label_release_epsilon", label)
+    verdicts, numbers = _claim_verdicts_cached(sigma, q, q_ref, steps, n_tasks, delta, claimed)
+    for key, (lo, up) in numbers.items():
+        got = claim.get(key)
+        if (
+            not isinstance(got, list)
+            or len(got) != 2
+            or not all(_is_number(v) and v >= 0 for v in got)
+            or got[0] > lo * (1 + 1e-9)
+            or got[1] < up * (1 - 1e-9)
+        ):
+            raise LedgerError(
+                f"published_claim.{key}: the file says {got!r}, the parameters give [{lo!r}, {up!r}]"
+            )
+    rows = claim.get("verdicts")
+    if not isinstance(rows, list) or len(rows) != len(verdicts):
+        raise LedgerError(f"published_claim.verdicts: expected {len(verdicts)} verdicts (add/remove, Def. 2)")
+    for i, (row, v) in enumerate(zip(rows, verdicts, strict=True)):
+        where = f"published_claim.verdicts[{i}]"
+        if (
+            not isinstance(row, dict)
+            or row.get("adjacency") != v.adjacency
+            or row.get("verdict") != v.verdict
+        ):
+            raise LedgerError(f"{where}: expected the verdict {v.verdict!r} under {v.adjacency!r}")
+        close(f"verdicts[{i}].claimed_epsilon", claimed, row.get("claimed_epsilon"))
+        close(f"verdicts[{i}].delta", delta, row.get("delta"))
+        up, lo = row.get("upper_bound"), row.get("lower_bound")
+        if not isinstance(up, int | float) or isinstance(up, bool) or up < v.upper_bound * (1 - 1e-9):
+            raise LedgerError(
+                f"{where}.upper_bound: the file says {up!r}, the parameters give {v.upper_bound!r}"
+            )
+        if not isinstance(lo, int | float) or isinstance(lo, bool) or lo > v.lower_bound * (1 + 1e-9):
+            raise LedgerError(
+                f"{where}.lower_bound: the file says {lo!r}, the parameters give {v.lower_bound!r}"
+            )
+    if claim.get("verdict") != overall_verdict(verdicts):
+        raise LedgerError(f"published_claim.verdict: expected {overall_verdict(verdicts)!r}")
+    if claim.get("holds") is not (overall_verdict(verdicts) == "certified"):
+        raise LedgerError("published_claim.holds: true exactly when the claim is certified")
+    accounted = claim.get("accounted_training_epsilon")
+    if not _is_number(accounted) or accounted < verdicts[0].upper_bound * (1 - 1e-9):
+        raise LedgerError(
+            f"published_claim.accounted_training_epsilon: the file says {accounted!r}, the parameters give "
+            f"{verdicts[0].upper_bound!r}"
+        )
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_verdicts_cached(*args):
+    return claim_verdicts(*args)
 
 
 def task_records(

@@ -111,10 +111,38 @@ def verify_group(history: Sequence[Segment], selection_epsilon: float, delta: fl
     (:func:`dpcl.privacy.sgd_accounting.compose_epsilon`), independently of the curves used to
     solve the schedule; a history with no training is its selection ε alone.
     """
-    from .sgd_accounting import compose_epsilon
+    return group_epsilon(history, selection_epsilon, delta, "rdp")
 
-    phases = [(float(s), float(q), int(n)) for s, q, n in history if q > 0 and n > 0]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        train = compose_epsilon(phases, delta, "rdp") if phases else 0.0
+
+#: accountants a per-group ledger may name, each a valid upper bound on a group's training ε
+ACCOUNTANTS = ("rdp", "pld")
+
+
+@functools.lru_cache(maxsize=8192)
+def _training_upper(history: tuple[Segment, ...], delta: float, accountant: str) -> float:
+    if accountant == "rdp":
+        from .sgd_accounting import compose_epsilon
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compose_epsilon(list(history), delta, "rdp")
+    from .pld import epsilon_upper
+
+    return epsilon_upper(history, delta)
+
+
+def group_epsilon(
+    history: Sequence[Segment], selection_epsilon: float, delta: float, accountant: str = "rdp"
+) -> float:
+    """A group's total ε: selection ε + an upper bound on the ε of its own DP-SGD history.
+
+    ``accountant``: ``"rdp"`` (the project's RDP accountant over all its orders, Balle et al.
+    2020 Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld`); both are valid
+    upper bounds, RDP the looser. Segments that never sample the group (q = 0 or no steps)
+    cost nothing; selection and training compose by basic composition (paper 004, Sec. III-E).
+    """
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
+    phases = tuple((float(s), float(q), int(n)) for s, q, n in history if q > 0 and n > 0)
+    train = _training_upper(phases, float(delta), accountant) if phases else 0.0
     return float(selection_epsilon) + train

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,10 @@ class EntrySpec:
     query: str | None = None
     nonprivate: str = "nonprivate"
     all_but_last: bool = False
+    #: how a buffer entry's block is chosen for a reread ("uniform": paper 002's CalGref); None: the
+    #: whole buffer is read at every step. The learner's word, never the entry's: an entry that
+    #: claims a block choice its learner does not make would understate its rereads.
+    block_choice: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TRAINING_KINDS or self.nonprivate not in TRAINING_KINDS:
@@ -111,6 +116,9 @@ class LedgerSpec:
     published_claim: bool = False
     #: a learner's own summary block ("agem": DP-A-GEM's parts and worst case)
     summary: str | None = None
+    #: recomputes a published claim from the ledger's public parameters: (claim, tasks, n_tasks) -> None,
+    #: raising LedgerError; None where the claim's bounds cannot be recomputed (an empirical audit)
+    claim_check: Callable[[dict, dict, int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -550,6 +558,8 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
             raise LedgerError("agem: the learner declares no such summary")
     if claim is not None:
         _check_claim(claim, total, ledger)
+        if spec is not None and spec.claim_check is not None and target.private:
+            spec.claim_check(claim, ledger.tasks, plan.n_tasks)
     if "agem" in privacy:
         _check_agem_summary(privacy["agem"], ledger, total)
     if "sigma" in privacy:

@@ -40,6 +40,36 @@ def planned_pool_size(n_classes: int, per_class: int, variant: str, imbalance: f
     )
 
 
+def active_ledger_plan(config: dict, path: str | Path) -> dict:
+    """The public plan a DP-AL run's privacy.json is checked against, from the validated ``config``
+    and the file's place in the results layout (``runs/active/{pool}/{mode}/{method}/eps{ε}-sel{ε_Sel}/
+    seed{s}/privacy.json``): the run's target, the pool's planned size and the data set's classes.
+    The file itself is not read; a path the config did not plan is an error."""
+    from ..active.grid import run_cells
+    from ..data.datasets import N_CLASSES, base_name
+    from ..privacy.accounting import Budget
+
+    parts = Path(path).parts
+    if len(parts) < 8 or parts[-8:-6] != ("runs", "active") or parts[-1] != "privacy.json":
+        raise ValueError(
+            f"{path}: not a DP-AL run's privacy.json in the results layout "
+            "runs/active/{pool}/{mode}/{method}/eps{e}-sel{s}/seed{n}/privacy.json"
+        )
+    pool, mode, method, setting = parts[-6:-2]
+    active = config["active"]
+    cells = {c["key"]: c for c in run_cells(active)}
+    key = f"{mode}/{method}/{setting}"
+    if key not in cells or pool not in active["pools"]:
+        raise ValueError(f"{path}: the config plans no DP-AL run {pool}/{key}")
+    dataset = active["dataset"]
+    k = N_CLASSES[base_name(dataset)]
+    size = planned_pool_size(
+        k, int(config["datasets"][dataset]["pool_per_class"]), pool, float(active["imbalance"])
+    )
+    target = Budget(float(cells[key]["epsilon"]), float(active["delta"]))
+    return {"target": target, "nominal_size": size, "n_classes": k}
+
+
 def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
     """Solve and verify one schedule (``{kind}-eps{ε}-sel{ε_Sel}``) and write it as JSON."""
     import time
@@ -94,7 +124,11 @@ def run_active_seed(
     px, py = _load(pool_path)
     ux, uy = _load(public_path)
     tx, ty = _load(test_path)
-    n_classes = int(max(py.max(), ty.max()) + 1)
+    from ..data.datasets import N_CLASSES, base_name
+
+    n_classes = N_CLASSES[base_name(dataset)]  # public (the data set's published classes), not counted
+    if max(py.max(), ty.max()) >= n_classes:
+        raise ValueError(f"{dataset}: labels beyond its {n_classes} classes")
     imb = float(active["imbalance"])
     if pool_variant == "imbalanced":
         sub = imbalanced_subset(py, imb, 0)
