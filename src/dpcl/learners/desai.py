@@ -439,6 +439,8 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
 
     def close(key: str, want: float, got=None) -> None:
         got = claim.get(key) if got is None else got
+        if math.isinf(want) and got in ("inf", math.inf):  # the Label Oracle's release
+            return
         if not _is_number(got) or not math.isclose(got, want, rel_tol=1e-9):
             raise LedgerError(f"published_claim.{key}: the file says {got!r}, the parameters give {want!r}")
 
