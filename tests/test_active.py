@@ -29,8 +29,8 @@ def schedules():
     out = {}
     for sel_eps in (0.0, 2.0):
         for kind in KINDS:
-            out[kind, sel_eps] = build_schedule(kind, ALPlan(selection_epsilon=sel_eps, **PLAN))
-    out["single", 0.0] = build_schedule("single", ALPlan(8.0, 1e-5, 0.0, 2500, (), 256, 40))
+            out[kind, sel_eps] = build_schedule(kind, ALPlan(selection_epsilon=sel_eps, **PLAN), "rdp")
+    out["single", 0.0] = build_schedule("single", ALPlan(8.0, 1e-5, 0.0, 2500, (), 256, 40), "rdp")
     return out
 
 

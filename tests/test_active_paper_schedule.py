@@ -99,7 +99,7 @@ def test_authors_schedule_overshoots_for_middle_groups(small_run):
 
 
 def test_our_step_amplification_keeps_every_group_within_target():
-    sched = build_schedule("step_amplification", SMALL)
+    sched = build_schedule("step_amplification", SMALL, "rdp")  # RDP: the authors' accountant's family
     eps = sched.check()  # raises if any group exceeds ε
     assert len(eps) == SMALL.phases and max(eps) <= SMALL.epsilon * (1 + 1e-9)
     assert min(eps) > SMALL.epsilon - 0.1  # and it uses the budget: every group within 0.1 of ε

@@ -263,7 +263,7 @@ def schedule_files(tmp_path_factory):
     out = {}
     for name, kind in (("naive", "naive"), ("step amplification (ours)", "step_amplification")):
         path = d / f"{kind}.json"
-        path.write_text(json.dumps(build_schedule(kind, plan).to_dict()))
+        path.write_text(json.dumps(build_schedule(kind, plan, "rdp").to_dict()))
         out[name] = path
     return out
 

@@ -5,8 +5,10 @@ labelled set, group g the records selected at selection phase g, and "unselected
 never labelled. A record's loss is the selection ε it paid before it was labelled (g·ε_Sel/T;
 ε_Sel for the unselected) plus the ε of **its own** DP-SGD history (basic composition). The
 ledger lists, for every group, its training segments as (noise_multiplier, sample_rate, steps)
-and its ``selection_epsilon``, so that a reader can recompute its total with any accountant;
-:func:`verify_group_ledger` does so with the project's RDP accountant.
+and its ``selection_epsilon``, so that a reader can recompute its total with any accountant.
+The stated figures are those of the accountant named in ``accountant`` — the pessimistic PLD
+(a valid upper bound) that our schedules are solved with, or RDP for a schedule solved with RDP;
+:func:`verify_group_ledger` recomputes them.
 
 Like the continual-learning ledger it holds public parameters only: the planned sizes of the
 schedule, never how many records a selection returned. Whether the per-record bound is an
@@ -22,7 +24,7 @@ import math
 from typing import Any
 
 from .accounting import ADJACENCY, PrivacyBudgetExceeded
-from .group_accounting import ORDERS, training_epsilon, verify_group
+from .group_accounting import ACCOUNTANTS, accountant, group_epsilon, training_epsilon
 from .ledger import LedgerError
 
 ACCOUNTING = "per_record_groups"
@@ -46,12 +48,14 @@ REL_TOL = 1e-9
 
 
 @functools.lru_cache(maxsize=4096)
-def _verified(history: tuple, selection_epsilon: float, delta: float) -> float:
-    return verify_group(history, selection_epsilon, delta)
+def _verified(history: tuple, selection_epsilon: float, delta: float, accountant_name: str = "rdp") -> float:
+    return group_epsilon(history, selection_epsilon, delta, accountant_name)
 
 
-def _group_entry(group: int | str, history: list, paid: float, delta: float) -> dict[str, Any]:
-    train = training_epsilon(history, delta)
+def _group_entry(
+    group: int | str, history: list, paid: float, delta: float, accountant_name: str = "rdp"
+) -> dict[str, Any]:
+    train = training_epsilon(history, delta, accountant_name)
     return {
         "group": group,
         "selection_epsilon": paid,
@@ -71,15 +75,18 @@ def group_ledger(
     "epsilon_per_phase", "laplace_scale", "phases"}; ``initial``: "poisson" or "fixed_size".
     """
     plan = schedule.plan
+    acc = schedule.stating_accountant  # what solved the schedule, or PLD for the authors' (opacus RDP)
     mech = selection["mechanism"]
     if mech not in SELECTIONS:
         raise LedgerError(f"unknown selection mechanism {mech!r}; allowed: {sorted(SELECTIONS)}")
     if initial not in INITIAL:
         raise LedgerError(f"unknown initial-set sampling {initial!r}; allowed: {sorted(INITIAL)}")
-    groups = [_group_entry(g, schedule.history(g), plan.paid(g), plan.delta) for g in range(schedule.groups)]
+    groups = [
+        _group_entry(g, schedule.history(g), plan.paid(g), plan.delta, acc) for g in range(schedule.groups)
+    ]
     t = len(plan.query_sizes)
     if t:
-        groups.append(_group_entry("unselected", [], plan.selection_epsilon, plan.delta))
+        groups.append(_group_entry("unselected", [], plan.selection_epsilon, plan.delta, acc))
     reasons = []
     if not SELECTIONS[mech] or not INITIAL[initial]:
         reasons.append(COUPLING)
@@ -102,11 +109,7 @@ def group_ledger(
         "accounting": ACCOUNTING,
         "target": {"epsilon": plan.epsilon, "delta": plan.delta},
         "private": True,
-        "accountant": {
-            "name": "rdp",
-            "orders": list(ORDERS),
-            "conversion": "Balle et al. 2020, Thm 21; selection + training by basic composition",
-        },
+        "accountant": accountant(acc).describe() | {"solved_with": schedule.accountant},
         "schedule": {
             "kind": schedule.kind,
             "batch_size": plan.batch_size,
@@ -169,6 +172,9 @@ def verify_group_ledger(privacy: dict[str, Any]) -> dict[str, Any]:
         raise PrivacyBudgetExceeded(
             f"groups are charged {charged} per selection phase, the mechanism spends {per_phase}"
         )
+    acc_name = (privacy.get("accountant") or {}).get("name")
+    if acc_name not in ACCOUNTANTS:
+        raise LedgerError(f"accountant.name is {acc_name!r}; allowed: {list(ACCOUNTANTS)}")
     worst = 0.0
     for i, g in enumerate(privacy["groups"]):
         name = g["group"]
@@ -183,7 +189,7 @@ def verify_group_ledger(privacy: dict[str, Any]) -> dict[str, Any]:
         )
         if any(not (0 < q <= 1) or s <= 0 or n < 1 for s, q, n in hist):
             raise LedgerError(f"group {name}: a phase with an invalid (σ, q, steps): {hist}")
-        eps = _verified(hist, float(g["selection_epsilon"]), delta)
+        eps = _verified(hist, float(g["selection_epsilon"]), delta, acc_name)
         if eps > float(g["epsilon"]) * (1 + 1e-9):
             raise PrivacyBudgetExceeded(f"group {name} states ε = {g['epsilon']}, its phases give {eps:.6g}")
         if i != len(privacy["groups"]) - 1 and name == "unselected":

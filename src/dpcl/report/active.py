@@ -560,7 +560,8 @@ def _load_schedule(src: Any):
 
 def group_epsilon_curves(schedule: Any) -> list[list[float]]:
     """Per group g, its cumulative ε after each training phase p ≥ g (0-based): selection ε paid
-    plus the ε of its own segments up to phase p (paper 004 Sec. III-E, basic composition)."""
+    plus the ε of its own segments up to phase p (paper 004 Sec. III-E, basic composition), with
+    the schedule's stating accountant (PLD, or RDP for a schedule solved with RDP)."""
     from ..privacy.group_accounting import training_epsilon
 
     s = _load_schedule(schedule)
@@ -576,6 +577,7 @@ def group_epsilon_curves(schedule: Any) -> list[list[float]]:
                         if x.phase <= p and x.rates[g] > 0
                     ],
                     s.plan.delta,
+                    s.stating_accountant,
                 )
                 for p in range(g, s.plan.phases)
             ]
