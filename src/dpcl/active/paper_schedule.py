@@ -18,7 +18,8 @@ q_old,1..q_old,i) meets ε_target,i, and this one rate is then used for *all* ol
 q_new,i is solved for the single phase i alone against ε_target,i − i·ε_Sel/T (Alg. 3 l. 8-10).
 A record selected at selection g < i, however, was trained at q_new,g in phase g and at
 q_old,g+1.. afterwards: a different history, whose ε is not what the solve assumed, and
-which ends above ε for the middle groups (see :func:`reaccount`).
+whose RDP ends above ε for the middle groups (see :func:`reaccount`); whether the claim
+is certified, violated or neither is decided with PLD bounds both ways (:func:`published_claim`).
 
 Mapping from :class:`~dpcl.active.schedules.ALPlan` to the released code's inputs
 ---------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ def authors_sample_rate(
 
     Arithmetic bisection on [1e-9, 1] until q_low / q_high ≥ 1 − 0.001; a midpoint whose
     ε is < target becomes q_low, else q_high. Returns **q_high**, whose ε is ≥ target (or 1):
-    the released rate overshoots the target by up to the bisection's last step.
+    the released rate's ε (its own accountant) exceeds the target by up to the bisection's last step.
     """
     base = acc.rdp(prefix)
     lo, hi = 1e-9, 1.0
@@ -363,7 +364,8 @@ def authors_step_amplification(
     q_new,p for g = p and 0 for g > p (phase 0: the naive rate for D₁). ``orders``: RDP orders
     of the accountant (default: opacus's defaults, as released). ``sigma_corr``: the noise
     correction of ``step_ampl_prob_noise``, the mode of the released experiment scripts.
-    The schedule is **not** checked: some groups overshoot ε (see :func:`reaccount`).
+    The schedule is **not** checked: under RDP some groups exceed ε (see :func:`reaccount` and,
+    for the verdicts with PLD bounds both ways, :func:`published_claim`).
     """
     return authors_run(plan, orders, sigma_corr).schedule
 
@@ -487,7 +489,11 @@ def published_claim(schedule: Schedule, orders: Sequence[float] | None = None) -
             delta=plan.delta,
             upper_bound=worst["pld_upper"],
             upper_method=f"{UPPER_METHOD} + its selection ε; the worst group ({worst['group']})",
-            note="no lower bound: basic composition with the selection is an upper bound only",
+            note=(
+                "per-record accounting; no lower bound: basic composition with the selection is an upper "
+                "bound only. Fixed-size selection (the paper's top-k) also couples records, which "
+                "add/remove accounting does not cover (the ledger's why_not)"
+            ),
         )
     ]
     for r in rows:

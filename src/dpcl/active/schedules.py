@@ -11,16 +11,17 @@ a selection actually returned.
 A schedule is a list of segments; each has a noise multiplier σ, a step count and one Poisson
 rate per group (0: not sampled). A group's **own history** is the segments in which it is
 sampled, and its loss is ``selection ε paid + ε(own history)`` (basic composition, Sec.
-III-E); every schedule is solved so that each group's loss is at most the target, with the
-accountant of :mod:`dpcl.privacy.group_accounting`, and :meth:`Schedule.check` re-derives it.
+III-E); every schedule is solved so that each group's loss is at most the target, with an
+accountant of :mod:`dpcl.privacy.group_accounting` (the pessimistic PLD by default, RDP on
+request), and :meth:`Schedule.check` re-derives it with the same accountant.
 
 - ``naive`` (Alg. 1): rate q_p = b/|D_p| for everyone, n_p = ⌈e/q_p⌉ steps, one σ.
 - ``step_amplification`` (Alg. 2/3, ours): σ of the naive schedule; at phase p every group g is
   given the largest rate whose own history stays within R_p − paid_g, R_p being the naive
   schedule's cumulative ε after phase p (the paper's "privacy trajectory"), and n_p is the
   fewest steps ≥ the naive count whose expected batch Σ_g q_g k_g is ≤ b. The authors solve
-  every old group against D₁'s history instead, which overshoots for groups that joined in
-  the middle (:mod:`dpcl.active.paper_schedule`).
+  every old group against D₁'s history instead, which their RDP accountant cannot certify for
+  groups that joined in the middle (:mod:`dpcl.active.paper_schedule`, with the verdicts).
 - ``noise_reduction`` (App. E-B): naive steps; the phase's σ is lowered until the per-group
   rates (solved as above) give an expected batch ≤ b.
 - ``continual`` (App. E-B): each phase first trains the newest group alone (rate b/k_p) for as
