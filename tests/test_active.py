@@ -318,16 +318,17 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
     assert "REJECTED" in capsys.readouterr().err
 
 
-def test_a_run_on_a_schedule_that_overshoots_fails_unless_it_states_the_published_claim():
+def test_a_run_on_a_schedule_not_certified_fails_unless_it_states_the_published_claim():
     from dpcl.active.paper_schedule import authors_step_amplification
     from dpcl.privacy.group_ledger import group_ledger
 
-    authors = authors_step_amplification(ALPlan(selection_epsilon=2.0, **PLAN))
-    record = {"mechanism": "random_poisson", "phases": 4}
+    # a plan at which the PLD upper bound of the authors' group 2 (selection ε included) is 8.51 > 8
+    authors = authors_step_amplification(ALPlan(8.0, 1e-5, 2.0, 1000, (1000, 300), 256, 12))
+    record = {"mechanism": "random_poisson", "phases": 2}
     with pytest.raises(PrivacyBudgetExceeded, match="own histories"):
         group_ledger(authors, record, "poisson")
     p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "paper 004, Alg. 3"})
-    assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.1
+    assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.5
 
 
 def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
