@@ -138,8 +138,11 @@ def test_catch_up_targets_grow_for_every_group_at_high_selection_budgets(plan):
         for p in range(g + 1, plan.phases):
             assert traj[p][g] > traj[p - 1][g]
         assert plan.paid(g) + traj[-1][g] <= plan.epsilon * (1 + 1e-9)
-    sched = build_schedule("step_amplification", plan, "rdp")
-    assert not sched.untrained_groups()
+    for kind in ("step_amplification", "noise_reduction", "continual"):
+        sched = build_schedule(kind, plan, "rdp")
+        assert not sched.untrained_groups(), kind
+        last = sched.segments[-1]
+        assert last.rates[-1] > 0, kind  # the last group trains in the last phase
 
 
 def test_a_schedule_with_an_untrained_group_is_refused():

@@ -170,6 +170,10 @@ class PLDGroupAccountant(GroupAccountant):
         # the PLD epsilon_upper builds for this history, composed in the same order: the same number
         return max(0.0, float(state[1].get_epsilon_for_delta(_pld._check_delta(delta))))
 
+    def training_epsilon(self, history: Sequence[Segment], delta: float) -> float:
+        # the same number as epsilon(state_of(history)), cached by history (ledgers, figures, checks)
+        return _pld.epsilon_upper([tuple(h) for h in history], delta, self.discretization)
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": "pld",
