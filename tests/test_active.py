@@ -344,3 +344,31 @@ def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["False", "0"]
+
+
+def test_a_run_on_the_authors_schedule_carries_the_verdicts_on_their_claim():
+    from dpcl.active.paper_schedule import authors_step_amplification
+
+    assert parse_method("entropy-dp-psa").schedule == "paper_step_amplification"
+    authors = authors_step_amplification(SMALL)
+    x, y = _pool()
+    m, p, _, _ = run_active(
+        (x, y),
+        _pool(300, seed=1),
+        _pool(400, seed=2)[0],
+        5,
+        1200,
+        ActiveMethod("entropy", "dp", "sound"),
+        authors,
+        0.05,
+        1.0,
+        lambda *k: rng(0, "t", *k),
+        mc_passes=4,
+    )
+    claim = p["published_claim"]
+    assert claim["verdict"] in ("certified", "violated", "not_certified")
+    assert claim["verdicts"][0]["adjacency"].startswith("add/remove one record of the pool")
+    assert [v["claimed_epsilon"] for v in claim["verdicts"][1:]] == pytest.approx([8.0, 7.0, 6.0])
+    assert all({"rdp_authors", "pld_upper", "pld_training_lower"} <= set(g) for g in claim["groups"])
+    assert p["accountant"]["name"] == "pld" and p["accountant"]["solved_with"] == "opacus_rdp"
+    assert verify_privacy(p)["published_claim"] is True
