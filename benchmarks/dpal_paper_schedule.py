@@ -11,7 +11,10 @@ text says δ = 1/B = 4e-5; pass ``--delta 1e-5 4e-5`` for both).
 
 It also builds our sound ``build_schedule("step_amplification", plan)`` at the same plan (our
 naive steps are ⌈e·|D_p|/b⌉ at rate b/|D_p|, the paper's Alg. 1, not the released code's
-drop-last loader) and reports its per-group ε from :meth:`Schedule.check`. Wall times of both.
+drop-last loader) and reports its per-group ε from :meth:`Schedule.check` (pessimistic PLD, the
+accountant it is solved with). Wall times of both. The verdicts on the authors' claim (RDP beside
+PLD, both bounds) are :func:`dpcl.active.paper_schedule.published_claim` and
+``results/tables/active_authors_schedule.md``.
 
 Run: ``python benchmarks/dpal_paper_schedule.py [--out results.json]`` (about a minute on 2 cores).
 """

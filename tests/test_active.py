@@ -29,8 +29,8 @@ def schedules():
     out = {}
     for sel_eps in (0.0, 2.0):
         for kind in KINDS:
-            out[kind, sel_eps] = build_schedule(kind, ALPlan(selection_epsilon=sel_eps, **PLAN))
-    out["single", 0.0] = build_schedule("single", ALPlan(8.0, 1e-5, 0.0, 2500, (), 256, 40))
+            out[kind, sel_eps] = build_schedule(kind, ALPlan(selection_epsilon=sel_eps, **PLAN), "rdp")
+    out["single", 0.0] = build_schedule("single", ALPlan(8.0, 1e-5, 0.0, 2500, (), 256, 40), "rdp")
     return out
 
 
@@ -321,16 +321,17 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
     assert "REJECTED" in capsys.readouterr().err
 
 
-def test_a_run_on_a_schedule_that_overshoots_fails_unless_it_states_the_published_claim():
+def test_a_run_on_a_schedule_not_certified_fails_unless_it_states_the_published_claim():
     from dpcl.active.paper_schedule import authors_step_amplification
     from dpcl.privacy.group_ledger import group_ledger
 
-    authors = authors_step_amplification(ALPlan(selection_epsilon=2.0, **PLAN))
-    record = {"mechanism": "random_poisson", "phases": 4}
+    # a plan at which the PLD upper bound of the authors' group 2 (selection ε included) is 8.51 > 8
+    authors = authors_step_amplification(ALPlan(8.0, 1e-5, 2.0, 1000, (1000, 300), 256, 12))
+    record = {"mechanism": "random_poisson", "phases": 2}
     with pytest.raises(PrivacyBudgetExceeded, match="own histories"):
         group_ledger(authors, record, "poisson")
     p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "paper 004, Alg. 3"})
-    assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.1
+    assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.5
 
 
 def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
@@ -346,3 +347,31 @@ def test_the_grid_module_the_snakefile_imports_loads_no_opacus():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
     assert out == ["False", "0"]
+
+
+def test_a_run_on_the_authors_schedule_carries_the_verdicts_on_their_claim():
+    from dpcl.active.paper_schedule import authors_step_amplification
+
+    assert parse_method("entropy-dp-psa").schedule == "paper_step_amplification"
+    authors = authors_step_amplification(SMALL)
+    x, y = _pool()
+    m, p, _, _ = run_active(
+        (x, y),
+        _pool(300, seed=1),
+        _pool(400, seed=2)[0],
+        5,
+        1200,
+        ActiveMethod("entropy", "dp", "sound"),
+        authors,
+        0.05,
+        1.0,
+        lambda *k: rng(0, "t", *k),
+        mc_passes=4,
+    )
+    claim = p["published_claim"]
+    assert claim["verdict"] in ("certified", "violated", "not_certified")
+    assert claim["verdicts"][0]["adjacency"].startswith("add/remove one record of the pool")
+    assert [v["claimed_epsilon"] for v in claim["verdicts"][1:]] == pytest.approx([8.0, 7.0, 6.0])
+    assert all({"rdp_authors", "pld_upper", "pld_training_lower"} <= set(g) for g in claim["groups"])
+    assert p["accountant"]["name"] == "pld" and p["accountant"]["solved_with"] == "opacus_rdp"
+    assert verify_privacy(p)["published_claim"] is True

@@ -263,7 +263,7 @@ def schedule_files(tmp_path_factory):
     out = {}
     for name, kind in (("naive", "naive"), ("step amplification (ours)", "step_amplification")):
         path = d / f"{kind}.json"
-        path.write_text(json.dumps(build_schedule(kind, plan).to_dict()))
+        path.write_text(json.dumps(build_schedule(kind, plan, "rdp").to_dict()))
         out[name] = path
     return out
 
@@ -286,3 +286,20 @@ def test_group_privacy_figure(tmp_path, schedule_files):
     assert [p.name for p in outs] == ["fig2.png", "fig2.pdf"]
     assert outs[0].read_bytes()[:4] == b"\x89PNG" and outs[1].read_bytes()[:5] == b"%PDF-"
     assert all(p.stat().st_size > 1000 for p in outs)
+
+
+def test_authors_schedule_table_shows_rdp_beside_pld_with_verdicts(tmp_path):
+    from dpcl.report.active import AUTHORS_PLANS, authors_schedule_table
+
+    small = {
+        k: v for k, v in AUTHORS_PLANS.items() if v["initial_size"] == 1000
+    }  # the 1,000 + [1,000, 300] plan
+    csv, md = authors_schedule_table(None, tmp_path, prefix="active_", plans=small)
+    assert csv.name == "active_authors_schedule.csv" and md.name == "active_authors_schedule.md"
+    df = pd.read_csv(csv)
+    assert list(df["group"]) == [0, 1, 2]
+    assert (df["rdp_authors"] > df["pld_upper"]).all()  # PLD is the tighter upper bound
+    assert list(df["training_verdict"]) == ["certified", "not_certified", "violated"]
+    assert set(df["end_to_end_verdict"]) == {"not_certified"}
+    text = md.read_text()
+    assert "RDP (authors')" in text and "| violated |" in text and "add/remove one record of the pool" in text

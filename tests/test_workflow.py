@@ -326,6 +326,8 @@ def test_active_learning_workflow(tiny_run):
     for ext in ("png", "pdf"):
         assert (out / "figures" / f"active_group_privacy.{ext}").stat().st_size > 1000
     assert "active_table1" in (out / "report.html").read_text()
+    authors = (out / "tables" / "active_authors_schedule.md").read_text()
+    assert "RDP (authors')" in authors and "| violated |" in authors  # the 1,000 + [1,000, 300] plan
 
 
 def test_dpal_config_plans_offline(tmp_path):

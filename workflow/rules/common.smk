@@ -391,6 +391,7 @@ def active_report_files():
         files += [f"{R}/tables/active_table5.{ext}" for ext in ("csv", "md")]
     if ACTIVE["fig5_selection_epsilons"]:
         files += [f"{R}/figures/active_fig5_selection_budget.{ext}" for ext in ("png", "pdf")]
+    files += [f"{R}/tables/active_authors_schedule.{ext}" for ext in ("csv", "md")]
     return files + [f"{R}/figures/active_group_privacy.{ext}" for ext in ("png", "pdf")]
 
 

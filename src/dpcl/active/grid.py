@@ -3,7 +3,9 @@
 A run is (pool, mode, method, ε, ε_Sel, seed). A method is ``random-nal`` (no AL: one DP-SGD
 phase on a random labelled set of the whole budget, the paper's "Random"), ``random-naive`` /
 ``random-sa`` (random selection, naive / step-amplification schedule) or
-``{acquisition}-{dp|nondp}-{sa|naive|cl|nr}``. Only DP selection charges ε_Sel; random and
+``{acquisition}-{dp|nondp}-{sa|naive|cl|nr|psa}`` (``psa``: the authors' step amplification as
+released, :mod:`dpcl.active.paper_schedule`, whose runs carry the verdicts on their claim in
+``privacy.json``). Only DP selection charges ε_Sel; random and
 non-DP selection train with the whole ε (paper 004, Sec. IV-A), so their runs are tagged sel 0.
 """
 
@@ -23,9 +25,10 @@ SCHEDULE_OF = {
     "sa": "step_amplification",
     "cl": "continual",
     "nr": "noise_reduction",
+    "psa": "paper_step_amplification",
 }
 _METHOD = re.compile(
-    r"^(random)-(nal|naive|sa)$|^(" + "|".join(ACQUISITIONS) + r")-(dp|nondp)-(sa|naive|cl|nr)$"
+    r"^(random)-(nal|naive|sa)$|^(" + "|".join(ACQUISITIONS) + r")-(dp|nondp)-(sa|naive|cl|nr|psa)$"
 )
 
 
@@ -42,7 +45,7 @@ def parse_method(name: str) -> MethodSpec:
     if not m:
         raise ValueError(
             f"unknown active-learning method {name!r}: use random-nal, random-naive, random-sa or "
-            f"{{{','.join(ACQUISITIONS)}}}-{{dp,nondp}}-{{sa,naive,cl,nr}}"
+            f"{{{','.join(ACQUISITIONS)}}}-{{dp,nondp}}-{{sa,naive,cl,nr,psa}}"
         )
     if m.group(1):
         return MethodSpec(name, "random", "random", SCHEDULE_OF[m.group(2)])

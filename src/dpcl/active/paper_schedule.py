@@ -18,7 +18,8 @@ q_old,1..q_old,i) meets ε_target,i, and this one rate is then used for *all* ol
 q_new,i is solved for the single phase i alone against ε_target,i − i·ε_Sel/T (Alg. 3 l. 8-10).
 A record selected at selection g < i, however, was trained at q_new,g in phase g and at
 q_old,g+1.. afterwards: a different history, whose ε is not what the solve assumed, and
-which ends above ε for the middle groups (see :func:`reaccount`).
+whose RDP ends above ε for the middle groups (see :func:`reaccount`); whether the claim
+is certified, violated or neither is decided with PLD bounds both ways (:func:`published_claim`).
 
 Mapping from :class:`~dpcl.active.schedules.ALPlan` to the released code's inputs
 ---------------------------------------------------------------------------------
@@ -61,6 +62,8 @@ from ..privacy.group_accounting import verify_group
 from .schedules import ALPlan, Schedule, SegmentPlan
 
 KIND = "paper_step_amplification"
+#: the accountant the released code solves with (:class:`OpacusRDP`); its groups are stated with PLD
+ACCOUNTANT = "opacus_rdp"
 #: Alg. 4's precision γ: σ search stops once target − ε(σ_high) ≤ this.
 SIGMA_EPS_ERROR = 0.01
 #: Alg. 5's precision γ: the rate bisection stops once q_low / q_high ≥ 1 − this.
@@ -166,7 +169,7 @@ def authors_sample_rate(
 
     Arithmetic bisection on [1e-9, 1] until q_low / q_high ≥ 1 − 0.001; a midpoint whose
     ε is < target becomes q_low, else q_high. Returns **q_high**, whose ε is ≥ target (or 1):
-    the released rate overshoots the target by up to the bisection's last step.
+    the released rate's ε (its own accountant) exceeds the target by up to the bisection's last step.
     """
     base = acc.rdp(prefix)
     lo, hi = 1e-9, 1.0
@@ -348,7 +351,7 @@ def authors_run(plan: ALPlan, orders: Sequence[float] | None = None, sigma_corr:
         )
         for p in range(t + 1)
     ]
-    sched = Schedule(KIND, plan, segments)
+    sched = Schedule(KIND, plan, segments, ACCOUNTANT)
     return AuthorsRun(sched, sigma, n, q, targets, acc.orders, sigma_corr)
 
 
@@ -361,7 +364,8 @@ def authors_step_amplification(
     q_new,p for g = p and 0 for g > p (phase 0: the naive rate for D₁). ``orders``: RDP orders
     of the accountant (default: opacus's defaults, as released). ``sigma_corr``: the noise
     correction of ``step_ampl_prob_noise``, the mode of the released experiment scripts.
-    The schedule is **not** checked: some groups overshoot ε (see :func:`reaccount`).
+    The schedule is **not** checked: under RDP some groups exceed ε (see :func:`reaccount` and,
+    for the verdicts with PLD bounds both ways, :func:`published_claim`).
     """
     return authors_run(plan, orders, sigma_corr).schedule
 
@@ -412,3 +416,108 @@ def reaccount(schedule: Schedule, orders: Sequence[float] | None = None) -> list
             }
         )
     return out
+
+
+# ----------------------------------------------------------------------------- verdict on the claim
+
+SOURCE = "paper 004 (Schwethelm et al.), Alg. 2/3 as released (kschwethelm/DPAL)"
+POOL_ADJACENCY = "add/remove one record of the pool (selection + training, basic composition)"
+UPPER_METHOD = "pessimistic PLD (dp_accounting, discretisation 1e-4) of the group's own history"
+LOWER_METHOD = (
+    "optimistic PLD of the group's own history: a lower bound on the ε of the Poisson-subsampled "
+    "Gaussian pair, which a record whose clipped gradient has norm C realises while every other "
+    "record's gradient vanishes"
+)
+
+
+def group_adjacency(group: int) -> str:
+    return (
+        f"add/remove one labelled record of group {group}, the selections fixed (its training, "
+        "which the per-record accounting charges ε − paid)"
+    )
+
+
+def group_bounds(schedule: Schedule, orders: Sequence[float] | None = None) -> list[dict]:
+    """Per group, its loss under RDP (the authors' opacus accountant and the project's) and PLD
+    (upper and lower bound of its training; the upper plus the selection ε it paid)."""
+    from ..privacy.pld import epsilon_bounds
+
+    plan = schedule.plan
+    out = []
+    for g in reaccount(schedule, orders):
+        b = epsilon_bounds([tuple(h) for h in g["history"]], plan.delta)
+        out.append(
+            {
+                "group": g["group"],
+                "paid": g["paid"],
+                "rdp_authors": g["own_history_epsilon"],  # opacus RDP, default orders: their accountant
+                "rdp_project": g["project_epsilon"],
+                "pld_upper": g["paid"] + b.upper,
+                "pld_training_upper": b.upper,
+                "pld_training_lower": b.lower,
+                "believed_epsilon": g["believed_epsilon"],
+            }
+        )
+    return out
+
+
+def published_claim(schedule: Schedule, orders: Sequence[float] | None = None) -> dict:
+    """``published_claim`` of a run trained on the authors' schedule: their claim (every record
+    (ε, δ)-DP, each group's training within ε − g·ε_Sel/T) judged with our tightest bounds.
+
+    Verdicts (:mod:`dpcl.privacy.verdict`), one per named adjacency:
+
+    - the pool adjacency (end to end): upper bound = the worst group's selection ε + PLD upper
+      bound of its training; no lower bound — the selection ε is charged by basic composition,
+      an upper bound, and a record's group is itself random, so adding the selection ε to a
+      training lower bound would not give a lower bound;
+    - per group g, the labelled-record adjacency with the selections fixed: the claim is the
+      training budget ε − paid_g that Alg. 3 solves the group's rate against; PLD upper and
+      lower bounds of the group's training decide it.
+
+    ``groups`` shows every group's ε under RDP (the authors' accountant) beside PLD.
+    """
+    from ..privacy.verdict import Verdict, overall_verdict
+
+    plan = schedule.plan
+    rows = group_bounds(schedule, orders)
+    worst = max(rows, key=lambda r: r["pld_upper"])
+    verdicts = [
+        Verdict(
+            adjacency=POOL_ADJACENCY,
+            claimed_epsilon=plan.epsilon,
+            delta=plan.delta,
+            upper_bound=worst["pld_upper"],
+            upper_method=f"{UPPER_METHOD} + its selection ε; the worst group ({worst['group']})",
+            note=(
+                "per-record accounting; no lower bound: basic composition with the selection is an upper "
+                "bound only. Fixed-size selection (the paper's top-k) also couples records, which "
+                "add/remove accounting does not cover (the ledger's why_not)"
+            ),
+        )
+    ]
+    for r in rows:
+        verdicts.append(
+            Verdict(
+                adjacency=group_adjacency(r["group"]),
+                claimed_epsilon=plan.epsilon - r["paid"],
+                delta=plan.delta,
+                upper_bound=r["pld_training_upper"],
+                upper_method=UPPER_METHOD,
+                lower_bound=r["pld_training_lower"],
+                lower_method=LOWER_METHOD,
+                note=(
+                    f"group {r['group']} training under the authors' RDP accountant: "
+                    f"{r['rdp_authors'] - r['paid']:.4f}"
+                ),
+            )
+        )
+    return {
+        "source": SOURCE,
+        "claimed_epsilon": plan.epsilon,
+        "delta": plan.delta,
+        "accountant_of_the_claim": "opacus RDP (default orders), as released",
+        "verdict": overall_verdict(verdicts),
+        "verdicts": [v.to_dict() for v in verdicts],
+        "groups": rows,
+    }

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..privacy.group_ledger import group_ledger
 from ..training.heads import DPSGDConfig, LinearHead, train_head
+from . import paper_schedule
 from . import selection as sel
 from .acquisition import ACQUISITIONS, clip_bound, scores
 from .schedules import Schedule
@@ -175,6 +176,8 @@ def run_active(
                 pick = sel.above(sel.noisy(sc, scale, r), tau)
             chosen_scores.append(float(sc[pick].mean()) if len(pick) else float("nan"))
         groups[unl[pick]] = p + 1
+    if claim is None and schedule.kind == paper_schedule.KIND:
+        claim = paper_schedule.published_claim(schedule)
     privacy = group_ledger(
         schedule,
         selection_record(method, schedule, n_classes),

@@ -11,16 +11,17 @@ a selection actually returned.
 A schedule is a list of segments; each has a noise multiplier σ, a step count and one Poisson
 rate per group (0: not sampled). A group's **own history** is the segments in which it is
 sampled, and its loss is ``selection ε paid + ε(own history)`` (basic composition, Sec.
-III-E); every schedule is solved so that each group's loss is at most the target, with the
-accountant of :mod:`dpcl.privacy.group_accounting`, and :meth:`Schedule.check` re-derives it.
+III-E); every schedule is solved so that each group's loss is at most the target, with an
+accountant of :mod:`dpcl.privacy.group_accounting` (the pessimistic PLD by default, RDP on
+request), and :meth:`Schedule.check` re-derives it with the same accountant.
 
 - ``naive`` (Alg. 1): rate q_p = b/|D_p| for everyone, n_p = ⌈e/q_p⌉ steps, one σ.
 - ``step_amplification`` (Alg. 2/3, ours): σ of the naive schedule; at phase p every group g is
   given the largest rate whose own history stays within R_p − paid_g, R_p being the naive
   schedule's cumulative ε after phase p (the paper's "privacy trajectory"), and n_p is the
   fewest steps ≥ the naive count whose expected batch Σ_g q_g k_g is ≤ b. The authors solve
-  every old group against D₁'s history instead, which overshoots for groups that joined in
-  the middle (:mod:`dpcl.active.paper_schedule`).
+  every old group against D₁'s history instead, which their RDP accountant cannot certify for
+  groups that joined in the middle (:mod:`dpcl.active.paper_schedule`, with the verdicts).
 - ``noise_reduction`` (App. E-B): naive steps; the phase's σ is lowered until the per-group
   rates (solved as above) give an expected batch ≤ b.
 - ``continual`` (App. E-B): each phase first trains the newest group alone (rate b/k_p) for as
@@ -34,16 +35,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..privacy.group_accounting import (
-    ORDERS,
+    ACCOUNTANTS,
+    DEFAULT_ACCOUNTANT,
+    GroupAccountant,
     Segment,
-    history_rdp,
+    accountant,
+    group_epsilon,
     max_sample_rate,
-    rdp_to_epsilon,
-    step_rdp,
-    verify_group,
 )
 
 SCHEDULES = ("naive", "step_amplification", "noise_reduction", "continual", "single")
@@ -120,6 +119,9 @@ class Schedule:
     kind: str
     plan: ALPlan
     segments: list[SegmentPlan] = field(default_factory=list)
+    #: the accountant the schedule was solved with and states its groups' ε with ("pld", "rdp";
+    #: "opacus_rdp" for the authors' schedule of :mod:`dpcl.active.paper_schedule`)
+    accountant: str = DEFAULT_ACCOUNTANT
 
     @property
     def groups(self) -> int:
@@ -132,21 +134,40 @@ class Schedule:
     def expected_batch(self, segment: SegmentPlan) -> float:
         return _batch(self.plan, segment)
 
-    def group_epsilons(self) -> list[float]:
-        """Each group's loss (selection paid + training) with the schedule's accountant."""
+    @property
+    def stating_accountant(self) -> str:
+        """The group accountant that states this schedule's per-group ε: its own, or PLD (the
+        tightest valid upper bound) for a schedule solved with another accountant."""
+        return self.accountant if self.accountant in ACCOUNTANTS else DEFAULT_ACCOUNTANT
+
+    def group_epsilons(self, accountant_name: str | None = None) -> list[float]:
+        """Each group's loss (selection paid + training), by default with the stating accountant."""
+        acc = accountant(accountant_name or self.stating_accountant)
         return [
-            self.plan.paid(g) + rdp_to_epsilon(history_rdp(self.history(g)), self.plan.delta)
+            self.plan.paid(g) + acc.training_epsilon(self.history(g), self.plan.delta)
             for g in range(self.groups)
         ]
 
+    def untrained_groups(self) -> list[int]:
+        """Groups sampled in no segment at all: records labelled (and paid for) but never trained on."""
+        return [g for g in range(self.groups) if not self.history(g)]
+
     def check(self) -> list[float]:
-        """Re-derive every group's loss with the project's RDP accountant; raise if one exceeds ε."""
+        """Re-derive every group's loss with the stating accountant (:func:`group_epsilon`); raise if
+        one exceeds ε or if a group is never trained."""
+        idle = self.untrained_groups()
+        if idle:
+            raise ValueError(
+                f"{self.kind} schedule: group(s) {idle} are sampled in no phase after they join: their "
+                f"records would be labelled (and pay selection ε) without ever being trained on"
+            )
         out = []
         for g in range(self.groups):
-            eps = verify_group(tuple(self.history(g)), self.plan.paid(g), self.plan.delta)
+            eps = group_epsilon(self.history(g), self.plan.paid(g), self.plan.delta, self.stating_accountant)
             if eps > self.plan.epsilon * (1 + REL_TOL):
                 raise ValueError(
-                    f"{self.kind} schedule: group {g} spends ε = {eps:.6g} > target {self.plan.epsilon}"
+                    f"{self.kind} schedule: group {g} spends ε = {eps:.6g} > target {self.plan.epsilon} "
+                    f"({self.stating_accountant})"
                 )
             out.append(eps)
         return out
@@ -154,6 +175,7 @@ class Schedule:
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "accountant": self.accountant,
             "plan": asdict(self.plan) | {"query_sizes": list(self.plan.query_sizes)},
             "segments": [asdict(s) | {"rates": list(s.rates)} for s in self.segments],
             "expected_batch": [self.expected_batch(s) for s in self.segments],
@@ -171,7 +193,8 @@ class Schedule:
             )
             for s in d["segments"]
         ]
-        return cls(d["kind"], plan, segs)
+        # a schedule file without an accountant was solved with RDP (before the switch to PLD)
+        return cls(d["kind"], plan, segs, str(d.get("accountant", "rdp")))
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -194,7 +217,10 @@ def _smallest_sigma(ok, lo: float = 0.05, hi: float = 2.0, rtol: float = 1e-4) -
     while not ok(hi):
         lo, hi = hi, hi * 2
         if hi > 1e5:
-            raise ValueError("no noise multiplier up to 1e5 meets the target: the budget is too small")
+            raise ValueError(
+                "no noise multiplier up to 1e5 keeps every group of the naive schedule within the target: "
+                "the training budget left after selection (epsilon - selection_epsilon) is too small"
+            )
     while ok(lo):
         hi, lo = lo, lo / 2
         if lo < 1e-3:
@@ -208,41 +234,90 @@ def _smallest_sigma(ok, lo: float = 0.05, hi: float = 2.0, rtol: float = 1e-4) -
     return hi
 
 
-def naive_sigma(plan: ALPlan) -> float:
+def naive_sigma(plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> float:
     """Smallest common σ for which every group of the naive schedule stays within ε (Alg. 1 l. 4)."""
+    acc = accountant(accountant_name)
 
     def ok(sigma: float) -> bool:
-        sched = Schedule("naive", plan, _naive_segments(plan, sigma))
-        return max(sched.group_epsilons()) <= plan.epsilon
+        sched = Schedule("naive", plan, _naive_segments(plan, sigma), accountant_name)
+        return all(
+            plan.paid(g) + acc.training_epsilon(sched.history(g), plan.delta) <= plan.epsilon
+            for g in range(plan.phases)
+        )
 
+    if accountant_name == "pld":
+        # PLD certifies more than RDP: its σ lies a little below RDP's (cheap); bracket the search
+        # there (_smallest_sigma widens the bracket itself if that ever fails)
+        s_rdp = naive_sigma(plan, "rdp")
+        return _smallest_sigma(ok, lo=0.8 * s_rdp, hi=s_rdp)
     return _smallest_sigma(ok)
 
 
-def naive_trajectory(plan: ALPlan, sigma: float) -> list[float]:
-    """R_p: the cumulative ε of D₁ after each naive training phase (the target trajectory)."""
-    curve, out = np.zeros(len(ORDERS)), []
-    for p in range(plan.phases):
-        curve = curve + plan.naive_steps(p) * step_rdp(sigma, plan.naive_rate(p))
-        out.append(rdp_to_epsilon(curve, plan.delta))
+def naive_group_trajectories(
+    plan: ALPlan, sigma: float, accountant_name: str = DEFAULT_ACCOUNTANT
+) -> list[list[float]]:
+    """N[g][p]: group g's training ε after naive phase p (0 for p < g) at σ."""
+    acc = accountant(accountant_name)
+    out = []
+    for g in range(plan.phases):
+        state, row = acc.empty(), []
+        for p in range(plan.phases):
+            if p >= g:
+                state = acc.extend(state, sigma, plan.naive_rate(p), plan.naive_steps(p))
+            row.append(acc.epsilon(state, plan.delta))
+        out.append(row)
     return out
+
+
+def naive_trajectory(plan: ALPlan, sigma: float, accountant_name: str = DEFAULT_ACCOUNTANT) -> list[float]:
+    """R_p: the cumulative ε of D₁ after each naive training phase (the paper's target trajectory)."""
+    return naive_group_trajectories(plan, sigma, accountant_name)[0]
+
+
+def target_trajectory(
+    plan: ALPlan, sigma: float, accountant_name: str = DEFAULT_ACCOUNTANT
+) -> list[list[float]]:
+    """targets[p][g]: the most group g's training may have spent after phase p of a catch-up schedule.
+
+    The paper's trajectory R_p − paid_g (every group catches up with D₁'s naive loss, selection
+    included), but never below the group's own naive trajectory N_g(p). Without that floor a
+    group whose selection ε exceeds D₁'s naive loss (R_T < paid_g, e.g. the last group at ε = 8,
+    ε_Sel = 6, where the naive σ is set by that group) gets target < 0, rate 0 in every phase:
+    labelled, paid for, never trained. With it every group's target grows in every phase after it
+    joins (R_p and N_g(p) both increase), so it is sampled, and the final targets stay within
+    the budget: R_T ≤ ε (D₁ is a naive group) and paid_g + N_g(T) ≤ ε (the naive σ guarantees it).
+    """
+    r = naive_trajectory(plan, sigma, accountant_name)
+    n = naive_group_trajectories(plan, sigma, accountant_name)
+    return [
+        [max(r[p] - plan.paid(g), n[g][p]) if g <= p else 0.0 for g in range(plan.phases)]
+        for p in range(plan.phases)
+    ]
 
 
 def _rates(
     plan: ALPlan,
-    curves: list[np.ndarray],
+    acc: GroupAccountant,
+    states: list,
     phase: int,
     sigma: float,
     steps: int,
     targets: list[float],
     cap: float = 1.0,
+    hints: dict | None = None,
 ) -> tuple[float, ...]:
-    """Per group, the largest rate (≤ cap) keeping its own history within its target."""
+    """Per group, the largest rate (≤ cap) keeping its own history within its target; ``hints``
+    (group → a rate solved at a neighbouring trial) seeds each solve and is updated."""
     rates = []
     for g in range(plan.phases):
         if g > phase:
             rates.append(0.0)
             continue
-        rates.append(min(cap, max_sample_rate(curves[g], sigma, steps, targets[g], plan.delta)))
+        hint = None if hints is None else hints.get(g)
+        q = max_sample_rate(states[g], sigma, steps, targets[g], plan.delta, acc=acc, hint=hint)
+        if hints is not None and q > 0:
+            hints[g] = q
+        rates.append(min(cap, q))
     return tuple(rates)
 
 
@@ -250,77 +325,121 @@ def _batch(plan: ALPlan, seg: SegmentPlan) -> float:
     return float(sum(q * k for q, k in zip(seg.rates, plan.group_sizes, strict=True)))
 
 
-def _advance(curves: list[np.ndarray], seg: SegmentPlan) -> list[np.ndarray]:
+def _fewest_steps(plan: ALPlan, seg, lo: int, cap: int) -> SegmentPlan:
+    """seg(n) with the fewest steps n ∈ [lo, cap] whose expected batch is ≤ b (seg(cap) if none).
+
+    The batch falls as n grows (each group's rate falls): a bracketed search in (log n, log batch),
+    interpolating between the nearest steps known above and below b (bisection when that does not
+    shrink the bracket), ending when they are adjacent.
+    """
+    b = plan.batch_size
+    tried: dict[int, SegmentPlan] = {}
+
+    def batch(n: int) -> float:
+        if n not in tried:
+            tried[n] = seg(n)
+        return _batch(plan, tried[n])
+
+    if batch(lo) <= b:
+        return tried[lo]
+    bad, good = lo, None  # batch(bad) > b ≥ batch(good)
+    # first guess: batch ∝ n^(-3/4), roughly how the per-group rates fall with more steps
+    n = min(cap, max(lo + 1, math.ceil(lo * (batch(lo) / b) ** (4 / 3))))
+    while True:
+        if batch(n) <= b:
+            good = n
+        else:
+            bad = n
+        if good is None:
+            if bad >= cap:
+                return tried[cap]  # even cap × the naive steps keep the batch above b: keep the cap
+            x0, x1 = sorted(tried)[-2:] if len(tried) > 1 else (lo, n)
+        elif good - bad <= 1:
+            return tried[good]
+        else:
+            x0, x1 = bad, good
+        y0, y1 = math.log(batch(x0)), math.log(batch(x1))
+        if x0 != x1 and y0 != y1:
+            u = math.log(x1) + (math.log(b) - y1) * (math.log(x1) - math.log(x0)) / (y1 - y0)
+            guess = math.ceil(math.exp(min(u, math.log(cap))))
+        else:
+            guess = 2 * bad
+        upper = cap if good is None else good - 1
+        nxt = min(max(guess, bad + 1), upper)
+        if good is not None and nxt in tried:
+            nxt = (bad + good) // 2
+        if nxt in tried:  # no new step count between the bracket's ends: bisect
+            nxt = (bad + (cap if good is None else good) + 1) // 2
+        n = nxt
+
+
+def _advance(acc: GroupAccountant, states: list, seg: SegmentPlan) -> list:
     return [
-        c + seg.steps * step_rdp(seg.noise_multiplier, q) if q > 0 else c
-        for c, q in zip(curves, seg.rates, strict=True)
+        acc.extend(c, seg.noise_multiplier, q, seg.steps) if q > 0 else c
+        for c, q in zip(states, seg.rates, strict=True)
     ]
 
 
 # ----------------------------------------------------------------------------- schedules
 
 
-def naive(plan: ALPlan) -> Schedule:
+def naive(plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> Schedule:
     """Alg. 1: one rate per phase for everyone, one σ."""
-    return Schedule("naive", plan, _naive_segments(plan, naive_sigma(plan)))
+    return Schedule("naive", plan, _naive_segments(plan, naive_sigma(plan, accountant_name)), accountant_name)
 
 
-def single(plan: ALPlan) -> Schedule:
-    """One training phase on one group (the "Random" baseline: DP-SGD on a random labelled subset)."""
+def single(plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> Schedule:
+    """One training phase on one group (the "Random" baseline: DP-SGD on a random labelled set)."""
     if plan.query_sizes:
         raise ValueError("a single-phase schedule has no selection phases (query_sizes must be empty)")
-    return Schedule("single", plan, naive(plan).segments)
+    return Schedule("single", plan, naive(plan, accountant_name).segments, accountant_name)
 
 
-def _phase_by_phase(plan: ALPlan, kind: str, phase) -> Schedule:
+def _phase_by_phase(plan: ALPlan, kind: str, phase, accountant_name: str) -> Schedule:
     """The shared frame of the schedules that catch later groups up (SA, noise reduction, continual):
-    σ and the target trajectory R_p of the naive schedule, phase 0 as in the naive schedule, then
-    ``phase(p, σ, curves, targets)`` → the segments of phase p, where curves[g] is group g's RDP so
-    far and targets[g] = R_p − paid_g the most it may have spent after phase p."""
-    sigma = naive_sigma(plan)
-    traj = naive_trajectory(plan, sigma)
+    σ and the target trajectory (:func:`target_trajectory`) of the naive schedule, phase 0 as in
+    the naive schedule, then ``phase(p, σ, states, targets)`` → the segments of phase p, where
+    states[g] is group g's accountant state so far and targets[g] the most it may have spent
+    after phase p."""
+    acc = accountant(accountant_name)
+    sigma = naive_sigma(plan, accountant_name)
+    traj = target_trajectory(plan, sigma, accountant_name)
     seg0 = SegmentPlan(0, sigma, plan.naive_steps(0), tuple([plan.naive_rate(0)] + [0.0] * (plan.phases - 1)))
-    segments, curves = [seg0], _advance([np.zeros(len(ORDERS))] * plan.phases, seg0)
+    segments, states = [seg0], _advance(acc, [acc.empty()] * plan.phases, seg0)
     for p in range(1, plan.phases):
-        targets = [traj[p] - plan.paid(g) for g in range(plan.phases)]
-        for seg in phase(p, sigma, curves, targets):
+        for seg in phase(p, sigma, states, traj[p]):
             segments.append(seg)
-            curves = _advance(curves, seg)
-    return Schedule(kind, plan, segments)
+            states = _advance(acc, states, seg)
+    return Schedule(kind, plan, segments, accountant_name)
 
 
-def step_amplification(plan: ALPlan, max_factor: int = 4) -> Schedule:
+def step_amplification(
+    plan: ALPlan, max_factor: int = 4, accountant_name: str = DEFAULT_ACCOUNTANT
+) -> Schedule:
     """Alg. 2/3 with every group solved against its own history (see the module docstring)."""
+    acc = accountant(accountant_name)
 
-    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
+    def phase(p: int, sigma: float, states: list, targets: list) -> list[SegmentPlan]:
+        hints: dict = {}
+
         def seg(n: int) -> SegmentPlan:
-            return SegmentPlan(p, sigma, n, _rates(plan, curves, p, sigma, n, targets))
+            return SegmentPlan(p, sigma, n, _rates(plan, acc, states, p, sigma, n, targets, hints=hints))
 
-        lo, hi = plan.naive_steps(p), plan.naive_steps(p) * max_factor
-        best = seg(lo)
-        if _batch(plan, best) > plan.batch_size:
-            best = seg(hi)  # if even max_factor × the naive steps keep the batch above b, keep the cap
-            if _batch(plan, best) <= plan.batch_size:
-                while hi - lo > 1:  # fewest steps whose expected batch is ≤ b
-                    mid = (lo + hi) // 2
-                    cand = seg(mid)
-                    if _batch(plan, cand) > plan.batch_size:
-                        lo = mid
-                    else:
-                        hi, best = mid, cand
-        return [best]
+        return [_fewest_steps(plan, seg, plan.naive_steps(p), plan.naive_steps(p) * max_factor)]
 
-    return _phase_by_phase(plan, "step_amplification", phase)
+    return _phase_by_phase(plan, "step_amplification", phase, accountant_name)
 
 
-def noise_reduction(plan: ALPlan) -> Schedule:
+def noise_reduction(plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> Schedule:
     """App. E-B "noise reduction": naive steps; each phase's σ is lowered to bring the batch to b."""
+    acc = accountant(accountant_name)
 
-    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
+    def phase(p: int, sigma: float, states: list, targets: list) -> list[SegmentPlan]:
+        hints: dict = {}
+
         def seg(s: float) -> SegmentPlan:
-            return SegmentPlan(
-                p, s, plan.naive_steps(p), _rates(plan, curves, p, s, plan.naive_steps(p), targets)
-            )
+            n = plan.naive_steps(p)
+            return SegmentPlan(p, s, n, _rates(plan, acc, states, p, s, n, targets, hints=hints))
 
         best = seg(sigma)
         if _batch(plan, best) > plan.batch_size:
@@ -336,21 +455,20 @@ def noise_reduction(plan: ALPlan) -> Schedule:
                         lo, best = mid, cand
         return [best]
 
-    return _phase_by_phase(plan, "noise_reduction", phase)
+    return _phase_by_phase(plan, "noise_reduction", phase, accountant_name)
 
 
-def continual(plan: ALPlan) -> Schedule:
+def continual(plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> Schedule:
     """App. E-B "continual learning": the newest group alone first, then the naive phase on all."""
+    acc = accountant(accountant_name)
 
-    def phase(p: int, sigma: float, curves: list, targets: list) -> list[SegmentPlan]:
+    def phase(p: int, sigma: float, states: list, targets: list) -> list[SegmentPlan]:
         q_new = min(1.0, plan.batch_size / plan.group_sizes[p])
         q_p, n_p = plan.naive_rate(p), plan.naive_steps(p)
-        main_cost = n_p * step_rdp(sigma, q_p)
 
         def fits(m: int) -> bool:  # the newest group after m catch-up steps still fits the full naive phase
-            return (
-                rdp_to_epsilon(curves[p] + m * step_rdp(sigma, q_new) + main_cost, plan.delta) <= targets[p]
-            )
+            state = acc.extend(acc.extend(states[p], sigma, q_new, m), sigma, q_p, n_p)
+            return acc.epsilon(state, plan.delta) <= targets[p]
 
         m_lo, m_hi = 0, 1
         while fits(m_hi) and m_hi < 10**6:
@@ -363,11 +481,11 @@ def continual(plan: ALPlan) -> Schedule:
             out.append(
                 SegmentPlan(p, sigma, m_lo, tuple(q_new if g == p else 0.0 for g in range(plan.phases)))
             )
-            curves = _advance(curves, out[0])
-        out.append(SegmentPlan(p, sigma, n_p, _rates(plan, curves, p, sigma, n_p, targets, cap=q_p)))
+            states = _advance(acc, states, out[0])
+        out.append(SegmentPlan(p, sigma, n_p, _rates(plan, acc, states, p, sigma, n_p, targets, cap=q_p)))
         return out
 
-    return _phase_by_phase(plan, "continual", phase)
+    return _phase_by_phase(plan, "continual", phase, accountant_name)
 
 
 BUILDERS = {
@@ -379,10 +497,13 @@ BUILDERS = {
 }
 
 
-def build_schedule(kind: str, plan: ALPlan) -> Schedule:
-    """Solve and verify a schedule (every group re-derived ≤ ε, or ValueError)."""
+def build_schedule(kind: str, plan: ALPlan, accountant_name: str = DEFAULT_ACCOUNTANT) -> Schedule:
+    """Solve and verify a schedule with ``accountant_name`` ("pld": pessimistic PLD, the default;
+    "rdp"): every group re-derived ≤ ε and trained in some phase, or ValueError."""
     if kind not in BUILDERS:
         raise ValueError(f"unknown schedule {kind!r}; choose one of {sorted(BUILDERS)}")
-    sched = BUILDERS[kind](plan)
+    if accountant_name not in ACCOUNTANTS:
+        raise ValueError(f"unknown accountant {accountant_name!r}; choose one of {list(ACCOUNTANTS)}")
+    sched = BUILDERS[kind](plan, accountant_name=accountant_name)
     sched.check()
     return sched

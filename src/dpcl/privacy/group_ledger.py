@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from .accounting import ADJACENCY, PrivacyBudgetExceeded
-from .group_accounting import ORDERS, training_epsilon
+from .group_accounting import ACCOUNTANTS, accountant, group_epsilon, training_epsilon
 from .ledger import LedgerError
 
 ACCOUNTING = "per_record_groups"
@@ -47,8 +47,15 @@ NONPRIVATE = "the selection reads exact (un-noised) acquisition scores: it is no
 REL_TOL = 1e-9
 
 
-def _group_entry(group: int | str, history: list, paid: float, delta: float) -> dict[str, Any]:
-    train = training_epsilon(history, delta)
+@functools.lru_cache(maxsize=4096)
+def _verified(history: tuple, selection_epsilon: float, delta: float, accountant_name: str = "rdp") -> float:
+    return group_epsilon(history, selection_epsilon, delta, accountant_name)
+
+
+def _group_entry(
+    group: int | str, history: list, paid: float, delta: float, accountant_name: str = "rdp"
+) -> dict[str, Any]:
+    train = training_epsilon(history, delta, accountant_name)
     return {
         "group": group,
         "selection_epsilon": paid,
@@ -77,6 +84,7 @@ def group_ledger(
     least-confidence score's sensitivity is 1 − 1/K.
     """
     plan = schedule.plan
+    acc = schedule.stating_accountant  # what solved the schedule, or PLD for the authors' (opacus RDP)
     mech = selection["mechanism"]
     if mech not in SELECTIONS:
         raise LedgerError(f"unknown selection mechanism {mech!r}; allowed: {sorted(SELECTIONS)}")
@@ -89,9 +97,9 @@ def group_ledger(
             return math.inf
         return plan.selection_epsilon if g == "unselected" else plan.paid(g)
 
-    groups = [_group_entry(g, schedule.history(g), paid(g), plan.delta) for g in range(schedule.groups)]
+    groups = [_group_entry(g, schedule.history(g), paid(g), plan.delta, acc) for g in range(schedule.groups)]
     if t:
-        groups.append(_group_entry("unselected", [], paid("unselected"), plan.delta))
+        groups.append(_group_entry("unselected", [], paid("unselected"), plan.delta, acc))
     reasons = []
     if not SELECTIONS[mech] or not INITIAL[initial]:
         reasons.append(COUPLING)
@@ -118,11 +126,7 @@ def group_ledger(
         "accounting": ACCOUNTING,
         "target": {"epsilon": plan.epsilon, "delta": plan.delta},
         "private": True,
-        "accountant": {
-            "name": "rdp",
-            "orders": list(ORDERS),
-            "conversion": "Balle et al. 2020, Thm 21; selection + training by basic composition",
-        },
+        "accountant": accountant(acc).describe() | {"solved_with": schedule.accountant},
         "schedule": {
             "kind": schedule.kind,
             "batch_size": plan.batch_size,
@@ -236,14 +240,19 @@ def _plan(privacy: dict[str, Any]):
 
 
 @functools.lru_cache(maxsize=64)
-def _rebuilt(kind: str, plan) -> tuple[tuple[tuple[float, float, int], ...], ...]:
-    """Every group's phase history of the schedule rebuilt from the public plan (cached)."""
+def _rebuilt(kind: str, plan, solved_with: str) -> tuple[tuple[tuple[float, float, int], ...], ...]:
+    """Every group's phase history of the schedule rebuilt from the public plan with the accountant
+    that solved it (cached)."""
     from ..active.paper_schedule import KIND as PAPER_KIND
     from ..active.paper_schedule import authors_step_amplification
     from ..active.schedules import build_schedule
 
     try:
-        sched = authors_step_amplification(plan) if kind == PAPER_KIND else build_schedule(kind, plan)
+        sched = (
+            authors_step_amplification(plan)
+            if kind == PAPER_KIND
+            else build_schedule(kind, plan, accountant_name=solved_with)
+        )
     except (ValueError, ArithmeticError) as e:
         raise LedgerError(
             f"schedule: the {kind} schedule cannot be rebuilt from the public plan: {e}"
@@ -384,7 +393,7 @@ def verify_group_ledger(
     file's ``pool.n_classes``; needed for the confidence score's sensitivity). Raises :class:`LedgerError` (malformed, inconsistent with the plan) or
     :class:`PrivacyBudgetExceeded` (a stated figure below what the plan spends), naming the field.
     """
-    from .group_accounting import ACCOUNTANTS, group_epsilon
+    from .group_accounting import group_epsilon
 
     if not isinstance(privacy, dict):
         raise LedgerError("not a ledger: the file holds no JSON object")
@@ -443,7 +452,16 @@ def verify_group_ledger(
             "is not an add/remove guarantee"
         )
 
-    expected = _rebuilt(kind, plan)  # after every cheap check: rebuilding solves the schedule
+    from ..active.paper_schedule import ACCOUNTANT as PAPER_ACCOUNTANT
+    from ..active.paper_schedule import KIND as PAPER_KIND
+
+    solved_with = (privacy.get("accountant") or {}).get("solved_with", "rdp")
+    allowed = (
+        (PAPER_ACCOUNTANT,) if kind == PAPER_KIND else ACCOUNTANTS
+    )  # the released code solves with its own
+    if solved_with not in allowed:
+        raise _path_error("accountant.solved_with", f"{solved_with!r} is not one of {list(allowed)}")
+    expected = _rebuilt(kind, plan, solved_with)  # after every cheap check: rebuilding solves the schedule
     totals = []
     for name, (path, hist, s_paid, s_train, s_eps, s_delta) in zip(names, stated, strict=True):
         _compare_history(hist, expected[name] if name != "unselected" else (), path)
