@@ -61,7 +61,10 @@ def test_pld_state_equals_pld_epsilon_upper():
     acc = PLDGroupAccountant()
     hist = [(1.9, 0.25, 47), (1.9, 0.1, 160), (1.7, 0.12, 30)]
     assert acc.training_epsilon(hist, 1e-5) == pld.epsilon_upper(hist, 1e-5, PLD_DISCRETIZATION)
-    assert group_epsilon(hist, 1.5, 1e-5, "pld") == pytest.approx(1.5 + acc.training_epsilon(hist, 1e-5))
+    # ledgers state the fine grid's bound, at most the coarse grid's the schedules were solved with
+    fine = group_epsilon(hist, 1.5, 1e-5, "pld")
+    assert fine == pytest.approx(1.5 + pld.epsilon_upper(hist, 1e-5), rel=1e-12)
+    assert fine <= 1.5 + acc.training_epsilon(hist, 1e-5)
     with pytest.raises(ValueError, match="unknown group accountant"):
         group_epsilon(hist, 0.0, 1e-5, "prv")
 
@@ -85,8 +88,8 @@ def test_ledger_names_pld_and_verifies():
     sched = build_schedule("step_amplification", TINY)
     led = group_ledger(sched, {"mechanism": "random_poisson", "phases": 2}, "poisson")
     assert led["accountant"]["name"] == "pld" and led["accountant"]["solved_with"] == "pld"
-    assert led["accountant"]["value_discretization"] == PLD_DISCRETIZATION
-    assert verify_group_ledger(led)["guarantee_holds"] is True
+    assert led["accountant"]["solve_discretization"] == PLD_DISCRETIZATION
+    assert verify_group_ledger(led, nominal_size=10_000, n_classes=10)["guarantee_holds"] is True
     assert Schedule.from_dict(sched.to_dict()).accountant == "pld"
     old = sched.to_dict()
     del old["accountant"]
@@ -194,4 +197,4 @@ def test_a_run_on_the_authors_schedule_carries_the_verdicts(violating_claim):
     assert led["accountant"]["name"] == "pld" and led["accountant"]["solved_with"] == "opacus_rdp"
     assert led["published_claim"]["verdict"] == "violated"
     assert led["guarantee_holds"] is False  # group 2's PLD upper bound with its selection ε is 8.51
-    assert verify_group_ledger(led)["guarantee_holds"] is False
+    assert verify_group_ledger(led, nominal_size=10_000, n_classes=10)["guarantee_holds"] is False

@@ -179,8 +179,10 @@ class PLDGroupAccountant(GroupAccountant):
             "name": "pld",
             "estimate": "pessimistic (a valid upper bound on ε(δ))",
             "implementation": "dp_accounting privacy-loss distributions, connect-the-dots",
-            "value_discretization": self.discretization,
-            "conversion": "ε(δ) of the composed PLD; selection + training by basic composition",
+            "value_discretization": _pld.VALUE_DISCRETIZATION,
+            "solve_discretization": self.discretization,
+            "conversion": "ε(δ) of the composed PLD (stated on the fine grid; schedules solved on the coarse one, "
+            "whose bound is at least as large); selection + training by basic composition",
         }
 
 
@@ -328,10 +330,6 @@ def verify_group(history: Sequence[Segment], selection_epsilon: float, delta: fl
     return group_epsilon(history, selection_epsilon, delta, "rdp")
 
 
-#: accountants a per-group ledger may name, each a valid upper bound on a group's training ε
-ACCOUNTANTS = ("rdp", "pld")
-
-
 @functools.lru_cache(maxsize=8192)
 def _training_upper(history: tuple[Segment, ...], delta: float, accountant: str) -> float:
     if accountant == "rdp":
@@ -342,6 +340,7 @@ def _training_upper(history: tuple[Segment, ...], delta: float, accountant: str)
             return compose_epsilon(list(history), delta, "rdp")
     from .pld import epsilon_upper
 
+    # the fine grid (1e-4): at most what the schedules were solved with at PLD_DISCRETIZATION
     return epsilon_upper(history, delta)
 
 
@@ -351,30 +350,13 @@ def group_epsilon(
     """A group's total ε: selection ε + an upper bound on the ε of its own DP-SGD history.
 
     ``accountant``: ``"rdp"`` (the project's RDP accountant over all its orders, Balle et al.
-    2020 Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld`); both are valid
+    2020 Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld` on its fine grid, at
+    most what the schedules were solved with at :data:`PLD_DISCRETIZATION`); both are valid
     upper bounds, RDP the looser. Segments that never sample the group (q = 0 or no steps)
     cost nothing; selection and training compose by basic composition (paper 004, Sec. III-E).
     """
     if accountant not in ACCOUNTANTS:
-        raise ValueError(f"unknown accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
+        raise ValueError(f"unknown group accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")
     phases = tuple((float(s), float(q), int(n)) for s, q, n in history if q > 0 and n > 0)
     train = _training_upper(phases, float(delta), accountant) if phases else 0.0
-    return float(selection_epsilon) + train
-
-
-def group_epsilon(
-    history: Sequence[Segment], selection_epsilon: float, delta: float, accountant_name: str = "pld"
-) -> float:
-    """A group's total ε: selection ε paid + training ε of its own history (basic composition).
-
-    ``accountant_name``: ``"pld"`` (pessimistic PLD at :data:`PLD_DISCRETIZATION`, as our
-    schedules are solved and stated) or ``"rdp"`` (:func:`verify_group`: the project's RDP
-    accountant over all its orders, ≤ the figure over :data:`ORDERS`).
-    """
-    if accountant_name == "rdp":
-        return verify_group(history, selection_epsilon, delta)
-    if accountant_name != "pld":
-        raise ValueError(f"unknown group accountant {accountant_name!r}; allowed: {list(ACCOUNTANTS)}")
-    phases = [(float(s), float(q), int(n)) for s, q, n in history if q > 0 and n > 0]
-    train = _pld.epsilon_upper(phases, delta, PLD_DISCRETIZATION) if phases else 0.0
     return float(selection_epsilon) + train
