@@ -5,17 +5,15 @@
 
 if AGEM:
 
-    # DP-A-GEM's own Optuna study: the same ranges and tuning set as the head learners plus its
-    # buffer rate, each trial running its two-task loop (dpcl.learners.agem), one study per label
-    # space its runs use (base: Base Dataset / Public Labels; task: Label Oracle / Release Labels)
+    # DP-A-GEM's own Optuna study (issue 14 item 3): the same ranges and tuning set as the head
+    # learners plus its buffer rate, each trial running its two-task loop (dpcl.learners.agem)
     rule tune_agem:
         input:
             features=f"{R}/features/{{dataset}}/{{backbone}}/{TUNE_SPLIT}.npz",
             scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
         output:
             expand(
-                f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/{{space}}/eps{{eps}}.json",
-                space=AGEM_TUNING_SPACES,
+                f"{R}/tuning_agem/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json",
                 eps=EPS,
             ),
         log:
@@ -35,7 +33,6 @@ if AGEM:
             dataset_cfg=lambda w: config["datasets"][w.dataset],
             dpsgd=config["dpsgd"],
             agem_buffer_fraction=config["agem"]["buffer_fraction"],
-            agem_label_spaces=AGEM_TUNING_SPACES,
         script:
             "../scripts/tune_heads.py"
 
@@ -67,7 +64,6 @@ if AGEM:
             dpsgd=config["dpsgd"],
             agem=config["agem"],
             eps_tags=EPS,
-            tuning_spaces=AGEM_TUNING_SPACES,
             learners=AGEM_LEARNERS,
         script:
             "../scripts/agem.py"

@@ -4,7 +4,6 @@ import re
 from pathlib import Path
 from dpcl.active.grid import run_cells, schedule_keys
 from dpcl.report.paper_figures import blurry_trios
-from dpcl.training.tuning_protocol import tuning_label_space
 
 
 def scenario_tag(bench):
@@ -40,8 +39,6 @@ TARGETS = run_targets(config["epsilons"], config["delta"])
 
 
 AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS
-# DP-A-GEM tunes in the label space of the runs it serves: one study per space its methods use
-AGEM_TUNING_SPACES = sorted({tuning_label_space(m) for m in AGEM_METHODS})
 L2DPML_METHODS = config["l2dpml"]["label_methods"] or HEAD_METHODS
 BASELINE_METHODS = config["baseline_label_methods"] or HEAD_METHODS
 
@@ -260,9 +257,7 @@ def _agem_tuning_files(w):
     if not TUNE:
         return []
     return expand(
-        f"{R}/tuning_agem/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/{{space}}/eps{{eps}}.json",
-        space=AGEM_TUNING_SPACES,
-        eps=EPS,
+        f"{R}/tuning_agem/{w.dataset}/{w.backbone}/{w.scenario}/seed{w.seed}/eps{{eps}}.json", eps=EPS
     )
 
 

@@ -13,16 +13,7 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 learners = sm.params.learners
 runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
-# ε tag -> {label space -> tuning result} (inputs space-major, then ε)
-spaces, n_eps = sm.params.tuning_spaces, len(sm.params.eps_tags)
-tuned = (
-    {
-        e: {s: sm.input.tuned[i * n_eps + j] for i, s in enumerate(spaces)}
-        for j, e in enumerate(sm.params.eps_tags)
-    }
-    if len(sm.input.tuned)
-    else None
-)
+tuned = dict(zip(sm.params.eps_tags, sm.input.tuned, strict=True)) if len(sm.input.tuned) else None
 agem_sweep(
     sm.input.train,
     sm.input.test,

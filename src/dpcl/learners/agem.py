@@ -423,8 +423,6 @@ def tune_agem_head(
     normaliser: float = 128.0,
     tasks: list[list[int]] | tuple[tuple[int, ...], ...] | None = None,
     journal=None,
-    label_space: str = "base",
-    warm_start: dict | None = None,
 ) -> dict:
     """DP-A-GEM's own Optuna study (App. D.1 ranges plus the buffer's sampling rate) on a tuning set.
 
@@ -435,21 +433,9 @@ def tune_agem_head(
     reread at every step of task 1 at the trial's buffer rate; both noise multipliers come from
     the RDP accountant at (ε, δ) (the buffer's for its one later task); the score is the final
     accuracy on the 30 % of both tasks.
-
-    ``label_space`` is the output label space the trials train in, the one of the runs the result
-    is for (:func:`dpcl.training.tuning_protocol.tuning_label_space`): ``"base"`` (Base Dataset,
-    Public Labels: every tuning class is an output from task 0) or ``"task"`` (Label Oracle,
-    Release Labels: task t adds its own classes, so task 0 trains over its classes only and task
-    1 over both tasks'). ``warm_start``: the best parameters of the same study at a smaller ε,
-    evaluated first (:func:`dpcl.training.tuning.tune_dpsgd`), so that more budget never tunes to a
-    configuration that scores below the smaller budget's choice on the tuning set.
     """
     from ..privacy.sgd_accounting import noise_multiplier
     from ..training.tuning import tune_dpsgd
-    from ..training.tuning_protocol import TUNING_LABEL_SPACES
-
-    if label_space not in TUNING_LABEL_SPACES:
-        raise ValueError(f"label_space must be one of {TUNING_LABEL_SPACES}, got {label_space!r}")
 
     classes = np.unique(y)
     tasks = [list(t) for t in (tasks if tasks is not None else np.array_split(classes, 2))]
@@ -467,12 +453,8 @@ def tune_agem_head(
             ref_sigmas[key] = (
                 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
             )
-        head = LinearHead(x.shape[1], n_classes)
-        if label_space == "base":  # Base Dataset (Fig. 3): every tuning class is an output from task 0
-            active = np.ones(n_classes, dtype=bool)
-        else:  # Label Oracle / Release Labels: task 0's classes, then both tasks'
-            active = np.zeros(n_classes, dtype=bool)
-            active[rows[0]] = True
+        # the Base Dataset setting (Fig. 3): every tuning class is in the label space from task 0
+        head, active = LinearHead(x.shape[1], n_classes), np.ones(n_classes, dtype=bool)
         in_ref = reference_mask(tr, buffer_fraction, int(gen.integers(2**31)))
         first = np.isin(yy[tr], rows[0])
         t0, buf = tr[first & ~in_ref], tr[first & in_ref]
@@ -481,7 +463,6 @@ def tune_agem_head(
             head, x[t0], yy[t0], None, None, cfg, sigma, buffer_sample_rate, 0.0, gen, gen_ref, active
         )
         t1 = tr[~first]
-        active[rows[1]] = True  # task 1 adds its classes (already outputs in the base space)
         train_agem_task(
             head,
             x[t1],
@@ -507,14 +488,12 @@ def tune_agem_head(
         n_trials,
         epochs,
         normaliser,
-        keys=(LEARNER,) if label_space == "base" else (LEARNER, label_space),
+        keys=(LEARNER,),
         buffer_rate=True,
         journal=journal,
-        warm_start=warm_start,
     )
     return res | {
         "learner": LEARNER,
         "buffer_fraction": buffer_fraction,
         "tasks": [[int(c) for c in t] for t in tasks],
-        "label_space": label_space,
     }

@@ -166,10 +166,8 @@ def claim_summary(claim: dict) -> dict:
     }
 
 
-def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None, label_space: str | None = None) -> dict:
-    """The ``agem`` block with the tuned buffer rate of ``tuned_path`` (a DP-A-GEM tuning result), if given;
-    with ``label_space`` the result must have been tuned in it (an older result without the key was
-    tuned in the base space)."""
+def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None) -> dict:
+    """The ``agem`` block with the tuned buffer rate of ``tuned_path`` (a DP-A-GEM tuning result), if given."""
     if tuned_path is None:
         return dict(agem_cfg)
     res = read_json(tuned_path)
@@ -177,29 +175,7 @@ def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None, label_space: str |
         raise ValueError(
             f"{tuned_path} is not a DP-A-GEM tuning result (no buffer rate); rerun its tune_agem job"
         )
-    if label_space is not None and res.get("label_space", "base") != label_space:
-        raise ValueError(
-            f"{tuned_path} was tuned in the {res.get('label_space', 'base')!r} label space, the run needs "
-            f"{label_space!r}; rerun its tune_agem job"
-        )
     return {**agem_cfg, "buffer_sample_rate": float(res["best_buffer_sample_rate"])}
-
-
-def tuning_for_run(tuned: str | Path | dict | None, method: str) -> tuple[str | Path | None, str | None]:
-    """(tuning result, label space) of a run of label ``method``: ``tuned`` is one result (tuned in the
-    base space: older workflows, library use) or {label space: result}
-    (:func:`dpcl.training.tuning_protocol.tuning_label_space` picks the run's)."""
-    from ..training.tuning_protocol import tuning_label_space
-
-    if not isinstance(tuned, dict):
-        return tuned, None
-    space = tuning_label_space(method)
-    if space not in tuned:
-        raise ValueError(
-            f"no DP-A-GEM tuning result in the {space!r} label space (label method {method!r}); "
-            f"have {sorted(tuned)}"
-        )
-    return tuned[space], space
 
 
 def agem_sweep(
@@ -219,22 +195,19 @@ def agem_sweep(
     {learner: (metrics, privacy, diagnostics)}} or, for ``agem_head`` alone, {labels, metrics, privacy,
     diagnostics}.
 
-    ``tuned`` maps ε tags to DP-A-GEM's own tuning results (:func:`dpcl.learners.agem.tune_agem_head`),
-    one result or {label space: result} (:func:`tuning_for_run`: each run takes the study of its label
-    space): its DP-SGD config scaled to a task and its buffer rate, which replaces
-    ``agem.buffer_sample_rate``.
+    ``tuned`` maps ε tags to DP-A-GEM's own tuning results (:func:`dpcl.learners.agem.tune_agem_head`):
+    its DP-SGD config scaled to a task and its buffer rate, which replaces ``agem.buffer_sample_rate``.
     """
     unknown = sorted(set(learners) - set(AGEM_LEARNERS))
     if unknown:
         raise ValueError(f"unknown learners {unknown}; this stage runs {sorted(AGEM_LEARNERS)}")
-    for run, train, test, sc, labels, tuned_for_eps, cache, backbone in feature_runs(
+    for run, train, test, sc, labels, tuned_path, cache, backbone in feature_runs(
         train_path, test_path, scenario_path, runs, threads, tuned
     ):
-        tuned_path, space = tuning_for_run(tuned_for_eps, labels["method"])
         for learner in learners:
             t0 = time.perf_counter()
             cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-            agem = tuned_agem(agem_cfg, tuned_path, space)
+            agem = tuned_agem(agem_cfg, tuned_path)
             metrics, privacy, diag = AGEM_LEARNERS[learner](
                 train,
                 test,

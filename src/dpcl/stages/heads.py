@@ -159,15 +159,13 @@ def tune_head_learners(
     epochs: float,
     normaliser: float,
     agem_buffer_fraction: float | None = None,
-    agem_label_space: str = "base",
 ) -> None:
     """Tune the head learners' DP-SGD hyperparameters once per (ε, seed) on the tuning set of
     ``protocol`` (:func:`dpcl.training.tuning_protocol.tuning_plan`: the public tuning split's, or
     as the paper the private training data's, first-task classes) read from ``features_path`` (the
     plan's split), and write each result with the configs scaled to the runs. With
     ``agem_buffer_fraction`` the study is DP-A-GEM's own (:func:`dpcl.learners.agem.tune_agem_head`:
-    its two-task loop over the first two tasks' classes, and its buffer rate) in ``agem_label_space``,
-    the label space of the runs it is for (:func:`dpcl.training.tuning_protocol.tuning_label_space`)."""
+    its two-task loop over the first two tasks' classes, and its buffer rate)."""
     from ..features import load_feature_cache
     from ..learners.agem import tune_agem_head
     from ..training.tuning import tune_head
@@ -184,8 +182,7 @@ def tune_head_learners(
             f"{plan.split!r}"
         )
     rows = tuning_rows(y, plan, int(sc.seed))
-    previous = None  # DP-A-GEM: each ε's study starts from the next smaller ε's best parameters
-    for eps in sorted(epsilons, key=float):
+    for eps in epsilons:
         t0 = time.perf_counter()
         journal = f"{outputs[eps_tag(eps)]}.optuna-journal"  # a retried job resumes its search
         if agem_buffer_fraction is None:
@@ -205,13 +202,10 @@ def tune_head_learners(
                 normaliser,
                 plan.tasks,
                 journal=journal,
-                label_space=agem_label_space,
-                warm_start=previous,
             )
-            previous = res["best_params"]
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
-        who = "heads" if agem_buffer_fraction is None else f"agem_head ({agem_label_space} label space)"
+        who = "heads" if agem_buffer_fraction is None else "agem_head"
         log(
             f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
             f"{res['plan']['factor_per_task']:.3g}): validation accuracy "

@@ -61,7 +61,6 @@ def tune_dpsgd(
     log: Callable[[str], None] | None = None,
     buffer_rate: bool = False,
     journal: str | Path | None = None,
-    warm_start: dict | None = None,
 ) -> dict:
     """Optuna GP search of (lr, expected batch size, clip) over Table A2's ranges (App. D.1).
 
@@ -79,10 +78,6 @@ def tune_dpsgd(
     finished trial instead of starting over; a trial cut off mid-way is redone. Trial k's
     sampler and training noise are seeded by (seed, keys, k), so a resumed search gives exactly
     the result of an uninterrupted one. The journal is removed once the search is complete.
-
-    ``warm_start`` (the ``best_params`` of another search on the same tuning set, e.g. at a smaller
-    ε) is evaluated as trial 0, so the search never ends below that configuration's score at this
-    budget; the other trials are the GP sampler's as usual.
     """
     import optuna
 
@@ -137,15 +132,12 @@ def tune_dpsgd(
             float(epochs),
             float(normaliser),
             bool(buffer_rate),
-            sorted((warm_start or {}).items()),
             LR_RANGE,
             CLIP_RANGE,
             MIN_BATCH,
         )
     )
     study = _study(journal, fingerprint)
-    if warm_start and not study.get_trials(deepcopy=False):
-        study.enqueue_trial(dict(warm_start))  # trial 0 (a resumed search has it already)
     base = int(rng(seed, "tuning", *keys, "sampler").integers(2**31))
     while (k := len(_finished(study))) < n_trials:
         study.sampler = optuna.samplers.GPSampler(seed=(base + 7919 * k) % 2**31)  # trial k's own seed
