@@ -196,23 +196,16 @@ def test_dp_sgd_heads_state_the_config_when_untuned(data):
         assert hp["values"] == metrics["dpsgd"] == DPSGD and hp["private_data_used"] is False
 
 
-def test_dp_agem_and_desai_state_dp_agems_study_in_the_runs_label_space(data, tmp_path):
-    """Each run takes the study of its own label space; what privacy.json states is what it ran."""
+def test_dp_agem_and_desai_state_dp_agems_study(data, tmp_path):
+    """Every run takes DP-A-GEM's one study (Base Dataset label space); privacy.json states that study
+    and the values the run trained with."""
     from dpcl.stages.agem import agem_sweep
     from dpcl.training.tuning_protocol import tuning_plan, with_run_configs
 
     sc = read_json(data / "scenario.json")
     plan = tuning_plan(DATASET, DCFG, sc["task_classes"], "public", 2)
-    tuned = {}
-    for space, lr in (("base", 0.01), ("task", 0.02)):
-        res = {
-            "best": dict(DPSGD, lr=lr),
-            "epsilon": math.inf,
-            "best_buffer_sample_rate": 0.5,
-            "label_space": space,
-        }
-        write_json(tmp_path / f"{space}.json", with_run_configs(res, plan))
-        tuned[space] = str(tmp_path / f"{space}.json")
+    res = {"best": dict(DPSGD, lr=0.01), "epsilon": math.inf, "best_buffer_sample_rate": 0.5}
+    write_json(tmp_path / "study.json", with_run_configs(res, plan))
     runs = []
     for m in ("oracle", "base"):  # at ε = inf: no Desai claim (that is its own verifier's business)
         runs.append(
@@ -233,16 +226,20 @@ def test_dp_agem_and_desai_state_dp_agems_study_in_the_runs_label_space(data, tm
         runs,
         DPSGD,
         {},
-        tuned={"inf": tuned},
+        tuned={"inf": str(tmp_path / "study.json")},
         learners=("agem_head", "desai_head"),
     )
-    for run, space in zip(runs, ("task", "base"), strict=True):
-        want = read_json(tuned[space])["dpsgd"]
+    want = read_json(tmp_path / "study.json")["dpsgd"]
+    for run in runs:
         for learner, paths in run["outputs"].items():
             metrics, privacy = read_json(paths[0]), read_json(paths[1])
             hp = privacy["hyperparameters"]
-            assert "DP-A-GEM's Optuna search" in hp["chosen_by"] and "public tuning split" in hp["chosen_by"]
-            assert hp["values"] == metrics["dpsgd"] == want, (learner, space)
+            assert (
+                "DP-A-GEM's Optuna search" in hp["chosen_by"]
+                and "Base Dataset label space" in hp["chosen_by"]
+            )
+            assert "public tuning split" in hp["chosen_by"]
+            assert hp["values"] == metrics["dpsgd"] == want, learner
             assert metrics["agem"]["buffer_sample_rate"] == 0.5
 
 

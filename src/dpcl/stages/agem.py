@@ -27,8 +27,8 @@ from .common import (
 
 #: the search behind a tuned DP-A-GEM (and Desai et al.) run (privacy.json "hyperparameters")
 AGEM_SEARCH = (
-    "DP-A-GEM's Optuna search (its two-task loop with the buffer rate, in the run's label space: "
-    "dpcl.learners.agem.tune_agem_head)"
+    "DP-A-GEM's Optuna search (its two-task loop with the buffer rate, in the Base Dataset label space "
+    "whatever the run's label method: dpcl.learners.agem.tune_agem_head)"
 )
 
 
