@@ -170,7 +170,11 @@ def resolve_dpsgd(
     tag = eps_tag(math.inf if res["epsilon"] == "inf" else float(res["epsilon"]))
     if tag != epsilon_tag:
         raise ValueError(f"{tuned_path} was tuned for ε = {tag}, but the run's budget is ε = {epsilon_tag}")
-    return {**dpsgd_cfg, **run_dpsgd(res, learner, str(tuned_path))}, res["protocol"]
+    from ..training.heads import CHOSEN_WITH_PRIVATE_DATA
+
+    # a tuned run's values are the study's: the fixed block's statement of how it was chosen does not apply
+    fixed = {k: v for k, v in dpsgd_cfg.items() if k != CHOSEN_WITH_PRIVATE_DATA}
+    return {**fixed, **run_dpsgd(res, learner, str(tuned_path))}, res["protocol"]
 
 
 def finish_run(
