@@ -1,4 +1,4 @@
-"""The release boundary (DESIGN §4): a run's release is its released outputs plus privacy.json,
+"""The release boundary: a run's release is its released outputs plus privacy.json,
 and nothing in them depends on the private data except through an accounted mechanism.
 
 Neighbour invariance, for every learner: the same seed on a data set D, on D plus one

@@ -44,7 +44,7 @@ def solved() -> dict[tuple, dict]:
 
 
 def _exact_gaussian_epsilon(sigma: float, delta: float) -> float:
-    """ε of the Gaussian mechanism (sensitivity 1) by inverting the analytic δ(ε) (DESIGN §5)."""
+    """ε of the Gaussian mechanism (sensitivity 1) by inverting the analytic δ(ε)."""
     return brentq(lambda e: gaussian_delta(sigma, e) - delta, 0.0, 200.0, xtol=1e-13)
 
 

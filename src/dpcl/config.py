@@ -1,7 +1,7 @@
 """Workflow configuration: JSON-schema validation with defaults and readable errors.
 
 The schema lives in ``config/schema.yaml``; errors name the key, the bad value and
-what is allowed (DESIGN §7).
+what is allowed.
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ def parse_eps_tag(tag: str) -> float:
 
 def run_targets(epsilons: list, delta: float) -> dict[str, dict]:
     """Every run's target (ε, δ) by ε tag, from the validated config: the learners take their
-    target from here, never from a file a run read (DESIGN §4). ε = inf has δ = 0."""
+    target from here, never from a file a run read. ε = inf has δ = 0."""
     out = {}
     for e in epsilons:
         eps = parse_eps_tag(str(e).lower().lstrip(".")) if isinstance(e, str) else float(e)

@@ -1,4 +1,4 @@
-"""Batched feature extraction with an on-disk cache (DESIGN §3: one job per
+"""Batched feature extraction with an on-disk cache (one job per
 dataset × backbone × split; every run reads the cache, none recomputes features).
 
 Images become model inputs as timm's eval transform

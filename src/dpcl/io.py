@@ -1,7 +1,7 @@
 """Atomic file writing: write to a temporary file beside the target, then rename.
 
-An interrupted job therefore never leaves a half-written file that looks complete
-(DESIGN §7). Also the jobs' logging: progress messages go through the standard ``logging``
+An interrupted job therefore never leaves a half-written file that looks complete.
+Also the jobs' logging: progress messages go through the standard ``logging``
 module (logger ``dpcl``), which a job sends to its terminal and its log file
 (:func:`tee_stderr`); progress bars go to the terminal only (:func:`progress_stream`), so
 job logs hold lines, not carriage-return updates.

@@ -1,6 +1,6 @@
 """Deterministic, independent random streams per (seed, stage, task, mechanism).
 
-DESIGN §7: one ``numpy.random.SeedSequence`` per run, spawned by *named* keys rather
+One ``numpy.random.SeedSequence`` per run, spawned by *named* keys rather
 than by position, so adding or removing a setting never shifts another setting's
 noise. Keys are hashed (SHA-256) into the ``spawn_key`` of the sequence.
 """

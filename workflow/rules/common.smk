@@ -34,7 +34,7 @@ FILM_LEARNERS = [l for l in config["learners"] if l.endswith("_film")]
 FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
 HEAD_METHODS = config["head_label_methods"] or METHODS
 # Every run's target (ε, δ) by ε tag, from the validated config (the learners check their label
-# file against it; DESIGN §4).
+# file against it).
 TARGETS = run_targets(config["epsilons"], config["delta"])
 
 

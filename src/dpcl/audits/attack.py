@@ -67,7 +67,7 @@ def dp_attack_bound(epsilon: float, delta: float) -> float:
 
 
 def _label_budget(fraction: float, epsilon: float, delta: float) -> Budget:
-    """The label-release share of (ε, δ), exactly as :func:`output_label_spaces` splits it (DESIGN §4)."""
+    """The label-release share of (ε, δ), exactly as :func:`output_label_spaces` splits it."""
     label_budget, _ = split_budget(Budget(float(epsilon), float(delta)), fraction)
     return label_budget
 

@@ -1,4 +1,4 @@
-"""Empirical privacy audits: Monte-Carlo lower bounds on ε (DESIGN §2, §5).
+"""Empirical privacy audits: Monte-Carlo lower bounds on ε.
 
 An (ε, δ)-DP mechanism M satisfies, for neighbouring D, D' and every event S,
     Pr[M(D) ∈ S] ≤ e^ε Pr[M(D') ∈ S] + δ   (and with D, D' swapped),

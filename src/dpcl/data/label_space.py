@@ -1,4 +1,4 @@
-"""Output label spaces O_t per task (paper 000 Sec. 4, 6; DESIGN §4).
+"""Output label spaces O_t per task (paper 000 Sec. 4, 6).
 
 Methods (config tags):
 - ``oracle``: O_t = labels present in D_t. A leaky baseline: not DP for any δ < 1 (Prop. 4.1).

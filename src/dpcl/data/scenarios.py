@@ -1,4 +1,4 @@
-"""Continual-learning task splits (paper 000 Sec. 6, App. D; DESIGN §6).
+"""Continual-learning task splits (paper 000 Sec. 6, App. D).
 
 A scenario assigns every training sample to exactly one task and names, per task, the
 classes whose *test* data evaluate that task. Everything is deterministic in ``seed``.

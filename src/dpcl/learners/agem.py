@@ -13,7 +13,7 @@ step of task t ≥ 1 the learner computes two DP gradients (App. D.4, items 1-2)
 and, if gᵀg_ref < 0, projects g̃ = g − (gᵀg_ref / g_refᵀg_ref) g_ref (Eq. A102) before the
 Adam step. The projection is post-processing of two DP releases.
 
-Privacy (per individual, add/remove adjacency; DESIGN §4):
+Privacy (per individual, add/remove adjacency):
 
 - a D_t^train individual is read by task t's ``steps`` steps only: (σ, q, steps);
 - a D_s^ref individual is reread at every step of every later task s+1, …, T−1:
@@ -185,7 +185,7 @@ def task_records(
     n_ref: int,
     info: dict,
 ) -> list[dict]:
-    """Ledger entries of task t (DESIGN §4, App. D.4): its train part's DP-SGD (``part: train``)
+    """Ledger entries of task t (App. D.4): its train part's DP-SGD (``part: train``)
     and, unless t is the last task, its reference part's rereads by the T − 1 − t later tasks
     (``dpsgd_buffer``, ``part: reference``); ``info`` is the task's training record."""
     entries = [

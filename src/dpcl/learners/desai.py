@@ -2,7 +2,7 @@
 
 Paper 000 compares against an *enhanced* version of this method (:mod:`dpcl.learners.agem`,
 its App. D.4); this module runs the published one beside it, with the published privacy
-accounting shown as a claim and the accountant's answer in the ledger (DESIGN §4: published
+accounting shown as a claim and the accountant's answer in the ledger (published
 claims that do not hold are shown, not hidden).
 
 Algorithm (Alg. 1, paper 002 l. 100-133). One zero-initialised linear head over the label
@@ -58,7 +58,7 @@ Readings of ambiguous steps (each a choice; the paper does not settle it):
    post-processing and changes no privacy statement. Head-only on cached features instead of
    the paper's MLP / reduced ResNet-18.
 
-Privacy (add/remove adjacency, task-wise DP; DESIGN §4). Each noisy sum answers the query
+Privacy (add/remove adjacency, task-wise DP). Each noisy sum answers the query
 "clipped gradient sums": adding or removing one individual changes it by at most C
 (per-example clipping), and the noise is N(0, σ²C²I), so each step is the Poisson-subsampled
 Gaussian mechanism with noise multiplier σ (sensitivity 1 in units of C).

@@ -2,7 +2,7 @@
 
 L2DP-ML perturbs the Taylor coefficients of its losses with Laplace noise drawn **once** and
 added to every example of every task, and keeps the perturbed data in an A-GEM memory. That
-is not DP (DESIGN §5: x̄_a − x̄_b = x_a − x_b exactly). This module keeps the idea - train a
+is not DP (x̄_a − x̄_b = x_a − x_b exactly). This module keeps the idea - train a
 head on a noisy polynomial surrogate of the loss, with A-GEM against past tasks - and makes
 it sound:
 

@@ -1,4 +1,4 @@
-"""Privacy budgets and their split (paper 000 Sec. 3, App. B; DESIGN §4); the ledger is in
+"""Privacy budgets and their split (paper 000 Sec. 3, App. B); the ledger is in
 :mod:`dpcl.privacy.ledger`.
 
 Privacy model: task-wise DP under add/remove adjacency. Within a task the mechanisms
@@ -34,7 +34,7 @@ class Budget:
 
 
 def split_budget(total: Budget, fraction: float) -> tuple[Budget, Budget]:
-    """Give fraction f of **both** ε and δ to label release and the rest to training (DESIGN §4)."""
+    """Give fraction f of **both** ε and δ to label release and the rest to training."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"label-release budget fraction must lie in (0, 1), got {fraction!r}")
     if not total.private:

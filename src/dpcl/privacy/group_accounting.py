@@ -24,6 +24,7 @@ in that segment and costs nothing. :func:`group_epsilon` is what a verifier call
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 import warnings
@@ -91,24 +92,28 @@ def rdp_to_epsilon(curve: np.ndarray, delta: float) -> float:
 # ----------------------------------------------------------------------------- accountants
 
 
-class GroupAccountant:
+class GroupAccountant(abc.ABC):
     """Incremental accounting of one group's history: ``empty()``, ``extend(state, σ, q, n)``,
     ``epsilon(state, δ)``; ``training_epsilon(history, δ)`` is ``epsilon`` of the extended empty
     state (the figure a ledger states)."""
 
     name = ""
 
+    @abc.abstractmethod
     def empty(self) -> Any:
-        raise NotImplementedError
+        """The state of an empty history."""
 
+    @abc.abstractmethod
     def extend(self, state: Any, sigma: float, q: float, steps: int) -> Any:
-        raise NotImplementedError
+        """``state`` followed by ``steps`` steps at (σ, q)."""
 
+    @abc.abstractmethod
     def epsilon(self, state: Any, delta: float) -> float:
-        raise NotImplementedError
+        """An upper bound on ε(δ) of ``state``."""
 
+    @abc.abstractmethod
     def describe(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The ledger's description of this accountant."""
 
     def state_of(self, history: Sequence[Segment]) -> Any:
         state = self.empty()

@@ -1,4 +1,4 @@
-"""The per-run privacy ledger and its verifier (paper 000 Sec. 3-4, App. B; DESIGN §4).
+"""The per-run privacy ledger and its verifier (paper 000 Sec. 3-4, App. B).
 
 A run's **release** is its released outputs (label spaces O_t, model parameters) plus its
 ``privacy.json``. The ledger is the part of the release that says which mechanism touched

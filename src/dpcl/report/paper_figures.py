@@ -442,7 +442,7 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
 def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
     """i-Blurry benchmarks grouped by (dataset, backbone, tasks, N): group title → {M: benchmark}.
     A disjoint benchmark of the same dataset, backbone and task count joins every group as M = 0
-    (the disjoint split is i-Blurry with M = 0, DESIGN §6)."""
+    (the disjoint split is i-Blurry with M = 0)."""
     groups: dict[tuple, dict[float, str]] = {}
     for name, b in benchmarks.items():
         if b.get("scenario") == "iblurry":

@@ -1,5 +1,5 @@
 """What every learner stage shares: the config's run targets, noise streams keyed by the data, the
-verified ledger and the non-private diagnostics (the release boundary, DESIGN §4), run files."""
+verified ledger and the non-private diagnostics (the release boundary), run files."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def parse_eps(v) -> float:
 NON_PRIVATE = (
     "NOT PRIVATE: research diagnostics computed from the private training data without any DP "
     "mechanism (sample counts, clipped fractions, batch sizes, timings). They are not part of the "
-    "release and must never be published with it (DESIGN §4, the release boundary)."
+    "release and must never be published with it (the release boundary)."
 )
 
 
@@ -54,7 +54,7 @@ def config_target(labels: dict, targets: dict | None) -> Budget:
 def release_rng(labels: dict, backbone: str, learner: str, task: int, mechanism: str) -> np.random.Generator:
     """The noise stream of one mechanism of one run: keyed by what the data is (dataset with
     variant, scenario, backbone) as well as seed, learner, ε, label method, task and mechanism,
-    so two benchmarks over the same data never share noise (DESIGN §4)."""
+    so two benchmarks over the same data never share noise."""
     stream = labels.get("stream")
     if not stream:
         raise ValueError(

@@ -42,7 +42,7 @@ def release_label_spaces(
                     "(CIFAR-100 has one: fine → coarse)"
                 )
             # the noise stream names the data (dataset with variant, scenario): benchmarks over the
-            # same data never share label-release noise (DESIGN §4)
+            # same data never share label-release noise
             res = output_label_spaces(
                 method,
                 task_labels,

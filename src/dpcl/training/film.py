@@ -14,7 +14,7 @@ another; a BatchNorm that would use the batch's statistics is refused (:func:`ch
 A member stores only these tensors (:class:`FilmMember`); predictions swap a member's
 values into the one shared backbone (:func:`film_logits`), so T tasks never need T copies.
 
-DP-SGD (DESIGN §5): per logical step every sample is taken independently with probability
+DP-SGD: per logical step every sample is taken independently with probability
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
 physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
 grad-sample mode (``GradSampleModule(force_functorch=False)`` around the backbone, which
@@ -465,7 +465,7 @@ def _poisson_grad_sum(
     physical_batch: int,
 ) -> tuple[list[torch.Tensor], int, int]:
     """(Σ of clipped per-sample gradients, sample size, clipped count) of one Poisson sample at ``rate``
-    (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk (DESIGN §5)."""
+    (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk."""
     n = len(rows)
     dev = net.head.weight.device
     batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)

@@ -1,6 +1,6 @@
 """DP-SGD for a linear head on cached features, with closed-form per-sample clipping.
 
-DESIGN §5 "DP-SGD", paper 000 Alg. 2 (head-only PEFT), App. D.1. Each step samples
+Paper 000 Alg. 2 (head-only PEFT), App. D.1. Each step samples
 every example independently with probability q (Poisson sampling), computes the
 per-example gradient g_i of the cross-entropy loss, clips it to norm C, sums, adds
 N(0, σ²C²I) and takes an Adam step. For a linear head z = Wx + b the per-example
