@@ -335,3 +335,15 @@ def test_the_reviews_forgeries_are_rejected():
         t.pop("parts")
     with pytest.raises(LedgerError, match="the learner declares"):
         verify_task_ledger(agem, plan)
+    # DP-A-GEM reads its whole buffer at every step: an entry claiming Desai's uniform block choice
+    # (fewer reads), with its ε lowered to match, is refused by the learner's declaration
+    from dpcl.privacy.ledger import verify_mechanism
+
+    agem = json.loads((Path(__file__).parent / "data/ledgers/agem_head_eps1_base.json").read_text())
+    ref = agem["tasks"][0]["mechanisms"][2]
+    assert ref["mechanism"] == "dpsgd_buffer"
+    ref.update(block_choice="uniform", accountant="pld")
+    ref.pop("epsilon_accounted", None)
+    ref["epsilon"] = verify_mechanism(dict(ref, epsilon=1e9), 0, 5)["epsilon_accounted"]
+    with pytest.raises(LedgerError, match="block choice"):
+        verify_task_ledger(agem, plan)

@@ -38,6 +38,7 @@ from typing import Any
 
 from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
 from .ledger import (
+    DEFAULT_QUERY,
     LABEL_SPACE_KINDS,
     PUBLIC_FIELDS,
     QUERY_SENSITIVITY,
@@ -285,29 +286,29 @@ def _check_declared(entries: list[dict], t: int, plan: Plan, private: bool) -> N
             raise LedgerError(f"{path}: no training entry")
         return
 
-    def key(kind: str, part: str | None, query: str | None) -> tuple:
-        # a non-private entry's query is informational (it gives no guarantee to check)
-        return (kind, part or "", "" if kind == "nonprivate" else (query or _default_query(kind) or ""))
+    def key(kind: str, part: str | None, query: str | None, block: str | None) -> tuple:
+        # a non-private entry's query and block choice are informational (no guarantee to check)
+        if kind == "nonprivate":
+            return (kind, part or "", "", "")
+        return (kind, part or "", query or _default_query(kind) or "", block or "")
 
     want = sorted(
-        key(s.kind if private else s.nonprivate, s.part, s.query)
+        key(s.kind if private else s.nonprivate, s.part, s.query, s.block_choice)
         for s in plan.spec.training
         if not (s.all_but_last and t == plan.n_tasks - 1)
     )
     got = sorted(
-        key(e["mechanism"], e.get("part"), e.get("query"))
+        key(e["mechanism"], e.get("part"), e.get("query"), e.get("block_choice"))
         for e in entries
         if e["mechanism"] not in LABEL_SPACE_KINDS
     )
     if want != got:
         raise LedgerError(
-            f"{path}: training entries {got} (kind, part, query), but the learner declares {want}"
+            f"{path}: training entries {got} (kind, part, query, block choice), but the learner declares {want}"
         )
 
 
 def _default_query(kind: str) -> str | None:
-    from .ledger import DEFAULT_QUERY
-
     return DEFAULT_QUERY.get(kind)
 
 
