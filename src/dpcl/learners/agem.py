@@ -52,6 +52,7 @@ from ..training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_gr
 from ..training.projection import project
 from .aggregation import aggregate
 from .peft import dpsgd_noise
+from .registry import LearnerSpec
 
 #: the ledger of DP-A-GEM, head-only or FiLM (checked by dpcl.privacy.verify against the plan): the
 #: train part's DP-SGD and, except in the last task, the reference part's rereads (App. D.4)
@@ -64,6 +65,21 @@ LEDGER_SPEC = LedgerSpec(
 )
 
 LEARNER = "agem_head"
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="agem_head",
+        display="DP-A-GEM (head-only)",
+        figure_label="DP-A-GEM (enhanced, App. D.4)",
+        adapter="head",
+        job="agem",
+        methods="agem",
+        module="agem",
+        fig3="compared",
+        resources={"mem_mb": 2000, "runtime": 60},
+    ),
+)
 
 
 @dataclass(frozen=True)

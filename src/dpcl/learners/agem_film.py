@@ -24,16 +24,35 @@ and ``rng_for(t, "reference")``, so no noise is shared between g and g_ref.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..backbones import Preprocessing
-from ..training.film import BufferMechanism, FilmMember, film_logits, pretrained_member, train_film
 from ..training.heads import DPSGDConfig
 from .agem import AGEMConfig, split_task, task_records
 from .aggregation import aggregate
+from .registry import LearnerSpec
+
+if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when the learner runs
+    from ..training.film import FilmMember
 
 LEARNER = "agem_film"
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="agem_film",
+        display="DP-A-GEM (FiLM)",
+        figure_label="DP-A-GEM (enhanced, FiLM)",
+        adapter="film",
+        job="film_baseline",
+        methods="agem",
+        module="agem_film",
+        fig3="compared",
+        resources={"mem_mb": 8000, "runtime": 1440},
+    ),
+)
 
 
 def run_agem_film(
@@ -60,6 +79,8 @@ def run_agem_film(
     :func:`~dpcl.learners.agem.agem_noise`; ``rng_for(t, part)`` gives the generator of task
     t's "train" or "reference" mechanism; ``split_seed`` seeds the reference split.
     """
+    from ..training.film import BufferMechanism, film_logits, pretrained_member, train_film
+
     agem.validate()
     n_tasks = len(task_data)
     if n_tasks > 1 and noise_ref is None:

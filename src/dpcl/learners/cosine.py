@@ -14,10 +14,25 @@ import numpy as np
 
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
+from .registry import LearnerSpec
 
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the noisy
 #: class sums of unit-norm features (Alg. 1, Eq. 9), Δ = 1
 LEDGER_SPEC = LedgerSpec(training=(EntrySpec("gaussian", query="class_sums_of_unit_norm_features"),))
+
+#: the registry's entry (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="cosine",
+        display="Cosine Classifier",
+        adapter="prototypes",
+        job="cosine",
+        methods="label_methods",
+        module="cosine",
+        fig3="ours",
+        resources={"mem_mb": 2000, "runtime": 30},
+    ),
+)
 
 SENSITIVITY = 1.0
 

@@ -108,6 +108,7 @@ from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
 from .agem import AGEMConfig, _noisy_clipped_sum, split_task
 from .aggregation import aggregate
+from .registry import LearnerSpec
 
 #: the ledger of Desai et al. as published (checked by dpcl.privacy.verify against the plan): DP-A-GEM's
 #: two parts, and paper 002's Lemma 2 as a published claim with its verdicts
@@ -128,6 +129,21 @@ LEDGER_SPEC = LedgerSpec(
 
 LEARNER = "desai_head"
 CLAIM_SOURCE = "paper 002 Lemma 2"
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="desai_head",
+        display="Desai et al. DP-CL (as published)",
+        adapter="head",
+        job="agem",
+        methods="agem",
+        module="desai",
+        published_claim="Desai Lemma 2",
+        fig3="compared",
+        resources={"mem_mb": 2000, "runtime": 60},
+    ),
+)
 CLAIM_RTOL = 1e-9  # float slack when comparing the accounted ε with the claimed ε
 
 

@@ -74,12 +74,27 @@ from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.projection import project
 from .aggregation import aggregate
+from .registry import LearnerSpec
 
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the Gaussian
 #: functional-mechanism release of the loss's Taylor coefficients on projected features, Δ = √2
 LEDGER_SPEC = LedgerSpec(training=(EntrySpec("gaussian", query="taylor_coefficients_projected_features"),))
 
 LEARNER = "fm_agem"
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="fm_agem",
+        display="FM-A-GEM (sound variant)",
+        adapter="functional",
+        job="l2dpml",
+        methods="l2dpml",
+        module="fm_agem",
+        fig3="compared",
+        resources={"mem_mb": 2000, "runtime": 30},
+    ),
+)
 #: the ledger's query (dpcl.privacy.ledger.QUERY_SENSITIVITY) and its L2 sensitivity (module docstring)
 QUERY = "taylor_coefficients_projected_features"
 SENSITIVITY = math.sqrt(2.0)

@@ -47,11 +47,28 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..privacy.verify import EntrySpec, LedgerSpec
+from .registry import LearnerSpec
 
 LEARNER = "l2dpml"
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the functional
 #: mechanism as published (not DP: ε = ∞ in the entry), with paper 001's Theorem 2 as its claim
 LEDGER_SPEC = LedgerSpec(training=(EntrySpec("l2dpml_functional"),), published_claim=True)
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="l2dpml",
+        display="L2DP-ML (as published, not DP)",
+        adapter="functional",
+        job="l2dpml",
+        methods="l2dpml",
+        module="l2dpml",
+        published_claim="L2DP-ML Thm 2",
+        dp=False,
+        fig3="compared",
+        resources={"mem_mb": 2000, "runtime": 30},
+    ),
+)
 
 WHY_NOT_DP = [
     "the same Laplace draws (chi_1, chi_2, chi_3) perturb every example of every task: x_bar_a - x_bar_b = "

@@ -25,6 +25,7 @@ from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .aggregation import RULES, EnsembleVotes, aggregate
+from .registry import LearnerSpec
 
 #: the ledger of the PEFT ensemble and its Naive / Non-CL baselines, head-only or FiLM (checked by
 #: dpcl.privacy.verify against the plan): one DP-SGD run on each task's data
@@ -40,6 +41,70 @@ if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM lear
 
 LEARNERS = ("peft_head", "naive_head", "noncl_head")
 FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
+
+#: the registry's entries (dpcl.learners.registry)
+SPECS = (
+    LearnerSpec(
+        name="peft_head",
+        display="PEFT Ensemble (head-only)",
+        adapter="head",
+        job="heads",
+        methods="head_label_methods",
+        module="peft",
+        fig3="ours",
+        ensemble=True,
+        resources={"mem_mb": 2000, "runtime": 60},
+    ),
+    LearnerSpec(
+        name="naive_head",
+        display="Naive (head-only)",
+        adapter="head",
+        job="heads",
+        methods="baseline_label_methods",
+        module="peft",
+        resources={"mem_mb": 2000, "runtime": 60},
+    ),
+    LearnerSpec(
+        name="noncl_head",
+        display="Non-CL (head-only)",
+        adapter="head",
+        job="heads",
+        methods="baseline_label_methods",
+        module="peft",
+        trains_on="all_tasks",
+        resources={"mem_mb": 2000, "runtime": 60},
+    ),
+    LearnerSpec(
+        name="peft_film",
+        display="PEFT Ensemble (FiLM)",
+        adapter="film",
+        job="film_peft",
+        methods="head_label_methods",
+        module="peft",
+        fig3="ours",
+        ensemble=True,
+        resources={"mem_mb": 8000, "runtime": 1440},
+    ),
+    LearnerSpec(
+        name="naive_film",
+        display="Naive (FiLM)",
+        adapter="film",
+        job="film_baseline",
+        methods="baseline_label_methods",
+        module="peft",
+        resources={"mem_mb": 8000, "runtime": 1440},
+    ),
+    LearnerSpec(
+        name="noncl_film",
+        display="Non-CL (FiLM)",
+        adapter="film",
+        job="film_baseline",
+        methods="baseline_label_methods",
+        module="peft",
+        trains_on="all_tasks",
+        resources={"mem_mb": 8000, "runtime": 1440},
+    ),
+)
 
 
 def dpsgd_noise(epsilon: float, delta: float, cfg: DPSGDConfig, cache: dict | None = None) -> dict:

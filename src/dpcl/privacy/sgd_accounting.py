@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from opacus.accountants import PRVAccountant, RDPAccountant
 
 ACCOUNTANTS = ("prv", "rdp")
 # PRV's absolute ε error (opacus's default). The PRV bound is estimate + PRV_EPS_ERROR,
@@ -45,11 +44,26 @@ RDP_ORDERS: tuple[float, ...] = tuple(
 SIGMA_RTOL = 1e-4  # returned σ ≤ (1 + SIGMA_RTOL) × a σ whose ε exceeds the target
 MAX_SIGMA = 1e6  # as opacus.accountants.utils.MAX_SIGMA: larger means "budget too small"
 MIN_SIGMA = 1e-3  # σ is never searched below this (ε would be astronomically large)
-_INTEGER_DEFAULT_ALPHAS = [a for a in RDPAccountant.DEFAULT_ALPHAS if float(a).is_integer()]
 _INTEGER_RDP_ORDERS = [a for a in RDP_ORDERS if float(a).is_integer()]  # fast in opacus
 MAX_PRV_GRID = 2**25  # PRV discretisation points (≈ 256 MiB per float64 array) before we give up
 
 Phase = tuple[float, float, int]  # (noise_multiplier, sample_rate, steps)
+
+
+def _rdp_accountant():
+    """A fresh opacus ``RDPAccountant`` (opacus is imported on first use only: the learner registry,
+    which the Snakefile imports, reaches this module, and opacus configures the root logger)."""
+    from opacus.accountants import RDPAccountant
+
+    return RDPAccountant()
+
+
+@functools.cache
+def _integer_default_alphas() -> list[float]:
+    """The integer orders among opacus's default RDP orders."""
+    from opacus.accountants import RDPAccountant
+
+    return [a for a in RDPAccountant.DEFAULT_ALPHAS if float(a).is_integer()]
 
 
 class _PRVFailure(RuntimeError):
@@ -155,9 +169,9 @@ def _prv_half_width(history: Sequence[Phase], delta_error: float, eps_error: flo
     total = sum(n for _, _, n in history)
 
     def rdp_eps(hist: list[Phase], delta: float) -> float:
-        acc = RDPAccountant()
+        acc = _rdp_accountant()
         acc.history = hist
-        return float(acc.get_epsilon(delta=delta, alphas=_INTEGER_DEFAULT_ALPHAS))
+        return float(acc.get_epsilon(delta=delta, alphas=_integer_default_alphas()))
 
     half_width = rdp_eps([tuple(p) for p in history], delta_error / 4)
     for s, q, _ in history:
@@ -176,19 +190,25 @@ def _prv_grid_size(history: Sequence[Phase], delta_error: float) -> float:
     return 2 * _prv_half_width(history, delta_error) / _prv_mesh(history, delta_error)
 
 
-class _PRVAccountant(PRVAccountant):
+@functools.cache
+def _prv_accountant_class() -> type:
     """opacus's ``PRVAccountant`` with its discretisation domain sized by :func:`_prv_half_width`
     (a superset of opacus's own domain, computed without fractional RDP orders); everything
-    else (truncation, discretisation, composition, the ε upper bound) is opacus's."""
+    else (truncation, discretisation, composition, the ε upper bound) is opacus's. Built on first
+    use (opacus is imported lazily, see :func:`_rdp_accountant`)."""
+    from opacus.accountants import PRVAccountant
+    from opacus.accountants.analysis.prv import Domain
 
-    def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
-        from opacus.accountants.analysis.prv import Domain
+    class _PRVAccountant(PRVAccountant):
+        def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):
+            history = [
+                (p.noise_multiplier, p.sample_rate, n)
+                for p, n in zip(prvs, num_self_compositions, strict=True)
+            ]
+            half = _prv_half_width(history, delta_error, eps_error)
+            return Domain.create_aligned(-half, half, _prv_mesh(history, delta_error, eps_error))
 
-        history = [
-            (p.noise_multiplier, p.sample_rate, n) for p, n in zip(prvs, num_self_compositions, strict=True)
-        ]
-        half = _prv_half_width(history, delta_error, eps_error)
-        return Domain.create_aligned(-half, half, _prv_mesh(history, delta_error, eps_error))
+    return _PRVAccountant
 
 
 def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
@@ -202,7 +222,7 @@ def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
             grid = _prv_grid_size(history, delta_error)
             if not grid <= MAX_PRV_GRID:
                 raise _PRVFailure(f"the PRV grid would need {grid:.3g} points (limit {MAX_PRV_GRID})")
-            acc = _PRVAccountant()
+            acc = _prv_accountant_class()()
             acc.history = [tuple(p) for p in history]
             eps = float(acc.get_epsilon(delta=delta, eps_error=PRV_EPS_ERROR, delta_error=delta_error))
         except _PRVFailure:
@@ -216,7 +236,7 @@ def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
 
 def _rdp_epsilon(history: Sequence[Phase], delta: float) -> float:
     """RDP upper bound on ε (opacus ``RDPAccountant`` over :data:`RDP_ORDERS`)."""
-    acc = RDPAccountant()
+    acc = _rdp_accountant()
     acc.history = [tuple(p) for p in history]
     with warnings.catch_warnings():
         # "optimal order is the largest/smallest alpha": the bound is valid regardless.
@@ -324,7 +344,7 @@ def _solve(history_of: Callable[[float], list[Phase]], epsilon: float, delta: fl
     """
 
     def eps_rdp_int(s: float) -> float:
-        acc = RDPAccountant()
+        acc = _rdp_accountant()
         acc.history = history_of(s)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)

@@ -1,0 +1,139 @@
+"""The learner registry: one :class:`LearnerSpec` per learner, declared in the learner's own module.
+
+A learner's module declares ``SPECS`` (a tuple of :class:`LearnerSpec`); this module imports the
+modules listed in :data:`MODULES` and nothing else names a learner. The workflow (the Snakefile's
+``learner`` wildcard, which job runs which learner, which label methods it runs), the config schema
+(its list of learners is generated from here), the tables and figures (display names, which
+comparison a learner appears in), the ledger verifier (:func:`ledger_spec`) and the audits read it.
+
+Light by design: the Snakefile imports this module, so the learner modules it imports must not
+import torch or opacus at module level (``tests/test_learner_registry.py`` checks it).
+
+Adding a learner: its module (training code, ``LEDGER_SPEC`` and ``SPECS``), its entry in
+:data:`MODULES`, its test, and its name in the config's ``learners`` list.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..privacy.verify import LedgerSpec
+
+#: the modules (under dpcl.learners) that declare learners, in the order the tables list them
+MODULES = ("cosine", "peft", "agem", "desai", "l2dpml", "fm_agem", "agem_film")
+
+#: what a learner trains on a frozen backbone
+ADAPTERS = ("prototypes", "head", "film", "functional")
+#: the workflow job that runs a learner (rule files under workflow/rules/): one job per seed runs every
+#: learner of a cached-feature job, one job per run the FiLM ones
+JOBS = ("cosine", "heads", "agem", "l2dpml", "film_peft", "film_baseline")
+#: the config list a learner's label methods come from (:func:`label_methods_key`)
+METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "l2dpml")
+#: a learner's role in Fig. 3: None (not drawn), "ours" (paper 000's methods, drawn beside the compared
+#: ones) or "compared" (a memory-buffer or published method: the figure is drawn when one of them runs)
+FIG3_ROLES = (None, "ours", "compared")
+#: what a learner's run trains on: each task's data in turn, or every task's at once (Non-CL)
+TRAINS_ON = ("task", "all_tasks")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerSpec:
+    """What the pipeline needs to know about one learner (its training code stays in its module)."""
+
+    name: str  #: the config and file-path name, e.g. "peft_head"
+    display: str  #: the name in tables, e.g. "PEFT Ensemble (head-only)"
+    adapter: str  #: one of :data:`ADAPTERS`
+    job: str  #: one of :data:`JOBS`
+    methods: str  #: one of :data:`METHOD_LISTS`
+    module: str  #: the module under dpcl.learners that declares it (its ledger spec lives there)
+    trains_on: str = "task"
+    figure_label: str | None = None  #: the name in comparison figures (default: ``display``)
+    published_claim: str | None = None  #: short name of the published privacy claim it carries, if any
+    dp: bool = True  #: False for a method reproduced as published whose privacy claim does not hold
+    fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
+    ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
+    resources: dict = field(default_factory=lambda: {"mem_mb": 2000, "runtime": 60})
+
+    def __post_init__(self) -> None:
+        for key, allowed in (
+            ("adapter", ADAPTERS),
+            ("job", JOBS),
+            ("methods", METHOD_LISTS),
+            ("trains_on", TRAINS_ON),
+            ("fig3", FIG3_ROLES),
+        ):
+            if getattr(self, key) not in allowed:
+                raise ValueError(
+                    f"learner {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}"
+                )
+
+    @property
+    def label(self) -> str:
+        """The name in comparison figures."""
+        return self.figure_label or self.display
+
+    @property
+    def ledger(self) -> LedgerSpec:
+        """The ledger this learner declares it writes (``LEDGER_SPECS[name]`` or ``LEDGER_SPEC`` of its module)."""
+        module = importlib.import_module(f".{self.module}", __package__)
+        specs = getattr(module, "LEDGER_SPECS", None)
+        return specs[self.name] if specs and self.name in specs else module.LEDGER_SPEC
+
+
+_REGISTRY: dict[str, LearnerSpec] | None = None
+
+
+def _load() -> dict[str, LearnerSpec]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        found: dict[str, LearnerSpec] = {}
+        for mod in MODULES:
+            module = importlib.import_module(f".{mod}", __package__)
+            for spec in module.SPECS:
+                if spec.name in found:
+                    raise ValueError(
+                        f"learner {spec.name!r} is declared twice ({found[spec.name].module}, {mod})"
+                    )
+                if spec.module != mod:
+                    raise ValueError(
+                        f"learner {spec.name!r} is declared in {mod} but names module {spec.module}"
+                    )
+                found[spec.name] = spec
+        _REGISTRY = found
+    return _REGISTRY
+
+
+def names() -> tuple[str, ...]:
+    """Every registered learner's name, in table order."""
+    return tuple(_load())
+
+
+def get(name: str) -> LearnerSpec:
+    """The spec of learner ``name``; a clear error for an unknown one."""
+    reg = _load()
+    if name not in reg:
+        raise ValueError(f"unknown learner {name!r}; known: {sorted(reg)}")
+    return reg[name]
+
+
+def specs() -> tuple[LearnerSpec, ...]:
+    return tuple(_load().values())
+
+
+def select(learners, **where) -> list[str]:
+    """The names in ``learners`` (e.g. the config's list, in its order) whose spec has every attribute
+    of ``where``, e.g. ``select(config["learners"], job="heads")``."""
+    return [n for n in learners if all(getattr(get(n), k) == v for k, v in where.items())]
+
+
+def label_methods_key(name: str) -> str:
+    """Which config list learner ``name`` takes its label methods from (:data:`METHOD_LISTS`)."""
+    return get(name).methods
+
+
+def ledger_spec(name: str) -> LedgerSpec:
+    """The ledger learner ``name`` declares it writes (what :mod:`dpcl.privacy.verify` checks)."""
+    return get(name).ledger
