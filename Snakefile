@@ -8,6 +8,7 @@ import os
 import re
 
 from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
+from dpcl.learners import registry as learners
 from dpcl.worker import configure_for_workflow
 
 # The embedded default, unless the user names config files (which then replace it rather
@@ -50,7 +51,7 @@ wildcard_constraints:
     scenario=r"[a-z]+(-n[0-9.]+-m[0-9.]+)?-t\d+",
     task=r"\d+",
     method=r"[a-z0-9.-]+",
-    learner="cosine|peft_head|naive_head|noncl_head|agem_head|desai_head|l2dpml|fm_agem|peft_film|naive_film|noncl_film|agem_film",
+    learner=learners.wildcard(),  # every registered learner (dpcl.learners.registry)
 
 
 include: "workflow/rules/common.smk"

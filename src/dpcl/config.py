@@ -147,9 +147,22 @@ def _normalise(cfg: dict) -> None:
     cfg["epsilons"] = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in cfg["epsilons"]]
 
 
+def load_schema(schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """The config schema, its list of learners generated from the learner registry
+    (:mod:`dpcl.learners.registry`): a learner declared there is a valid ``learners`` entry."""
+    from .learners import registry
+
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    node = schema["properties"]["learners"]
+    node["items"] = {"enum": list(registry.names())}
+    listed = "; ".join(f"{s.name} ({s.display})" for s in registry.specs())
+    node["description"] = f"{node.get('description', '').rstrip()} Registered: {listed}."
+    return schema
+
+
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`."""
-    schema = yaml.safe_load(Path(schema_path).read_text())
+    schema = load_schema(schema_path)
     config.update(coerce_to_schema(config, schema))  # --config values arrive as strings
     # YAML reads 'inf' as a string and '.inf' as a float: accept both spellings.
     if isinstance(config.get("epsilons"), list):

@@ -57,8 +57,7 @@ if AGEM:
             "../envs/dpcl.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            **learners.job_resources("agem"),
         params:
             targets=TARGETS,
             dpsgd=config["dpsgd"],

@@ -29,8 +29,8 @@ def bench_wildcards(name, seed=None):
 
 # DP-SGD learners on cached features sharing one job per seed (heads.smk); DP-A-GEM
 # (agem.smk) and the FiLM learners on images (film.smk) have rules of their own.
-HEAD_LEARNERS = [l for l in config["learners"] if l in ("peft_head", "naive_head", "noncl_head")]
-FILM_LEARNERS = [l for l in config["learners"] if l.endswith("_film")]
+HEAD_LEARNERS = learners.job_learners(config["learners"], "heads")
+FILM_LEARNERS = learners.select(config["learners"], adapter="film")
 FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
 HEAD_METHODS = config["head_label_methods"] or METHODS
 # Every run's target (ε, δ) by ε tag, from the validated config (the learners check their label
@@ -43,18 +43,19 @@ L2DPML_METHODS = config["l2dpml"]["label_methods"] or HEAD_METHODS
 BASELINE_METHODS = config["baseline_label_methods"] or HEAD_METHODS
 
 
+# the label methods of each config list a learner may take them from (LearnerSpec.methods)
+METHOD_LISTS = {
+    "label_methods": METHODS,
+    "head_label_methods": HEAD_METHODS,
+    "baseline_label_methods": BASELINE_METHODS,
+    "agem": AGEM_METHODS,
+    "l2dpml": L2DPML_METHODS,
+}
+
+
 def methods_for(learner, name=None):
     """Label methods a learner runs (on benchmark ``name``: restricted by its own label_methods)."""
-    if learner == "cosine":
-        methods = METHODS
-    elif learner.startswith("agem_") or learner == "desai_head":
-        methods = AGEM_METHODS
-    elif learner in ("l2dpml", "fm_agem"):
-        methods = L2DPML_METHODS
-    elif learner.startswith(("naive_", "noncl_")):
-        methods = BASELINE_METHODS
-    else:
-        methods = HEAD_METHODS
+    methods = METHOD_LISTS[learners.label_methods_key(learner)]
     own = config["benchmarks"][name].get("label_methods") if name else None
     return [m for m in methods if not own or m in own]
 
@@ -199,7 +200,7 @@ def _tuning_files(w):
 
 # agem_head: the enhanced DP-A-GEM (App. D.4); desai_head: Desai et al.'s DP-CL as published (paper 002,
 # Alg. 1, Lemma 2's claim beside the accounted rereads). One job per seed runs both.
-AGEM_LEARNERS = [l for l in config["learners"] if l in ("agem_head", "desai_head")]
+AGEM_LEARNERS = learners.job_learners(config["learners"], "agem")
 
 AGEM = bool(AGEM_LEARNERS)
 
@@ -216,24 +217,15 @@ def _agem_outputs(kind):
 
 
 def _fig3_runs(w):
-    learners = [
+    learners_ = [
         l
-        for l in (
-            "cosine",
-            "peft_head",
-            "peft_film",
-            "agem_head",
-            "agem_film",
-            "desai_head",
-            "l2dpml",
-            "fm_agem",
-        )
-        if l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)
+        for l in learners.names()
+        if learners.get(l).fig3 and l in bench_learners(w.benchmark) and "base" in methods_for(l, w.benchmark)
     ]
     eps = [e for e in FIG3_EPS if e in bench_eps(w.benchmark)]
     return [
         f
-        for l in learners
+        for l in learners_
         for f in run_files(l, w.benchmark, "metrics")
         if Path(f).parts[-2:] == ("base", "metrics.json") and any(f"/eps{e}/" in f for e in eps)
     ]
@@ -246,7 +238,8 @@ def fig3_files():
         for name in config["benchmarks"]
         if any(
             l in bench_learners(name) and "base" in methods_for(l, name)
-            for l in ("agem_head", "agem_film", "desai_head", "l2dpml", "fm_agem")
+            for l in learners.names()
+            if learners.get(l).fig3 == "compared"
         )
         and any(e in bench_eps(name) for e in FIG3_EPS)
         for ext in ("png", "pdf")
@@ -264,7 +257,7 @@ def _agem_tuning_files(w):
 # ---- helpers of l2dpml.smk ----------------------------------------------------
 
 
-L2DPML_LEARNERS = [l for l in config["learners"] if l in ("l2dpml", "fm_agem")]
+L2DPML_LEARNERS = learners.job_learners(config["learners"], "l2dpml")
 
 
 def _l2dpml_outputs(kind):
@@ -280,8 +273,6 @@ def _l2dpml_outputs(kind):
 
 
 FILM_RUN = f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{seed}}/eps{{eps}}/{{method}}"
-
-PEFT_FILM_RUN = FILM_RUN.replace("{learner}", "peft_film")
 
 FILM_TUNE = config["tuning"]["enabled"]
 
@@ -322,8 +313,8 @@ def aggregation_figure_files():
     return [
         f"{R}/figures/{name}_{learner}_figA2_aggregation.{ext}"
         for name in config["benchmarks"]
-        for learner in ("peft_head", "peft_film")
-        if learner in bench_learners(name)
+        for learner in learners.names()
+        if learners.get(learner).ensemble and learner in bench_learners(name)
         for ext in ("png", "pdf")
     ]
 

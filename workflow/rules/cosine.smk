@@ -21,8 +21,7 @@ rule cosine:
         "../envs/dpcl.yaml"
     threads: 1  # one BLAS thread per job: parallel jobs use the cores better than threaded BLAS
     resources:
-        mem_mb=2000,
-        runtime=30,  # minutes
+        **learners.job_resources("cosine"),
     params:
         targets=TARGETS,
     script:

@@ -49,15 +49,16 @@ rule film_member:
     output:
         # every member of the run: members/task{t}.npz (FiLM values + head) and task{t}.json (its
         # NON-PRIVATE training record, split into ledger entry and diagnostics by film_eval)
-        members=directory(f"{PEFT_FILM_RUN}/members"),
+        members=directory(f"{FILM_RUN}/members"),
     log:
-        f"{R}/logs/film_member/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+        f"{R}/logs/film_member/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     conda:
         "../envs/dpcl.yaml"
+    wildcard_constraints:
+        learner=learners.wildcard("film_peft"),
     threads: config["film"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=1440,  # minutes: every task's DP-SGD through ViT-B/16 (38,400 FiLM parameters), one GPU
+        **learners.job_resources("film_peft"),  # every task's DP-SGD through ViT-B/16, one GPU
     params:
         **FILM_PARAMS,
     script:
@@ -67,13 +68,15 @@ rule film_member:
 rule film_eval:
     input:
         **FILM_COMMON,
-        members=f"{PEFT_FILM_RUN}/members",
+        members=f"{FILM_RUN}/members",
     output:
-        metrics=f"{PEFT_FILM_RUN}/metrics.json",
-        privacy=f"{PEFT_FILM_RUN}/privacy.json",
-        diagnostics=f"{PEFT_FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
+        metrics=f"{FILM_RUN}/metrics.json",
+        privacy=f"{FILM_RUN}/privacy.json",
+        diagnostics=f"{FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
     log:
-        f"{R}/logs/film_eval/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+        f"{R}/logs/film_eval/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+    wildcard_constraints:
+        learner=learners.wildcard("film_peft"),
     conda:
         "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
@@ -99,16 +102,16 @@ rule film_baseline:
     log:
         f"{R}/logs/film_baseline/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     wildcard_constraints:
-        learner="naive_film|noncl_film|agem_film",
+        learner=learners.wildcard("film_baseline"),
     conda:
         "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=1440,  # minutes: every task's DP-SGD in one job
+        **learners.job_resources("film_baseline"),  # every task's DP-SGD in one job
     params:
         **FILM_PARAMS,
-        # DP-A-GEM's buffer settings (App. D.4); only agem_film reads them, so the others never rerun for them
-        agem=lambda w: config["agem"] if w.learner == "agem_film" else {},
+        # DP-A-GEM's buffer settings (App. D.4); only a learner that declares the block reads them,
+        # so the others never rerun for them
+        agem=lambda w: config["agem"] if "agem" in learners.get(w.learner).config_blocks else {},
     script:
         "../scripts/film_baseline.py"

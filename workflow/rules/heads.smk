@@ -51,8 +51,7 @@ if HEAD_LEARNERS:
             "../envs/dpcl.yaml"
         threads: 1
         resources:
-            mem_mb=2000,
-            runtime=60,
+            **learners.job_resources("heads"),
         params:
             targets=TARGETS,
             learners=HEAD_LEARNERS,

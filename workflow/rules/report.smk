@@ -102,7 +102,7 @@ rule aggregation_figure:
     log:
         f"{R}/logs/report/{{benchmark}}_{{learner}}_figA2_aggregation.log",
     wildcard_constraints:
-        learner="peft_head|peft_film",
+        learner="|".join(l for l in learners.names() if learners.get(l).ensemble),
     conda:
         "../envs/dpcl.yaml"
     threads: 1

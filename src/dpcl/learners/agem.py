@@ -77,6 +77,7 @@ SPECS = (
         methods="agem",
         module="agem",
         fig3="compared",
+        config_blocks=("agem",),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )

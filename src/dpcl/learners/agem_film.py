@@ -50,6 +50,7 @@ SPECS = (
         methods="agem",
         module="agem_film",
         fig3="compared",
+        config_blocks=("agem",),
         resources={"mem_mb": 8000, "runtime": 1440},
     ),
 )

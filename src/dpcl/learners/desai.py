@@ -141,6 +141,7 @@ SPECS = (
         module="desai",
         published_claim="Desai Lemma 2",
         fig3="compared",
+        config_blocks=("agem",),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )

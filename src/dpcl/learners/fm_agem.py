@@ -92,6 +92,7 @@ SPECS = (
         methods="l2dpml",
         module="fm_agem",
         fig3="compared",
+        config_blocks=("fm_agem",),
         resources={"mem_mb": 2000, "runtime": 30},
     ),
 )

@@ -66,6 +66,7 @@ SPECS = (
         published_claim="L2DP-ML Thm 2",
         dp=False,
         fig3="compared",
+        config_blocks=("l2dpml",),
         resources={"mem_mb": 2000, "runtime": 30},
     ),
 )

@@ -55,6 +55,7 @@ class LearnerSpec:
     dp: bool = True  #: False for a method reproduced as published whose privacy claim does not hold
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
+    config_blocks: tuple[str, ...] = ()  #: the learner's own config blocks (e.g. ("agem",)) its jobs read
     resources: dict = field(default_factory=lambda: {"mem_mb": 2000, "runtime": 60})
 
     def __post_init__(self) -> None:
@@ -127,6 +128,25 @@ def select(learners, **where) -> list[str]:
     """The names in ``learners`` (e.g. the config's list, in its order) whose spec has every attribute
     of ``where``, e.g. ``select(config["learners"], job="heads")``."""
     return [n for n in learners if all(getattr(get(n), k) == v for k, v in where.items())]
+
+
+def job_learners(learners, job: str) -> list[str]:
+    """The learners of ``learners`` that workflow job ``job`` runs (:data:`JOBS`)."""
+    if job not in JOBS:
+        raise ValueError(f"unknown job {job!r}; known: {JOBS}")
+    return select(learners, job=job)
+
+
+def job_resources(job: str) -> dict:
+    """Resources of a job of ``job``: the largest each registered learner of that job declares."""
+    specs_ = [s for s in specs() if s.job == job]
+    keys = sorted({k for s in specs_ for k in s.resources})
+    return {k: max(s.resources.get(k, 0) for s in specs_) for k in keys}
+
+
+def wildcard(job: str | None = None) -> str:
+    """A Snakemake wildcard constraint matching the registered learners (of ``job``, if given)."""
+    return "|".join(n for n in names() if job is None or get(n).job == job)
 
 
 def label_methods_key(name: str) -> str:
