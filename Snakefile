@@ -19,7 +19,7 @@ if not workflow.overwrite_configfiles:
 
 
 try:
-    validate_config(config)
+    validate_config(config)  # registers the learners of learner_modules (a user's own) first
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
 
@@ -63,6 +63,7 @@ include: "workflow/rules/cosine.smk"
 include: "workflow/rules/heads.smk"
 include: "workflow/rules/agem.smk"
 include: "workflow/rules/l2dpml.smk"
+include: "workflow/rules/learners.smk"
 include: "workflow/rules/film.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/privacy.smk"

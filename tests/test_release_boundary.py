@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from dpcl.config import run_targets
 from dpcl.data.datasets import FASHION_MNIST_FILES, write_idx
 from dpcl.io import read_json
+from dpcl.learners import registry
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +103,7 @@ def _run_everything(work):
     from dpcl.stages.heads import head_learner_sweep
     from dpcl.stages.l2dpml import l2dpml_sweep
     from dpcl.stages.labels import release_label_spaces
+    from dpcl.stages.learner import RunFiles, SeedJob, learner_sweep
     from dpcl.stages.scenarios import build_scenario
 
     raw, res = work / "raw", work / "results"
@@ -256,6 +259,26 @@ def _run_everything(work):
             out_diagnostics=out(f"{learner}_lite0", FILM_RUN, "diagnostics"),
             backbone_name="lite0",
         )
+    # a learner that brings its own run function: the documented example (docs/examples/my_learner.py)
+    learner_sweep(
+        SeedJob(
+            learner=EXAMPLE,
+            train=res / "train.npz",
+            test=res / "test.npz",
+            scenario=sc,
+            runs=tuple(
+                RunFiles(
+                    labels=labels[p],
+                    metrics=out(EXAMPLE, p, "metrics"),
+                    privacy=out(EXAMPLE, p, "privacy"),
+                    diagnostics=out(EXAMPLE, p, "diagnostics"),
+                )
+                for p in pairs
+            ),
+            targets=targets,
+            modules=(str(EXAMPLE_MODULE),),
+        )
+    )
     return runs
 
 
@@ -265,7 +288,19 @@ def neighbour_runs(tmp_path_factory):
     return {name: _run_everything(tmp / name) for name in _neighbours(tmp)}
 
 
-LEARNERS = ["cosine", *HEADS, *MEMORY, *FUNCTIONAL, "peft_film", *FILM_BASELINES, *FILM_BN]
+#: the documented example of a user's own learner (registered from its file by the stage)
+EXAMPLE, EXAMPLE_MODULE = (
+    "my_sums",
+    Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py",
+)
+#: every registered learner, the example and the FiLM learners on a BatchNorm backbone
+BUILT_IN = [n for n in registry.names() if registry.get(n).module in registry.MODULES]
+LEARNERS = [*BUILT_IN, EXAMPLE, *FILM_BN]
+
+
+def test_every_registered_learner_is_run_here():
+    ran = {"cosine", *HEADS, *MEMORY, *FUNCTIONAL, "peft_film", *FILM_BASELINES}
+    assert set(BUILT_IN) <= ran, f"add {sorted(set(BUILT_IN) - ran)} to _run_everything"
 
 
 def _run_dirs(runs, learner):
@@ -276,7 +311,8 @@ def _run_dirs(runs, learner):
 def test_privacy_json_is_byte_identical_on_neighbouring_data(neighbour_runs, learner):
     d = neighbour_runs["D"]
     dirs = _run_dirs(d, learner)
-    assert len(dirs) == (1 if "film" in learner else len(EPS) * len(METHODS))
+    film = learner in FILM_BN or (learner in registry.names() and registry.get(learner).adapter == "film")
+    assert len(dirs) == (1 if film else len(EPS) * len(METHODS))
     for name in ("D+1", "D-1"):
         other = neighbour_runs[name]
         assert _run_dirs(other, learner) == dirs

@@ -113,7 +113,7 @@ def test_prv_exception_falls_back_to_rdp_with_warning(monkeypatch):
     def broken(self, delta, **kwargs):
         raise RuntimeError("Cannot compute epsilon")
 
-    monkeypatch.setattr(sa.PRVAccountant, "get_epsilon", broken)
+    monkeypatch.setattr(sa._prv_accountant_class(), "get_epsilon", broken)
     eps_t, delta, q, steps = TARGETS[0]
     with pytest.warns(RuntimeWarning, match=r"PRV accountant failed.*RDP"):
         info = noise_multiplier_info(eps_t, delta, q, steps)
@@ -128,7 +128,7 @@ def test_prv_exception_falls_back_to_rdp_with_warning(monkeypatch):
 
 
 def test_prv_nonfinite_falls_back_to_rdp(monkeypatch):
-    monkeypatch.setattr(sa.PRVAccountant, "get_epsilon", lambda self, delta, **kw: float("nan"))
+    monkeypatch.setattr(sa._prv_accountant_class(), "get_epsilon", lambda self, delta, **kw: float("nan"))
     with pytest.warns(RuntimeWarning, match=r"non-finite"):
         e = epsilon(1.5, 0.01, 100, 1e-5)
     assert e == epsilon(1.5, 0.01, 100, 1e-5, accountant="rdp")
@@ -196,7 +196,7 @@ def test_compose_noise_multiplier_is_safe_and_smallest():
 
 
 def test_compose_noise_multiplier_info_reports_fallback(monkeypatch):
-    monkeypatch.setattr(sa.PRVAccountant, "get_epsilon", lambda self, delta, **kw: math.inf)
+    monkeypatch.setattr(sa._prv_accountant_class(), "get_epsilon", lambda self, delta, **kw: math.inf)
     with pytest.warns(RuntimeWarning, match=r"PRV accountant failed"):
         info = compose_noise_multiplier_info(2.0, 1e-5, [(0.02, 150), (0.1, 40)])
     assert info["accountant"] == "rdp"

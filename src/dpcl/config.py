@@ -161,7 +161,19 @@ def load_schema(schema_path: str | Path = SCHEMA_PATH) -> dict:
 
 
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
-    """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`."""
+    """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`.
+    The learners of ``learner_modules`` (a user's own) are registered first, so that they may be named."""
+    from .learners import registry
+
+    modules = config.get("learner_modules") or []
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise ConfigError(
+            f"config key 'learner_modules': expected a list of file or module names, got {modules!r}"
+        )
+    try:
+        registry.load_modules(modules)
+    except ValueError as err:
+        raise ConfigError(f"config key 'learner_modules': {err}") from None
     schema = load_schema(schema_path)
     config.update(coerce_to_schema(config, schema))  # --config values arrive as strings
     # YAML reads 'inf' as a string and '.inf' as a float: accept both spellings.

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..backbones import Preprocessing
 from ..training.heads import DPSGDConfig
+from .agem import LEDGER_SPEC as LEDGER_SPEC  # the same ledger as DP-A-GEM on cached features
 from .agem import AGEMConfig, split_task, task_records
 from .aggregation import aggregate
 from .registry import LearnerSpec

@@ -16,7 +16,12 @@ Adding a learner: its module (training code, ``LEDGER_SPEC`` and ``SPECS``), its
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,8 +33,9 @@ MODULES = ("cosine", "peft", "agem", "desai", "l2dpml", "fm_agem", "agem_film")
 #: what a learner trains on a frozen backbone
 ADAPTERS = ("prototypes", "head", "film", "functional")
 #: the workflow job that runs a learner (rule files under workflow/rules/): one job per seed runs every
-#: learner of a cached-feature job, one job per run the FiLM ones
-JOBS = ("cosine", "heads", "agem", "l2dpml", "film_peft", "film_baseline")
+#: learner of a cached-feature job, one job per run the FiLM ones; ``features`` is the job of a learner
+#: that brings its own ``run`` function (:mod:`dpcl.learners.api`, one job per learner and seed)
+JOBS = ("cosine", "heads", "agem", "l2dpml", "film_peft", "film_baseline", "features")
 #: the config list a learner's label methods come from (:func:`label_methods_key`)
 METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "l2dpml")
 #: a learner's role in Fig. 3: None (not drawn), "ours" (paper 000's methods, drawn beside the compared
@@ -55,6 +61,7 @@ class LearnerSpec:
     dp: bool = True  #: False for a method reproduced as published whose privacy claim does not hold
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
+    run: Callable | None = None  #: job "features": run(RunInputs) -> RunResult (dpcl.learners.api)
     config_blocks: tuple[str, ...] = ()  #: the learner's own config blocks (e.g. ("agem",)) its jobs read
     resources: dict = field(default_factory=lambda: {"mem_mb": 2000, "runtime": 60})
 
@@ -70,6 +77,10 @@ class LearnerSpec:
                 raise ValueError(
                     f"learner {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}"
                 )
+        if (self.job == "features") != callable(self.run):
+            raise ValueError(
+                f"learner {self.name!r}: a learner of job 'features' needs a run function and only it has one"
+            )
 
     @property
     def label(self) -> str:
@@ -79,12 +90,34 @@ class LearnerSpec:
     @property
     def ledger(self) -> LedgerSpec:
         """The ledger this learner declares it writes (``LEDGER_SPECS[name]`` or ``LEDGER_SPEC`` of its module)."""
-        module = importlib.import_module(f".{self.module}", __package__)
-        specs = getattr(module, "LEDGER_SPECS", None)
-        return specs[self.name] if specs and self.name in specs else module.LEDGER_SPEC
+        _load()
+        module = _MODULE_OF[self.name]
+        specs_ = getattr(module, "LEDGER_SPECS", None)
+        if specs_ and self.name in specs_:
+            return specs_[self.name]
+        if not hasattr(module, "LEDGER_SPEC"):
+            raise ValueError(f"learner {self.name!r}: its module {module.__name__} declares no LEDGER_SPEC")
+        return module.LEDGER_SPEC
 
 
 _REGISTRY: dict[str, LearnerSpec] | None = None
+_MODULE_OF: dict[str, ModuleType] = {}
+_EXTERNAL: dict[str, ModuleType] = {}  # a user's learner modules, by the entry that named them
+
+
+def _register(found: dict[str, LearnerSpec], module: ModuleType, short: str) -> None:
+    specs_ = getattr(module, "SPECS", None)
+    if not isinstance(specs_, tuple | list) or not all(isinstance(s, LearnerSpec) for s in specs_):
+        raise ValueError(f"learner module {module.__name__} must declare SPECS, a tuple of LearnerSpec")
+    for spec in specs_:
+        if spec.name in found:
+            raise ValueError(
+                f"learner {spec.name!r} is declared twice ({_MODULE_OF[spec.name].__name__}, {module.__name__})"
+            )
+        if spec.module != short:
+            raise ValueError(f"learner {spec.name!r} is declared in {short} but names module {spec.module!r}")
+        found[spec.name] = spec
+        _MODULE_OF[spec.name] = module
 
 
 def _load() -> dict[str, LearnerSpec]:
@@ -92,19 +125,42 @@ def _load() -> dict[str, LearnerSpec]:
     if _REGISTRY is None:
         found: dict[str, LearnerSpec] = {}
         for mod in MODULES:
-            module = importlib.import_module(f".{mod}", __package__)
-            for spec in module.SPECS:
-                if spec.name in found:
-                    raise ValueError(
-                        f"learner {spec.name!r} is declared twice ({found[spec.name].module}, {mod})"
-                    )
-                if spec.module != mod:
-                    raise ValueError(
-                        f"learner {spec.name!r} is declared in {mod} but names module {spec.module}"
-                    )
-                found[spec.name] = spec
+            _register(found, importlib.import_module(f".{mod}", __package__), mod)
+        for entry, module in _EXTERNAL.items():
+            _register(found, module, external_name(entry))
         _REGISTRY = found
     return _REGISTRY
+
+
+def external_name(entry: str) -> str:
+    """The ``module`` a learner of ``learner_modules`` entry ``entry`` names: a file's stem, else the module path."""
+    return Path(entry).stem if entry.endswith(".py") else entry
+
+
+def load_modules(entries, base: str | Path = ".") -> None:
+    """Register the learners of a user's modules (config ``learner_modules``): each entry is a Python file
+    (``my_learner.py``, relative to ``base``) or an importable module path (``mypkg.learner``) declaring
+    ``SPECS`` and ``LEDGER_SPEC`` like a built-in learner's module. Loading an entry twice is a no-op."""
+    global _REGISTRY
+    for entry in entries or ():
+        if entry in _EXTERNAL:
+            continue
+        if entry.endswith(".py"):
+            path = (Path(base) / entry).resolve()
+            if not path.is_file():
+                raise ValueError(f"learner_modules: {entry!r} is not a file (looked for {path})")
+            name = f"dpcl_user_learners.{path.stem}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            try:
+                module = importlib.import_module(entry)
+            except ImportError as exc:
+                raise ValueError(f"learner_modules: cannot import {entry!r} ({exc})") from exc
+        _EXTERNAL[entry] = module
+        _REGISTRY = None  # rebuilt with the new module on next use
 
 
 def names() -> tuple[str, ...]:
