@@ -30,7 +30,7 @@ FIVE_SIZE = 60_000 + 73_257 + 16_853 + 60_000 + 50_000  # config/paper.yaml's no
 
 
 def _sizes(plan):
-    return plan.nominal_tuning_train, plan.factor("peft_head"), plan.factor("noncl_head")
+    return plan.nominal_tuning_train, plan.factor("task"), plan.factor("all_tasks")
 
 
 def test_cifar100_paper_protocol_tunes_on_one_private_task_at_full_class_size():
@@ -45,7 +45,7 @@ def test_cifar100_public_protocol_tunes_on_the_holdout():
     assert (plan.split, plan.classes, plan.private) == ("tune", tuple(range(10)), False)
     # 10 % of 500 = 50 public images per class, 35 of them train: 350 vs a 4,500-image task
     assert _sizes(plan) == pytest.approx((350, 4500 / 350, 45000 / 350), rel=1e-12)
-    assert plan.factor("peft_head") == pytest.approx(12.857, abs=1e-3)  # the issue's "factor 12.9"
+    assert plan.factor("task") == pytest.approx(12.857, abs=1e-3)  # the issue's "factor 12.9"
 
 
 def test_imagenet_r_sizes_are_nominal_under_both_protocols():
@@ -66,8 +66,8 @@ def test_five_datasets_paper_protocol_tunes_on_a_cifar10_subset_a_tenth_of_a_tas
     )  # CIFAR-10, whatever the order
     assert plan.per_class == round(0.1428 * task / 10) == 743  # 10 % tuning + 4.28 % validation
     # the paper's factor is 10 by construction; per-class rounding moves it by < 1e-3
-    assert plan.factor("peft_head") == pytest.approx(10, rel=1e-3)
-    assert plan.factor("noncl_head") == pytest.approx(50, rel=1e-3)
+    assert plan.factor("task") == pytest.approx(10, rel=1e-3)
+    assert plan.factor("all_tasks") == pytest.approx(50, rel=1e-3)
     public = tuning_plan("five_datasets", {**cfg, "holdout_fraction": 0.1}, FIVE_TASKS, "public")
     assert public.classes == tuple(range(20, 30)) and public.split == "tune"  # the first task's (notMNIST)
     # min(tune_per_class 300, 10 % of 5,202 per class) = 300 per class; a task 90 % of 52,022
@@ -125,7 +125,7 @@ def test_scaling_keeps_the_sampling_rate_and_multiplies_lr_by_the_root_of_the_fa
     assert res["dpsgd"] == {**best, "lr": pytest.approx(1e-3 * math.sqrt(4500 / 350))}
     assert res["dpsgd_all_tasks"]["lr"] == pytest.approx(1e-3 * math.sqrt(45000 / 350))
     assert res["dpsgd"]["sample_rate"] == res["dpsgd_all_tasks"]["sample_rate"] == 0.2
-    assert scaled_dpsgd(best, plan, "naive_head") == res["dpsgd"]  # Naive trains task by task
+    assert scaled_dpsgd(best, plan, "task") == res["dpsgd"]  # Naive trains task by task
     assert res["plan"]["factor_per_task"] == pytest.approx(4500 / 350) and res["protocol"] == "public"
 
 
@@ -196,10 +196,10 @@ def test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned(tmp_path,
 def test_dp_agem_tunes_on_two_tasks_of_the_benchmarks_shape():
     plan = tuning_plan("cifar100", {}, CIFAR100_TASKS, "paper", n_tasks=2)
     assert plan.tasks == (tuple(range(10)), tuple(range(10, 20))) and plan.classes == tuple(range(20))
-    assert plan.factor("agem_head") == pytest.approx(5000 / 3500)  # per task, as the heads'
+    assert plan.factor("task") == pytest.approx(5000 / 3500)  # per task, as the heads'
     five = tuning_plan("five_datasets", {"nominal_train_size": FIVE_SIZE}, FIVE_TASKS, "paper", n_tasks=2)
     assert five.tasks == (tuple(range(40, 45)), tuple(range(45, 50)))  # CIFAR-10 in two halves
-    assert five.factor("agem_head") == pytest.approx(20, rel=1e-3)  # a half-sized pseudo-task
+    assert five.factor("task") == pytest.approx(20, rel=1e-3)  # a half-sized pseudo-task
     with pytest.raises(ValueError, match="needs a scenario with as many"):
         tuning_plan("cifar100", {}, CIFAR100_TASKS[:1], "public", n_tasks=2)
 

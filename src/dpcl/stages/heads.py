@@ -42,6 +42,7 @@ def run_head_learners(
 ) -> dict[str, tuple[dict, dict, dict]]:
     """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)};
     with ``tuned_path`` each learner runs the tuning result scaled to its training set (App. D.1)."""
+    from ..learners import registry
     from ..learners.peft import dpsgd_noise, run_head_learner
     from ..training.heads import DPSGDConfig
 
@@ -63,7 +64,7 @@ def run_head_learners(
             noise,
             lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
             aggregation,
-            by_rule if learner == "peft_head" else None,
+            by_rule if registry.get(learner).ensemble else None,  # an ensemble: every aggregation rule
         )
         extra = {
             "noise_multiplier": noise["noise_multiplier"],

@@ -38,8 +38,8 @@ from ..data.datasets import N_CLASSES, base_name
 from ..seeding import rng
 
 PROTOCOLS = ("public", "paper")
-#: the learners that train once on every task's data (the rest train per task)
-ALL_TASK_LEARNERS = ("noncl_head", "noncl_film")
+#: what a learner's run trains on (its spec's ``trains_on``): each task's data, or all tasks' at once (Non-CL)
+TRAINS_ON = ("task", "all_tasks")
 TRAIN_FRACTION = 0.7  # the 70:30 tuning/validation split of App. D.1
 
 #: published training-set sizes (the official train splits; ImageNet-R: 80 % of its 30,000
@@ -110,15 +110,18 @@ class TuningPlan:
     def private(self) -> bool:
         return self.split == "train"
 
-    def factor(self, learner: str) -> float:
-        """final training-set size / tuning training-set size (both nominal) for ``learner``."""
-        final = self.nominal_all if learner in ALL_TASK_LEARNERS else self.nominal_task
+    def factor(self, trains_on: str = "task") -> float:
+        """final training-set size / tuning training-set size (both nominal) for a learner that trains on
+        each ``"task"``'s data or on ``"all_tasks"``' at once (:func:`trains_on`)."""
+        if trains_on not in TRAINS_ON:
+            raise ValueError(f"trains_on must be one of {TRAINS_ON}, got {trains_on!r}")
+        final = self.nominal_all if trains_on == "all_tasks" else self.nominal_task
         return final / self.nominal_tuning_train
 
     def to_dict(self) -> dict:
         return asdict(self) | {
-            "factor_per_task": self.factor(""),
-            "factor_all_tasks": self.factor("noncl_head"),
+            "factor_per_task": self.factor("task"),
+            "factor_all_tasks": self.factor("all_tasks"),
         }
 
 
@@ -178,9 +181,16 @@ def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
     return np.sort(rows)
 
 
-def scaled_dpsgd(best: dict, plan: TuningPlan, learner: str) -> dict:
+def trains_on(learner: str) -> str:
+    """What ``learner`` trains on, from its registered spec: ``"task"`` or ``"all_tasks"``."""
+    from ..learners import registry
+
+    return registry.get(learner).trains_on
+
+
+def scaled_dpsgd(best: dict, plan: TuningPlan, trains_on: str = "task") -> dict:
     """A run's DP-SGD config from the tuned one: sampling rate kept, lr × √factor (App. D.1)."""
-    return {**best, "lr": float(best["lr"]) * math.sqrt(plan.factor(learner))}
+    return {**best, "lr": float(best["lr"]) * math.sqrt(plan.factor(trains_on))}
 
 
 def with_run_configs(result: dict, plan: TuningPlan) -> dict:
@@ -189,14 +199,14 @@ def with_run_configs(result: dict, plan: TuningPlan) -> dict:
     return result | {
         "protocol": plan.protocol,
         "plan": plan.to_dict(),
-        "dpsgd": scaled_dpsgd(result["best"], plan, ""),
-        "dpsgd_all_tasks": scaled_dpsgd(result["best"], plan, ALL_TASK_LEARNERS[0]),
+        "dpsgd": scaled_dpsgd(result["best"], plan, "task"),
+        "dpsgd_all_tasks": scaled_dpsgd(result["best"], plan, "all_tasks"),
     }
 
 
 def run_dpsgd(result: dict, learner: str, source: str = "tuning result") -> dict:
     """The DP-SGD config ``learner`` runs with, from a tuning result (:func:`with_run_configs`)."""
-    key = "dpsgd_all_tasks" if learner in ALL_TASK_LEARNERS else "dpsgd"
+    key = "dpsgd_all_tasks" if trains_on(learner) == "all_tasks" else "dpsgd"
     if key not in result or "protocol" not in result:
         raise ValueError(
             f"{source} has no {key!r}/'protocol' (written by an older dpcl); rerun its tuning job"
