@@ -53,8 +53,13 @@ def run(inputs: RunInputs) -> RunResult:
                 "samples": int(len(task.y)),  # a count: moved to the non-private diagnostics
             }
         )
-        ids = np.flatnonzero(seen)
-        predictions.append([ids[np.argmax(x @ sums[ids].T, axis=1)] for x, _ in inputs.test_sets[: t + 1]])
+        ids = np.flatnonzero(seen)  # no label released yet: every prediction is -1 (always wrong)
+        predictions.append(
+            [
+                ids[np.argmax(x @ sums[ids].T, axis=1)] if ids.size else np.full(len(x), -1)
+                for x, _ in inputs.test_sets[: t + 1]
+            ]
+        )
     return RunResult(predictions=predictions, records=records, extra={"sigma": sigma})
 
 
