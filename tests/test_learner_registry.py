@@ -92,3 +92,15 @@ def test_a_users_module_joins_the_registry(tmp_path, restore_registry):
     registry.load_modules([str(bad)])
     with pytest.raises(ValueError, match="must declare SPECS"):
         registry.names()
+
+
+def test_cli_lists_the_registered_learners(capsys, restore_registry):
+    import json
+
+    from dpcl.cli import main
+
+    main(["learners", "--json"])
+    listed = [r["name"] for r in json.loads(capsys.readouterr().out)["learners"]]
+    assert listed == list(registry.names())
+    main(["learners", "--modules", str(EXAMPLE)])
+    assert "my_sums" in capsys.readouterr().out

@@ -18,6 +18,36 @@ def _emit(args: argparse.Namespace, obj: dict, text: str) -> None:
     print(json.dumps(obj) if args.json else text)
 
 
+def _learners(args: argparse.Namespace) -> None:
+    """List the registered learners (dpcl.learners.registry), with a user's learner modules if given."""
+    from .learners import registry
+
+    try:
+        registry.load_modules(args.modules)
+    except ValueError as err:
+        print(f"dpcl learners: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    rows = [
+        {
+            "name": spec.name,
+            "display": spec.display,
+            "adapter": spec.adapter,
+            "job": spec.job,
+            "label_methods": spec.methods,
+            "published_claim": spec.published_claim,
+            "module": spec.module,
+        }
+        for spec in registry.specs()
+    ]
+    width = max(len(r["name"]) for r in rows)
+    text = "\n".join(
+        f"{r['name']:<{width}}  {r['adapter']:<10} job {r['job']:<13} {r['display']}"
+        + (f"  [claim: {r['published_claim']}]" if r["published_claim"] else "")
+        for r in rows
+    )
+    _emit(args, {"learners": rows}, text)
+
+
 def _sigma(args: argparse.Namespace) -> None:
     from .privacy.gaussian import gaussian_sigma
 
@@ -278,6 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--epsilon", type=_positive, required=True, help="target ε > 0 (finite)")
         sp.add_argument("--delta", type=_probability, required=True, help="target δ in (0, 1)")
         sp.add_argument("--json", action="store_true", help="print one JSON object")
+
+    ls = sub.add_parser("learners", help="list the registered learners (name, adapter, job, display name)")
+    ls.add_argument(
+        "--modules", nargs="*", default=[], metavar="MODULE", help="a config's learner_modules to include"
+    )
+    ls.add_argument("--json", action="store_true", help="print one JSON object")
+    ls.set_defaults(func=_learners, _parser=ls)
 
     priv = sub.add_parser("privacy", help="noise calibration").add_subparsers(dest="cmd", required=True)
     s = priv.add_parser("sigma", help="analytic Gaussian sigma for (epsilon, delta)")
