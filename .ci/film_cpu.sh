@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FiLM on the embedded backbone (issue 20): the CI slice of config/film_cpu.yaml
+# FiLM on the embedded backbone: the CI slice of config/film_cpu.yaml
 # (config/film_cpu_ci.yaml: EfficientNet-Lite0 with its ImageNet weights, FiLM on its frozen
 # BatchNorms, Split-Fashion-MNIST; peft_film, naive_film, noncl_film beside cosine and the head
 # learners at epsilon 1, 8 and non-DP, Base Dataset and Release Labels), then checks its outputs.

@@ -52,10 +52,10 @@ rule film_member:
         members=directory(f"{FILM_RUN}/members"),
     log:
         f"{R}/logs/film_member/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
-    conda:
-        "../envs/dpcl.yaml"
     wildcard_constraints:
         learner=learners.wildcard("film_peft"),
+    conda:
+        "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
     resources:
         **learners.job_resources("film_peft"),  # every task's DP-SGD through ViT-B/16, one GPU

@@ -27,7 +27,7 @@ if L2DPML_LEARNERS:
             "../envs/dpcl.yaml"
         threads: 1
         resources:
-            **learners.job_resources('l2dpml'),
+            **learners.job_resources("l2dpml"),
         params:
             learners=L2DPML_LEARNERS,
             l2dpml=config["l2dpml"],
