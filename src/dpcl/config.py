@@ -248,8 +248,11 @@ def _check_datasets(config: dict) -> None:
             )
         try:
             spec(name, cfg)
-        except DatasetError as e:
-            raise ConfigError(f"config key 'datasets.{name}': {e}") from None
+        except DatasetError as e:  # its message names the key (datasets.<name>.<key>: ...) or a path
+            key, sep, rest = str(e).partition(": ")
+            if not (sep and key.startswith(f"datasets.{name}") and " " not in key):
+                key, rest = f"datasets.{name}", str(e)
+            raise ConfigError(f"config key '{key}': {rest}") from None
     for bench_name, bench in config["benchmarks"].items():
         for d in benchmark_datasets(config, bench_name):
             cfg = config["datasets"][d]

@@ -123,11 +123,23 @@ def class_names(name: str, cfg: dict) -> tuple[str, ...]:
     fmt = cfg.get("format")
     if fmt not in FORMATS:
         raise DatasetError(f"datasets.{name}.format: {fmt!r} is not one of {list(FORMATS)}")
-    if cfg.get("public_label_names"):
-        return read_public_label_names(cfg["public_label_names"], name)
+    universe = (
+        read_public_label_names(cfg["public_label_names"], name) if cfg.get("public_label_names") else None
+    )
     if fmt == "image_folder":
-        trees = _trees(name, cfg)
-        return tuple(p.name for p in _class_dirs(trees.get("train", trees.get("all"))))
+        found = []
+        for tree in _trees(name, cfg).values():
+            found += [d for d in _class_dirs(tree) if d.name not in {f.name for f in found}]
+        if universe is None:
+            return tuple(sorted(d.name for d in found))
+        for d in found:
+            _label_of(d.name, universe, d, name)
+        return universe
+    if universe is not None:
+        for path in _npz_files(name, cfg).values():
+            for n in _read_npz(path)[2] or ():
+                _label_of(n, universe, path, name)
+        return universe
     found, top = None, -1
     for path in _npz_files(name, cfg).values():
         _, y, names = _read_npz(path)
