@@ -218,7 +218,7 @@ def test_config_validation_of_own_data(tmp_path):
     with pytest.raises(ConfigError, match=r"'datasets.mine': unknown dataset 'mine'.*'format'"):
         validate_config(_config({"train_per_class": 3}))
     with pytest.raises(ConfigError, match=r"'datasets.fashion_mnist.root': only for your own data"):
-        validate_config(_config({}, datasets={"fashion_mnist": {"root": "x"}}, benchmarks={}))
+        validate_config(_config(dict(ok), datasets={"mine": dict(ok), "fashion_mnist": {"root": "x"}}))
     with pytest.raises(ConfigError, match=r"more tasks than mine's 3 classes"):
         validate_config(
             _config(dict(ok), benchmarks={"b": {"dataset": "mine", "backbone": "tiny", "n_tasks": 4}})
