@@ -232,6 +232,21 @@ def test_config_validation_of_own_data(tmp_path):
         validate_config(_config(npz | {"test_fraction": None}))
 
 
+def test_tuning_needs_public_tuning_images_of_own_data(tmp_path):
+    root = make_tree(tmp_path / "mine", per_class=1)
+    ok = {"format": "image_folder", "root": str(root)}
+    with pytest.raises(
+        ConfigError, match=r"'datasets.mine.nominal_train_size'.*no published training-set size"
+    ):
+        validate_config(_config(dict(ok), tuning={"enabled": True}))
+    ok["train_per_class"] = 20
+    with pytest.raises(
+        ConfigError, match=r"train_per_class 20 leaves no public tuning images of the nominal 10"
+    ):
+        validate_config(_config(ok | {"nominal_train_size": 30}, tuning={"enabled": True}))
+    validate_config(_config(ok | {"nominal_train_size": 90}, tuning={"enabled": True}))
+
+
 def test_registry_tables_come_from_the_entries():
     from dpcl.training import tuning_protocol
 

@@ -356,11 +356,13 @@ def _check_tuning_sizes(config: dict) -> None:
     """Tuned learning rates are scaled by nominal sizes (App. D.1): every benchmark's data set needs one."""
     if not (config.get("tuning") or {}).get("enabled"):
         return
-    from .training.tuning_protocol import nominal_train_size
+    from .training.tuning_protocol import nominal_train_size, public_tune_per_class
 
     for name in sorted({d for b in config["benchmarks"] for d in benchmark_datasets(config, b)}):
         try:
             nominal_train_size(name, config["datasets"][name])
+            if config["tuning"].get("protocol", "public") == "public":
+                public_tune_per_class(name, config["datasets"][name])
         except ValueError as e:
             raise ConfigError(f"config key 'datasets.{name}.nominal_train_size': {e}") from None
 

@@ -63,7 +63,7 @@ def nominal_train_size(name: str, cfg: dict) -> float:
     return float(total) * (1.0 - float(cfg.get("holdout_fraction") or 0.0))
 
 
-def _public_tune_per_class(name: str, cfg: dict) -> float:
+def public_tune_per_class(name: str, cfg: dict) -> float:
     """Nominal images per class of the public ``tune`` split (:func:`dpcl.stages.data.dataset_subset`)."""
     entry = spec(name, cfg)
     want = float(cfg.get("tune_per_class", 300))
@@ -75,7 +75,14 @@ def _public_tune_per_class(name: str, cfg: dict) -> float:
     if holdout > 0:
         return min(want, round(holdout * per_class))
     if cfg.get("train_per_class"):
-        return min(want, per_class - float(cfg["train_per_class"]))
+        left = per_class - float(cfg["train_per_class"])
+        if left <= 0:
+            raise ValueError(
+                f"dataset {name}: train_per_class {cfg['train_per_class']} leaves no public tuning images of "
+                f"the nominal {per_class:g} per class (nominal_train_size / classes); lower train_per_class, "
+                "raise nominal_train_size or set holdout_fraction"
+            )
+        return min(want, left)
     return want
 
 
@@ -131,7 +138,7 @@ def tuning_plan(
     tasks = tuple(tuple(int(c) for c in cs) for cs in task_classes[:n_tasks])
     per_class, per_task = None, sum(len(t) for t in tasks) / n_tasks
     if protocol == "public":
-        tune = _public_tune_per_class(name, cfg)
+        tune = public_tune_per_class(name, cfg)
         return TuningPlan(protocol, "tune", tasks, None, TRAIN_FRACTION * tune * per_task, task, total)
     if entry.paper_tuning_classes:
         classes = entry.paper_tuning_classes
