@@ -213,6 +213,8 @@ def test_config_validation_of_own_data(tmp_path):
         validate_config(_config(ok | {"public_label_names": str(names)}, label_methods=["public-x10"]))
     with pytest.raises(ConfigError, match=r"'datasets.mine.root'.*is not a folder"):
         validate_config(_config(ok | {"root": str(tmp_path / "nope")}))
+    with pytest.raises(ConfigError, match=r"'datasets.mine.test_fraction': .* already has train/ and test/"):
+        validate_config(_config(ok | {"test_fraction": 0.2}))
     with pytest.raises(ConfigError, match=r"'datasets.mine.root': missing"):
         validate_config(_config({"format": "image_folder"}))
     with pytest.raises(ConfigError, match=r"'datasets.mine': unknown dataset 'mine'.*'format'"):

@@ -62,6 +62,11 @@ def _trees(name: str, cfg: dict) -> dict[str, Path]:
     if not cfg.get("root") or not root.is_dir():
         raise DatasetError(f"datasets.{name}.root: {str(root)!r} is not a folder (format image_folder)")
     if cfg.get("test_fraction") is not None:
+        if (root / "train").is_dir() and (root / "test").is_dir():
+            raise DatasetError(
+                f"datasets.{name}.test_fraction: {root} already has train/ and test/ folders; "
+                f"drop test_fraction (it splits one tree {root}/<class>/)"
+            )
         return {"all": root}
     if (root / "train").is_dir() and (root / "test").is_dir():
         return {"train": root / "train", "test": root / "test"}

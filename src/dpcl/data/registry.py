@@ -227,10 +227,7 @@ def load_dataset(name: str, root: str | Path, split: str) -> ImageDataset:
 
     A built-in data set is read by its entry's loader; the user's own data by its format's
     (recorded in ``root/dataset.json`` when it was obtained)."""
-    base = name.split(VARIANT_SEPARATOR, 1)[0]
-    if base in BUILTIN:
-        return BUILTIN[base].load(root, split)
     kind = own.obtained_format(root)
-    if kind is None:
-        base_name(name)  # raises: neither a built-in data set nor obtained own data
-    return own.LOADERS[kind](root, split)
+    if kind is not None:
+        return own.LOADERS[kind](root, split)
+    return BUILTIN[base_name(name)].load(root, split)

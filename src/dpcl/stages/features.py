@@ -30,7 +30,9 @@ def cache_features(
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
     if spec(dataset, dataset_cfg).precomputed:  # the user's own features: no backbone runs
-        return _copy_precomputed(ds, idx, out, dataset, split, dataset_cfg, backbone_name)
+        return _copy_precomputed(
+            ds, idx, out, dataset=dataset, split=split, dataset_cfg=dataset_cfg, backbone_name=backbone_name
+        )
     model, pre = backbone_from_config(backbone_cfg)
     transform = describe_transform(*ds.images.shape[1:3], pre)
     log(
@@ -87,7 +89,9 @@ _PER_CLASS_KEYS = {
 }
 
 
-def _copy_precomputed(ds, idx, out, dataset: str, split: str, dataset_cfg: dict, backbone_name: str) -> dict:
+def _copy_precomputed(
+    ds, idx, out, *, dataset: str, split: str, dataset_cfg: dict, backbone_name: str
+) -> dict:
     """The subset of precomputed features (format npz) in the feature-cache format."""
     from ..features import save_feature_cache
 
