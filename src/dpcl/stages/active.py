@@ -119,6 +119,7 @@ def run_active_seed(
     out_root: str | Path,
     dataset: str,
     threads: int | None = None,
+    dataset_cfg: dict | None = None,
 ) -> list[dict]:
     """Every configured run of one (pool variant, seed); files under ``out_root/{key}/seed{seed}/``."""
     from threadpoolctl import threadpool_limits
@@ -131,7 +132,7 @@ def run_active_seed(
     tx, ty = _load(test_path)
     from ..data.registry import n_classes as published_classes
 
-    n_classes = published_classes(dataset)  # public (the data set's published classes), not counted
+    n_classes = published_classes(dataset, dataset_cfg)  # public (the data set's classes), not counted
     if max(py.max(), ty.max()) >= n_classes:
         raise ValueError(f"{dataset}: labels beyond its {n_classes} classes")
     imb = float(active["imbalance"])
