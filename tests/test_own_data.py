@@ -166,7 +166,7 @@ def test_npz_features_two_files_and_one_file_split(tmp_path):
     [
         ({"x": np.zeros((4, 2)), "y": np.zeros(3, int)}, "x must be"),
         ({"x": np.full((4, 2), np.nan), "y": np.zeros(4, int)}, "NaN or inf"),
-        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "y integer"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "integer"),
         ({"x": np.zeros((4, 2))}, "needs arrays 'x'"),
         (
             {"x": np.zeros((4, 2)), "y": np.array([0, 1, 2, 3]), "names": np.array(["a", "b"])},
@@ -177,7 +177,8 @@ def test_npz_features_two_files_and_one_file_split(tmp_path):
 def test_bad_npz_is_refused_naming_the_file(tmp_path, arrays, match):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(DatasetError, match=match):
-        registry.spec("b", {"format": "npz", "root": str(tmp_path / "bad.npz"), "test_fraction": 0.5})
+        cfg = {"format": "npz", "root": str(tmp_path / "bad.npz"), "test_fraction": 0.5}
+        obtain_dataset("b", tmp_path / "res" / "MANIFEST.json", cfg)
 
 
 def _config(dataset_cfg: dict, **top) -> dict:

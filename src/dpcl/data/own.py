@@ -121,6 +121,23 @@ def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | Non
     return x, y.astype(np.int64), names
 
 
+def _read_names(path: Path) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """Labels and names of an npz without reading its features (config validation reads only these)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "y" not in z:
+                raise DatasetError(f"{path}: needs arrays 'x' (N, D) and 'y' (N,); has {sorted(z.files)}")
+            y = np.asarray(z["y"])
+            names = tuple(str(n) for n in z["names"]) if "names" in z else None
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: not a readable .npz file ({exc})") from None
+    if y.ndim != 1 or not len(y) or y.dtype.kind not in "iu" or y.min() < 0:
+        raise DatasetError(
+            f"{path}: y must be a non-empty (N,) integer array of labels >= 0; got {y.shape} {y.dtype}"
+        )
+    return y, names
+
+
 def class_names(name: str, cfg: dict) -> tuple[str, ...]:
     """The public classes of own data set ``name``, read from its config block without decoding any
     image: the public label universe if given, else the class folders' names (sorted) or the
@@ -142,12 +159,12 @@ def class_names(name: str, cfg: dict) -> tuple[str, ...]:
         return universe
     if universe is not None:
         for path in _npz_files(name, cfg).values():
-            for n in _read_npz(path)[2] or ():
+            for n in _read_names(path)[1] or ():
                 _label_of(n, universe, path, name)
         return universe
     found, top = None, -1
     for path in _npz_files(name, cfg).values():
-        _, y, names = _read_npz(path)
+        y, names = _read_names(path)
         if found is not None and names is not None and names != found:
             raise DatasetError(f"{path}: its names differ from those of the other split")
         found, top = found or names, max(top, int(y.max()))
