@@ -172,7 +172,8 @@ def test_iblurry_properties():
 
 @pytest.mark.parametrize("variant", ["cifar100", "cifar10"])
 def test_cifar_download_extract_and_load(tmp_path, variant):
-    from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, load_dataset, obtain_cifar
+    from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, obtain_cifar
+    from dpcl.data.registry import load_dataset
     from dpcl.fixtures import make_fake_cifar
 
     src = tmp_path / "mirror"

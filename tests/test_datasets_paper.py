@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dpcl.data.datasets import CIFAR_ARCHIVES, DatasetError, RemoteFile, base_name, load_dataset
+from dpcl.data.datasets import CIFAR_ARCHIVES, DatasetError, RemoteFile
+from dpcl.data.registry import base_name, load_dataset
 from dpcl.data.scenarios import make_scenario
 from dpcl.data.sources import (
     FIVE_DATASETS,

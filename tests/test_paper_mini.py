@@ -15,7 +15,7 @@ import yaml
 
 from dpcl.cli import main
 from dpcl.config import validate_config
-from dpcl.data.datasets import load_dataset
+from dpcl.data.registry import load_dataset
 from dpcl.miniature import check_miniature, finished_jobs, planned_jobs, unfilled_cells
 from dpcl.report.paper_tables import MINIATURE_NOTE
 from dpcl.stages.data import obtain_dataset

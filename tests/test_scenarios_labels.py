@@ -237,7 +237,8 @@ def test_remap_task_data_and_evaluation_labels_follow_eq8():
 @pytest.fixture
 def cifar_run(tmp_path):
     """A fake CIFAR-100 in the official layout, a Si-Blurry scenario and label files from the stages."""
-    from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, load_dataset, obtain_cifar
+    from dpcl.data.datasets import CIFAR_ARCHIVES, RemoteFile, obtain_cifar
+    from dpcl.data.registry import load_dataset
     from dpcl.fixtures import make_fake_cifar
     from dpcl.io import read_json
     from dpcl.stages.labels import release_label_spaces

@@ -229,6 +229,7 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
                     f"allowed: a subset of {config[key]}"
                 )
     _check_active(config)
+    _check_datasets(config)
     _check_benchmark_shapes(config)
     _check_weights(config)
     _check_tuning_sizes(config)
@@ -240,24 +241,92 @@ class ConfigWarning(UserWarning):
     """A valid configuration that probably does not do what its author expects."""
 
 
+#: config keys of the user's own data (``datasets.<name>.format``), refused on a built-in data set
+OWN_DATA_KEYS = ("format", "root", "test_fraction", "public_label_names")
+
+
+def _check_datasets(config: dict) -> None:
+    """Every ``datasets`` key names a built-in data set or declares the user's own data (readable
+    root, public classes); Public Labels on own data need a public label universe, and own
+    precomputed features have no images for the FiLM learners."""
+    from .data.datasets import DatasetError
+    from .data.label_space import parse_label_method
+    from .data.registry import base_name, is_own, spec
+
+    for name, cfg in config["datasets"].items():
+        if not is_own(cfg):
+            try:
+                base_name(name)
+            except ValueError as e:
+                raise ConfigError(f"config key 'datasets.{name}': {e}") from None
+            extra = [k for k in OWN_DATA_KEYS if cfg.get(k) is not None]
+            if extra:
+                raise ConfigError(
+                    f"config key 'datasets.{name}.{extra[0]}': only for your own data (a block with "
+                    f"'format'); {name} is a built-in data set"
+                )
+            continue
+        if not cfg.get("root"):
+            raise ConfigError(
+                f"config key 'datasets.{name}.root': missing; give the folder (image_folder) or the "
+                ".npz file or folder (npz) of your data"
+            )
+        try:
+            spec(name, cfg)
+        except DatasetError as e:  # its message names the key (datasets.<name>.<key>: ...) or a path
+            key, sep, rest = str(e).partition(": ")
+            if not (sep and key.startswith(f"datasets.{name}") and " " not in key):
+                key, rest = f"datasets.{name}", str(e)
+            raise ConfigError(f"config key '{key}': {rest}") from None
+    for bench_name, bench in config["benchmarks"].items():
+        for d in benchmark_datasets(config, bench_name):
+            cfg = config["datasets"][d]
+            if not is_own(cfg):
+                continue
+            methods = bench.get("label_methods") or config["label_methods"]
+            public = [m for m in methods if parse_label_method(m).kind == "public"]
+            if public and not cfg.get("public_label_names"):
+                raise ConfigError(
+                    f"config key 'datasets.{d}.public_label_names': label methods {public} (benchmark "
+                    f"{bench_name}) draw from a public label universe, which your own data set {d} does "
+                    f"not have: set datasets.{d}.public_label_names to a text file with one class name "
+                    f"per line (every class folder's name among them), or drop {public} from "
+                    f"benchmarks.{bench_name}.label_methods"
+                )
+            film = [lr for lr in (bench.get("learners") or config["learners"]) if lr.endswith("_film")]
+            if film and cfg["format"] == "npz":
+                raise ConfigError(
+                    f"config key 'benchmarks.{bench_name}.learners': {film} train on images, and "
+                    f"datasets.{d} (format npz) holds precomputed features; use the feature learners"
+                )
+
+
 def _check_benchmark_shapes(config: dict) -> None:
     """Task counts against the data sets' published class counts, and ``-parent`` label methods
     against their hierarchies, before any job runs."""
     import warnings
 
-    from .data.datasets import HIERARCHIES, N_CLASSES, base_name
     from .data.label_space import parse_label_method
+    from .data.registry import BUILTIN, spec
 
     for name, bench in config["benchmarks"].items():
-        kinds = {base_name(d) for d in benchmark_datasets(config, name)}
+        entries = {}
+        for d in benchmark_datasets(config, name):
+            entry = spec(d, config["datasets"][d])
+            entries[entry.name] = entry  # variants of one data set are checked once
         n_tasks, scenario = int(bench.get("n_tasks", 5)), bench.get("scenario", "disjoint")
-        for kind in sorted(kinds):
-            key, n_classes = f"benchmarks.{name}.n_tasks", N_CLASSES[kind]
+        for kind, entry in sorted(entries.items()):
+            key, n_classes = f"benchmarks.{name}.n_tasks", entry.n_classes
             if scenario == "datasets":
-                if kind != "five_datasets" or n_tasks != 5:
+                if len(entry.composite) != n_tasks:
+                    composites = ", ".join(
+                        f"dataset {k} with n_tasks {len(e.composite)}"
+                        for k, e in BUILTIN.items()
+                        if e.composite
+                    )
                     raise ConfigError(
                         f"config key '{key}': scenario 'datasets' is 5-datasets' (one task per source "
-                        f"data set): dataset five_datasets with n_tasks 5, got {kind} with {n_tasks}"
+                        f"data set of a composite): {composites}, got {kind} with {n_tasks}"
                     )
             elif scenario != "permuted" and n_tasks > n_classes:
                 raise ConfigError(
@@ -274,10 +343,11 @@ def _check_benchmark_shapes(config: dict) -> None:
                 )
             methods = bench.get("label_methods") or config["label_methods"]
             parent = [m for m in methods if parse_label_method(m).remap == "parent"]
-            if parent and kind not in HIERARCHIES:
+            if parent and not entry.hierarchy:
+                with_hierarchy = [k for k, e in BUILTIN.items() if e.hierarchy]
                 raise ConfigError(
                     f"config key 'benchmarks.{name}.label_methods': {parent} map labels to parents in "
-                    f"a class hierarchy, which {kind} does not have (only {', '.join(HIERARCHIES)})"
+                    f"a class hierarchy, which {kind} does not have (only {', '.join(with_hierarchy)})"
                 )
 
 
@@ -311,11 +381,13 @@ def _check_tuning_sizes(config: dict) -> None:
     """Tuned learning rates are scaled by nominal sizes (App. D.1): every benchmark's data set needs one."""
     if not (config.get("tuning") or {}).get("enabled"):
         return
-    from .training.tuning_protocol import nominal_train_size
+    from .training.tuning_protocol import nominal_train_size, public_tune_per_class
 
     for name in sorted({d for b in config["benchmarks"] for d in benchmark_datasets(config, b)}):
         try:
             nominal_train_size(name, config["datasets"][name])
+            if config["tuning"].get("protocol", "public") == "public":
+                public_tune_per_class(name, config["datasets"][name])
         except ValueError as e:
             raise ConfigError(f"config key 'datasets.{name}.nominal_train_size': {e}") from None
 

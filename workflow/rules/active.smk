@@ -45,6 +45,7 @@ rule active_runs:
         active=ACTIVE,
         schedule_keys=ACTIVE_SCHEDULES,
         per_class=config["datasets"][ACTIVE["dataset"]]["pool_per_class"] if ACTIVE_ON else 0,
+        dataset_cfg=config["datasets"][ACTIVE["dataset"]] if ACTIVE_ON else {},  # its public classes
         root=lambda w: f"{R}/runs/active/{w.pool}",
     script:
         "../scripts/active_runs.py"

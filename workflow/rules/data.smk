@@ -17,7 +17,18 @@ rule obtain_dataset:
         cfg=lambda w: {
             k: v
             for k, v in config["datasets"][w.dataset].items()
-            if k in ("source", "verify", "local_dir", "split_seed", "image_size")
+            if k
+            in (
+                "source",
+                "verify",
+                "local_dir",
+                "split_seed",
+                "image_size",
+                "format",
+                "root",
+                "test_fraction",
+                "public_label_names",
+            )
         },
     script:
         "../scripts/obtain_dataset.py"

@@ -22,4 +22,5 @@ run_active_seed(
     sm.params.root,
     dict(sm.params.active)["dataset"],
     threads=sm.threads,
+    dataset_cfg=dict(sm.params.dataset_cfg),
 )

@@ -1,4 +1,6 @@
-"""Dataset acquisition and loading.
+"""Dataset acquisition and loading: the idx format, Fashion-MNIST and CIFAR-10/100, and the helpers
+(download, digests) the other data sets share (:mod:`dpcl.data.sources`). Which data sets exist and
+how each is obtained and loaded is the registry's (:mod:`dpcl.data.registry`).
 
 Fashion-MNIST (Xiao et al. 2017) is the embedded default's dataset: taken from the
 Debian package ``dataset-fashion-mnist`` (idx files under
@@ -232,65 +234,6 @@ def load_fashion_mnist(root: str | Path, split: str) -> ImageDataset:
     if images.ndim != 3 or len(images) != len(labels):
         raise DatasetError(f"{root}: {split} images {images.shape} do not match labels {labels.shape}")
     return ImageDataset(images=images, labels=labels, classes=FASHION_MNIST_CLASSES)
-
-
-DATASETS = (
-    "fashion_mnist",
-    "cifar10",
-    "cifar100",
-    "mnist",
-    "svhn",
-    "notmnist",
-    "imagenet_r",
-    "five_datasets",
-)
-VARIANT_SEPARATOR = "__"
-#: classes of every data set kind (published; the config is checked against them before any job)
-N_CLASSES = {
-    "fashion_mnist": 10,
-    "mnist": 10,
-    "cifar10": 10,
-    "cifar100": 100,
-    "svhn": 10,
-    "notmnist": 10,
-    "imagenet_r": 200,
-    "five_datasets": 50,
-}
-#: data set kinds with a published class hierarchy (label methods ``...-parent``): CIFAR-100 fine -> coarse
-HIERARCHIES = ("cifar100",)
-
-
-def base_name(name: str) -> str:
-    """The dataset kind of a config key: ``imagenet_r__seed1`` is a variant of ``imagenet_r``.
-
-    Variants let a config declare one dataset several times with different options (e.g.
-    ImageNet-R's ``split_seed``, which the paper re-draws per seed); each variant is
-    obtained into its own resources folder.
-    """
-    base = name.split(VARIANT_SEPARATOR, 1)[0]
-    if base not in DATASETS:
-        raise ValueError(
-            f"unknown dataset {name!r}; known: {sorted(DATASETS)} "
-            f"(optionally with a variant suffix, e.g. imagenet_r{VARIANT_SEPARATOR}seed1)"
-        )
-    return base
-
-
-def load_dataset(name: str, root: str | Path, split: str) -> ImageDataset:
-    """Dispatch on the dataset name (one entry per supported dataset)."""
-    from . import sources
-
-    loaders = {
-        "fashion_mnist": load_fashion_mnist,
-        "cifar100": load_cifar100,
-        "cifar10": load_cifar10,
-        "mnist": sources.load_mnist,
-        "svhn": sources.load_svhn,
-        "notmnist": sources.load_notmnist,
-        "imagenet_r": sources.load_imagenet_r,
-        "five_datasets": sources.load_five_datasets,
-    }
-    return loaders[base_name(name)](root, split)
 
 
 def select_per_class(labels: np.ndarray, per_class: int | None, seed: int) -> np.ndarray:

@@ -497,8 +497,15 @@ def obtain_five_datasets(
     10 · position of its source in :data:`FIVE_DATASETS` + its class; images are 32×32 RGB.
     ``overrides`` passes extra arguments (mirrors, file tables) to a source's obtain function.
     """
-    from .datasets import load_dataset, obtain_cifar, obtain_fashion_mnist
+    from .datasets import load_cifar10, load_fashion_mnist, obtain_cifar, obtain_fashion_mnist
 
+    loaders = {
+        "mnist": load_mnist,
+        "svhn": load_svhn,
+        "notmnist": load_notmnist,
+        "fashion_mnist": load_fashion_mnist,
+        "cifar10": load_cifar10,
+    }
     dest = Path(dest)
     overrides = overrides or {}
     listing = {}
@@ -523,7 +530,7 @@ def obtain_five_datasets(
     for split in ("train", "test"):
         images, labels = [], []
         for pos, name in enumerate(FIVE_DATASETS):
-            ds = load_dataset(name, dest / "raw" / name, split)
+            ds = loaders[name](dest / "raw" / name, split)
             if len(ds.classes) != 10:
                 raise DatasetError(f"5-datasets: {name} has {len(ds.classes)} classes, expected 10")
             images.append(to_rgb32(ds.images))

@@ -46,7 +46,7 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
     seed{s}/privacy.json``): the run's target, the pool's planned size and the data set's classes.
     The file itself is not read; a path the config did not plan is an error."""
     from ..active.grid import run_cells
-    from ..data.datasets import N_CLASSES, base_name
+    from ..data.registry import n_classes
     from ..privacy.accounting import Budget
 
     parts = Path(path).parts
@@ -62,7 +62,7 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
     if key not in cells or pool not in active["pools"]:
         raise ValueError(f"{path}: the config plans no DP-AL run {pool}/{key}")
     dataset = active["dataset"]
-    k = N_CLASSES[base_name(dataset)]
+    k = n_classes(dataset, config["datasets"].get(dataset))
     size = planned_pool_size(
         k, int(config["datasets"][dataset]["pool_per_class"]), pool, float(active["imbalance"])
     )
@@ -119,6 +119,7 @@ def run_active_seed(
     out_root: str | Path,
     dataset: str,
     threads: int | None = None,
+    dataset_cfg: dict | None = None,
 ) -> list[dict]:
     """Every configured run of one (pool variant, seed); files under ``out_root/{key}/seed{seed}/``."""
     from threadpoolctl import threadpool_limits
@@ -129,9 +130,9 @@ def run_active_seed(
     px, py = _load(pool_path)
     ux, uy = _load(public_path)
     tx, ty = _load(test_path)
-    from ..data.datasets import N_CLASSES, base_name
+    from ..data.registry import n_classes as published_classes
 
-    n_classes = N_CLASSES[base_name(dataset)]  # public (the data set's published classes), not counted
+    n_classes = published_classes(dataset, dataset_cfg)  # public (the data set's classes), not counted
     if max(py.max(), ty.max()) >= n_classes:
         raise ValueError(f"{dataset}: labels beyond its {n_classes} classes")
     imb = float(active["imbalance"])

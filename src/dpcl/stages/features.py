@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..io import log
 from ..provenance import provenance
 from .data import dataset_subset
@@ -23,9 +25,14 @@ def cache_features(
 ) -> dict:
     """Extract and cache features of one dataset split with one backbone."""
     from ..backbones import backbone_from_config
+    from ..data.registry import spec
     from ..features import describe_transform, extract_features, save_feature_cache
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
+    if spec(dataset, dataset_cfg).precomputed:  # the user's own features: no backbone runs
+        return _copy_precomputed(
+            ds, idx, out, dataset=dataset, split=split, dataset_cfg=dataset_cfg, backbone_name=backbone_name
+        )
     model, pre = backbone_from_config(backbone_cfg)
     transform = describe_transform(*ds.images.shape[1:3], pre)
     log(
@@ -71,6 +78,34 @@ def cache_features(
     log(
         f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s"
     )  # timings: log only
+    return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
+
+
+_PER_CLASS_KEYS = {
+    "train": "train_per_class",
+    "test": "test_per_class",
+    "tune": "tune_per_class",
+    "pool": "pool_per_class",
+}
+
+
+def _copy_precomputed(
+    ds, idx, out, *, dataset: str, split: str, dataset_cfg: dict, backbone_name: str
+) -> dict:
+    """The subset of precomputed features (format npz) in the feature-cache format."""
+    from ..features import save_feature_cache
+
+    log(f"features {dataset}/{backbone_name}/{split}: {len(idx)} precomputed feature vectors (no backbone)")
+    meta = {
+        "dataset": dataset,
+        "split": split,
+        "backbone": backbone_name,
+        "precomputed": True,
+        "per_class": dataset_cfg.get(_PER_CLASS_KEYS[split]),
+        "subset_seed": dataset_cfg.get("subset_seed", 0),
+        "provenance": provenance(),
+    }
+    feats = np.ascontiguousarray(ds.images[idx], dtype=np.float32)
     return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
 
 

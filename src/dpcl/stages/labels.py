@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import eps_tag
-from ..data.datasets import load_dataset
 from ..data.label_space import output_label_spaces, parse_label_method
+from ..data.registry import load_dataset
 from ..data.scenarios import Scenario
 from ..io import read_json, write_json
 from ..privacy.accounting import Budget

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..data.datasets import N_CLASSES, base_name
+from ..data.registry import FIVE_DATASETS_TUNING_CLASSES, OFFICIAL_TRAIN_SIZE, spec  # noqa: F401 (re-exported)
 from ..seeding import rng
 
 PROTOCOLS = ("public", "paper")
@@ -42,19 +42,8 @@ PROTOCOLS = ("public", "paper")
 TRAINS_ON = ("task", "all_tasks")
 TRAIN_FRACTION = 0.7  # the 70:30 tuning/validation split of App. D.1
 
-#: published training-set sizes (the official train splits; ImageNet-R: 80 % of its 30,000
-#: images, App. E). A data set without one (notMNIST, hence 5-datasets) needs ``nominal_train_size``.
-OFFICIAL_TRAIN_SIZE = {
-    "fashion_mnist": 60_000,
-    "mnist": 60_000,
-    "cifar10": 50_000,
-    "cifar100": 50_000,
-    "svhn": 73_257,
-    "imagenet_r": 24_000,
-}
-#: 5-datasets (App. D.1): tuning on CIFAR-10 (labels 40-49: source 4 of FIVE_DATASETS), 10 % of
+#: 5-datasets (App. D.1): tuning on CIFAR-10 (the registry's paper_tuning_classes, labels 40-49), 10 % of
 #: the final training size for training and 4.28 % for validation
-FIVE_DATASETS_TUNING_CLASSES = tuple(range(40, 50))
 FIVE_DATASETS_TUNING_FRACTION = 0.10 + 0.0428
 
 
@@ -62,31 +51,38 @@ def nominal_train_size(name: str, cfg: dict) -> float:
     """The data set's nominal training-set size after the public holdout: the configured
     ``train_per_class`` × classes, else ``nominal_train_size`` (or the published size) × (1 −
     ``holdout_fraction``). Public by construction: no count of the obtained data."""
-    kind = base_name(name)
+    entry = spec(name, cfg)
     if cfg.get("train_per_class"):
-        return float(cfg["train_per_class"]) * N_CLASSES[kind]
-    total = cfg.get("nominal_train_size") or OFFICIAL_TRAIN_SIZE.get(kind)
+        return float(cfg["train_per_class"]) * entry.n_classes
+    total = cfg.get("nominal_train_size") or entry.nominal_train_size
     if total is None:
         raise ValueError(
-            f"dataset {name}: no published training-set size for {kind}; set datasets.{name}.nominal_train_size "
+            f"dataset {name}: no published training-set size for {entry.name}; set datasets.{name}.nominal_train_size "
             "(the size the tuned learning rate is scaled to, App. D.1)"
         )
     return float(total) * (1.0 - float(cfg.get("holdout_fraction") or 0.0))
 
 
-def _public_tune_per_class(name: str, cfg: dict) -> float:
+def public_tune_per_class(name: str, cfg: dict) -> float:
     """Nominal images per class of the public ``tune`` split (:func:`dpcl.stages.data.dataset_subset`)."""
-    kind = base_name(name)
+    entry = spec(name, cfg)
     want = float(cfg.get("tune_per_class", 300))
-    official = cfg.get("nominal_train_size") or OFFICIAL_TRAIN_SIZE.get(kind)
+    official = cfg.get("nominal_train_size") or entry.nominal_train_size
     if official is None:
         return want
-    per_class = float(official) / N_CLASSES[kind]
+    per_class = float(official) / entry.n_classes
     holdout = float(cfg.get("holdout_fraction") or 0.0)
     if holdout > 0:
         return min(want, round(holdout * per_class))
     if cfg.get("train_per_class"):
-        return min(want, per_class - float(cfg["train_per_class"]))
+        left = per_class - float(cfg["train_per_class"])
+        if left <= 0:
+            raise ValueError(
+                f"dataset {name}: train_per_class {cfg['train_per_class']} leaves no public tuning images of "
+                f"the nominal {per_class:g} per class (nominal_train_size / classes); lower train_per_class, "
+                "raise nominal_train_size or set holdout_fraction"
+            )
+        return min(want, left)
     return want
 
 
@@ -138,23 +134,25 @@ def tuning_plan(
         raise ValueError(
             f"a tuning set of {n_tasks} tasks needs a scenario with as many ({len(task_classes)})"
         )
+    entry = spec(name, cfg)
     n_classes = len({c for cs in task_classes for c in cs})
-    total = nominal_train_size(name, cfg) * n_classes / N_CLASSES[base_name(name)]
+    total = nominal_train_size(name, cfg) * n_classes / entry.n_classes
     task = total / len(task_classes)
     tasks = tuple(tuple(int(c) for c in cs) for cs in task_classes[:n_tasks])
     per_class, per_task = None, sum(len(t) for t in tasks) / n_tasks
     if protocol == "public":
-        tune = _public_tune_per_class(name, cfg)
+        tune = public_tune_per_class(name, cfg)
         return TuningPlan(protocol, "tune", tasks, None, TRAIN_FRACTION * tune * per_task, task, total)
-    if base_name(name) == "five_datasets":
-        tasks = tuple(tuple(int(c) for c in h) for h in np.array_split(FIVE_DATASETS_TUNING_CLASSES, n_tasks))
-        per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(FIVE_DATASETS_TUNING_CLASSES)))
+    if entry.paper_tuning_classes:
+        classes = entry.paper_tuning_classes
+        tasks = tuple(tuple(int(c) for c in h) for h in np.array_split(classes, n_tasks))
+        per_class = int(round(FIVE_DATASETS_TUNING_FRACTION * task / len(classes)))
         return TuningPlan(
             protocol,
             "train",
             tasks,
             per_class,
-            TRAIN_FRACTION * per_class * len(FIVE_DATASETS_TUNING_CLASSES) / n_tasks,
+            TRAIN_FRACTION * per_class * len(classes) / n_tasks,
             task,
             total,
         )
