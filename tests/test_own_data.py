@@ -150,8 +150,11 @@ def test_npz_features_two_files_and_one_file_split(tmp_path):
     with np.load(folder / "train.npz") as z:
         assert np.array_equal(ds.images, z["x"].astype(np.float32)) and np.array_equal(ds.labels, z["y"])
     x, y = _features(rng, 40)
-    np.savez(tmp_path / "one.npz", x=x, y=y)  # no names: classes 0..max(y)
+    np.savez(tmp_path / "one.npz", x=x, y=y)  # no names: the class list would come from the labels
     cfg = {"format": "npz", "root": str(tmp_path / "one.npz"), "test_fraction": 0.25}
+    with pytest.raises(DatasetError, match="no 'names' array.*public_label_names"):
+        registry.spec("g", cfg)
+    np.savez(tmp_path / "one.npz", x=x, y=y, names=np.array(["0", "1", "2"]))
     assert registry.spec("g", cfg).classes == ("0", "1", "2")
     obtain_dataset("g", tmp_path / "g" / "MANIFEST.json", cfg)
     tr, te = (registry.load_dataset("g", tmp_path / "g", s) for s in ("train", "test"))
@@ -227,7 +230,7 @@ def test_config_validation_of_own_data(tmp_path):
             _config(dict(ok), benchmarks={"b": {"dataset": "mine", "backbone": "tiny", "n_tasks": 4}})
         )
     x, y = _features(np.random.default_rng(0), 12)
-    np.savez(tmp_path / "f.npz", x=x, y=y)
+    np.savez(tmp_path / "f.npz", x=x, y=y, names=np.array(["a", "b", "c"]))
     npz = {"format": "npz", "root": str(tmp_path / "f.npz"), "test_fraction": 0.5}
     with pytest.raises(ConfigError, match=r"\['peft_film'\] train on images"):
         validate_config(_config(npz, learners=["cosine", "peft_film"]))

@@ -13,7 +13,7 @@ or one file split with ``test_fraction``. No backbone runs: the features stage c
 into the feature-cache format.
 
 The class names (folder names, ``names``) are treated as public, as a published data set's class
-list is; without names an npz's classes are 0..max(y) of its label encoding. ``public_label_names:
+list is; an npz needs ``names`` or ``public_label_names`` (its largest label is not public). ``public_label_names:
 FILE`` (one name per line) declares a public label universe: class ids are positions in that file,
 every class of the data must be in it, and Public Labels (``public-x...``) draw from it.
 """
@@ -141,7 +141,7 @@ def _read_names(path: Path) -> tuple[np.ndarray, tuple[str, ...] | None]:
 def class_names(name: str, cfg: dict) -> tuple[str, ...]:
     """The public classes of own data set ``name``, read from its config block without decoding any
     image: the public label universe if given, else the class folders' names (sorted) or the
-    npz's ``names`` (else 0..max label)."""
+    npz's ``names``."""
     fmt = cfg.get("format")
     if fmt not in FORMATS:
         raise DatasetError(f"datasets.{name}.format: {fmt!r} is not one of {list(FORMATS)}")
@@ -162,13 +162,19 @@ def class_names(name: str, cfg: dict) -> tuple[str, ...]:
             for n in _read_names(path)[1] or ():
                 _label_of(n, universe, path, name)
         return universe
-    found, top = None, -1
+    found = None
     for path in _npz_files(name, cfg).values():
-        y, names = _read_names(path)
-        if found is not None and names is not None and names != found:
+        _, names = _read_names(path)
+        if names is None:  # 0..max(y) would make the label universe a statistic of the private labels
+            raise DatasetError(
+                f"{path}: no 'names' array; the class list must be declared, not read off the labels "
+                f"(the largest label is a fact of the private data): add names (one per class, y indexing "
+                f"them) or set datasets.{name}.public_label_names"
+            )
+        if found is not None and names != found:
             raise DatasetError(f"{path}: its names differ from those of the other split")
-        found, top = found or names, max(top, int(y.max()))
-    return found if found is not None else tuple(str(i) for i in range(top + 1))
+        found = names
+    return found
 
 
 def _label_of(cls: str, universe: tuple[str, ...], where: Path, name: str) -> int:
