@@ -167,9 +167,10 @@ def test_npz_features_two_files_and_one_file_split(tmp_path):
 @pytest.mark.parametrize(
     "arrays, match",
     [
-        ({"x": np.zeros((4, 2)), "y": np.zeros(3, int)}, "x must be"),
-        ({"x": np.full((4, 2), np.nan), "y": np.zeros(4, int)}, "NaN or inf"),
-        ({"x": np.zeros((4, 2)), "y": np.zeros(4)}, "integer"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(3, int), "names": np.array(["a"])}, "x must be"),
+        ({"x": np.full((4, 2), np.nan), "y": np.zeros(4, int), "names": np.array(["a"])}, "NaN or inf"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(4), "names": np.array(["a"])}, "integer"),
+        ({"x": np.zeros((4, 2)), "y": np.zeros(4, int)}, "no 'names' array"),
         ({"x": np.zeros((4, 2))}, "needs arrays 'x'"),
         (
             {"x": np.zeros((4, 2)), "y": np.array([0, 1, 2, 3]), "names": np.array(["a", "b"])},
