@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..io import write_text
-from .figures import _save
+from .plotting import save_figure
 
 MISSING = "–"
 DECIMALS = 2
@@ -543,7 +543,7 @@ def selection_epsilon_figure(
     )
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     outs = _outputs(out_png)
-    _save(fig, outs)
+    save_figure(fig, outs)
     plt.close(fig)
     return outs
 
@@ -658,7 +658,7 @@ def group_privacy_figure(
     fig.suptitle("Privacy loss per group across training phases (paper 004 Figs. 2/4 analogue)", fontsize=10)
     fig.tight_layout()
     outs = _outputs(out_png)
-    _save(fig, outs)
+    save_figure(fig, outs)
     plt.close(fig)
     return outs
 

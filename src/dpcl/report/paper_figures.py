@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import MARKERS, _save, series_offsets, series_style
-from .tables import LEARNER_NAMES, label_method_name, order_stats
+from .names import label_method_name, learner_name
+from .plotting import MARKERS, save_figure, series_offsets, series_style
+from .tables import order_stats
 
 #: Learners the paper compares in Figs. 4-7: the Cosine Classifier and the PEFT Ensemble.
 FIG_LEARNERS = ("cosine", "peft_head", "peft_film")
@@ -120,7 +121,7 @@ def _note_figure(title: str, text: str, outputs: list[str | Path]) -> list[str]:
     _note(ax, text)
     fig.suptitle("\n".join(textwrap.fill(line, 80) for line in title.split("\n")), fontsize=10)
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return [text]
 
@@ -180,7 +181,7 @@ def _bar_figure(
         if not learners:
             _note(
                 axes[i][0],
-                f"no runs for {' / '.join(LEARNER_NAMES[x] for x in FIG_LEARNERS)} on {bench}",
+                f"no runs for {' / '.join(learner_name(x) for x in FIG_LEARNERS)} on {bench}",
                 notes,
             )
             continue
@@ -188,7 +189,7 @@ def _bar_figure(
             ax = axes[i][j]
             epsilons = _epsilons([r for r in records if r["learner"] == learner])
             if not epsilons:
-                _note(ax, f"no runs for {LEARNER_NAMES[learner]} on {bench}", notes)
+                _note(ax, f"no runs for {learner_name(learner)} on {bench}", notes)
                 continue
             names = list(dict.fromkeys(n for e in epsilons for n, _ in categories(records, learner, e)))
             for name in names:  # one colour per category, whichever panel draws it first
@@ -226,19 +227,18 @@ def _bar_figure(
                             textcoords="offset points",
                         )
             if not drawn:
-                _note(ax, f"no runs of these label methods for {LEARNER_NAMES[learner]} on {bench}", notes)
+                _note(ax, f"no runs of these label methods for {learner_name(learner)} on {bench}", notes)
                 continue
             ax.set_ylim(0, max(ax.get_ylim()[1], 1.12 * top))  # room for the f = … labels over the bars
             ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
             ax.set_title(
-                f"{bench}: {LEARNER_NAMES[learner]}"
-                + (f"\n(not run: {', '.join(absent)})" if absent else ""),
+                f"{bench}: {learner_name(learner)}" + (f"\n(not run: {', '.join(absent)})" if absent else ""),
                 fontsize=9,
             )
             ax.set_ylabel("final accuracy (%)")
             ax.grid(alpha=0.3, axis="y")
     _finish(fig, title, notes[:1] if empty else [], handles, min(4, max(1, len(handles))))
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -354,7 +354,7 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
                             pts.append((release_fraction(m)[1], *order_stats(v)))
                     if not pts:
                         continue
-                    name = f"{LEARNER_NAMES[learner]}, {_eps_name(eps)}" + (
+                    name = f"{learner_name(learner)}, {_eps_name(eps)}" + (
                         ", Laplace" if mech == "laplace" else ""
                     )
                     f, lo, med, hi = (np.array(c) for c in zip(*pts, strict=True))
@@ -434,7 +434,7 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
         ax_lab.set_ylabel("labels released, Σ_t |O_t|")
         ax_lab.set_title(f"{bench}: released labels (k-TSGD)", fontsize=9)
     _finish(fig, title, notes, {}, 1)
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -553,7 +553,7 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
                     if v.size:
                         series.setdefault(name, []).append((m_pct, *order_stats(v)))
             if not series:
-                _note(ax, f"no runs for {LEARNER_NAMES[learner]} at {_eps_name(eps)}", notes)
+                _note(ax, f"no runs for {learner_name(learner)} at {_eps_name(eps)}", notes)
                 continue
             for name, pts in series.items():
                 m_pct, lo, med, hi = (np.array(c) for c in zip(*pts, strict=True))
@@ -574,14 +574,14 @@ def plot_fig7_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: li
             ax.set_xlim(min(by_m) - 0.06 * span, max(by_m) + 0.06 * span)
             ax.set_xlabel("blurry ratio M (%)")
             head = f"{group}\n" if len(groups) > 1 else ""
-            ax.set_title(f"{head}{LEARNER_NAMES[learner]}, {_eps_name(eps)}", fontsize=8 if head else 9)
+            ax.set_title(f"{head}{learner_name(learner)}, {_eps_name(eps)}", fontsize=8 if head else 9)
             ax.grid(alpha=0.3)
         axes[i][0].set_ylabel("final accuracy (%)")
     if len(groups) == 1:
         title += f"\n{next(iter(groups))}"
     notes = list(dict.fromkeys(notes))
     _finish(fig, title, [n for n in notes if "one blurry ratio" in n], handles, min(4, max(1, len(handles))))
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -610,7 +610,7 @@ _DATASET_NAMES = {"cifar100": "CIFAR-100", "imagenet_r": "ImageNet-R", "five_dat
 
 
 def _learner_name(learner: str) -> str:
-    return LEARNER_NAMES.get(learner, learner)
+    return learner_name(learner)
 
 
 def _task_learners(records: list[dict]) -> list[str]:
@@ -753,7 +753,7 @@ def plot_task_metric(
         notes.append("AF_1 is undefined (no earlier task to forget): curves start at t = 2")
     notes = list(dict.fromkeys(notes))
     _finish(fig, "\n".join(textwrap.wrap(title, 110)), notes, handles, min(4, max(1, len(handles))))
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -832,7 +832,7 @@ def plot_figA4_privacy_utility(
         handles,
         min(int(width // 2.4), max(1, len(handles))),
     )
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -894,14 +894,14 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
             if not drawn:
                 _note(
                     ax,
-                    f"no Base / Public / Release Labels runs for {LEARNER_NAMES[learner]} at {_eps_name(eps)}",
+                    f"no Base / Public / Release Labels runs for {learner_name(learner)} at {_eps_name(eps)}",
                     notes,
                 )
                 continue
             ax.set_xticks(np.arange(len(ms)), [f"{m:g}" for m in ms])
             ax.set_xlabel("blurry ratio M (%)")
             head = f"{group}\n" if len(groups) > 1 else ""
-            ax.set_title(f"{head}{LEARNER_NAMES[learner]}, {_eps_name(eps)}", fontsize=8 if head else 9)
+            ax.set_title(f"{head}{learner_name(learner)}, {_eps_name(eps)}", fontsize=8 if head else 9)
             ax.grid(alpha=0.3, axis="y")
         axes[i][0].set_ylabel("final accuracy (%)")
         axes[i][0].set_ylim(
@@ -916,7 +916,7 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
         title += f"\n{next(iter(groups))}"
     notes = list(dict.fromkeys(notes))
     _finish(fig, title, [n for n in notes if "one blurry ratio" in n], handles, min(3, max(1, len(handles))))
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes
 
@@ -978,7 +978,7 @@ def _accuracy_panel(
     if not epsilons:
         _note(
             ax,
-            f"no Base Dataset runs of {LEARNER_NAMES[learner]}: add base to "
+            f"no Base Dataset runs of {learner_name(learner)}: add base to "
             + ("label_methods" if learner == "cosine" else "head_label_methods"),
             notes,
         )
@@ -992,9 +992,9 @@ def _accuracy_panel(
                 xk = x + (k - (len(settings) - 1) / 2) * width
                 _stat_bar(ax, xk, v, width, BLURRY_SETTINGS[setting], colors, handles, stats=min_median_max)
         if not recs:
-            notes.append(f"no Base Dataset runs of {LEARNER_NAMES[learner]} on {settings[setting].benchmark}")
+            notes.append(f"no Base Dataset runs of {learner_name(learner)} on {settings[setting].benchmark}")
     ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
-    ax.set_title(LEARNER_NAMES[learner], fontsize=9)
+    ax.set_title(learner_name(learner), fontsize=9)
     ax.set_ylabel("final test accuracy (%)")
     ax.grid(alpha=0.3, axis="y")
 
@@ -1040,6 +1040,6 @@ def plot_p003_fig4_blurry(
     _finish(
         fig, "\n".join(textwrap.fill(line, 100) for line in title.split("\n")), notes, handles, len(handles)
     )
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
     return notes

@@ -39,10 +39,11 @@ import numpy as np
 import pandas as pd
 
 from ..io import write_text
+from .names import learner_name
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
 from .reference import TABLES as SOURCES
 from .reference import load_reference
-from .tables import LEARNER_NAMES, order_stats
+from .tables import order_stats
 
 TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2")
 ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (2nd best) of 5 seeds
@@ -114,7 +115,7 @@ def _learner_key(tag: str) -> tuple[int, str]:
 
 
 def _learner_name(tag: str) -> str:
-    return LEARNER_NAMES.get(tag, _REF_ONLY_NAMES.get(tag, tag))
+    return _REF_ONLY_NAMES.get(tag) or learner_name(tag)
 
 
 @dataclass(frozen=True)
