@@ -30,7 +30,6 @@ Which benchmarks feed which table (config ``benchmarks`` entries):
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,11 +37,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io import write_text
-from .names import learner_name
+from .names import canonical_method, eps_key, eps_name, learner_name, public_multiplier, release_fraction
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
+from .reference import PAPER_LEARNERS, load_reference
 from .reference import TABLES as SOURCES
-from .reference import load_reference
+from .table import Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
+from .table import to_latex as render_latex
+from .table import to_markdown as render_markdown
 from .tables import order_stats
 
 TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2")
@@ -50,29 +51,20 @@ ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (
 MEAN_STATS = ("mean", "std")
 MISSING = "–"
 
-# our learner -> the reference's learner tag (config/paper_reference/README.md, "Learners")
-REF_LEARNER = {
-    "cosine": "cosine",
-    "peft_film": "peft_film",
-    "peft_head": "peft_head",
-    "naive_head": "naive",
-    "naive_film": "naive",
-    "noncl_head": "noncl_head",
-    "noncl_film": "noncl_film",
-}
-CLASSIFIERS = ("cosine", "peft_film", "peft_head")  # the "Classifier" rows of Tables A3-A7
-LEARNER_ORDER = (
-    "naive",
-    "naive_film",
-    "naive_head",
-    "cosine",
-    "peft_film",
-    "noncl_film",
-    "peft_head",
-    "noncl_head",
-    "agem_head",
-)  # Table A8's row order, then ours
-_REF_ONLY_NAMES = {"naive": "Naive"}
+#: our learner -> the reference's learner tag (reference.PAPER_LEARNERS)
+REF_LEARNER = {ours: ref for ref, learners, _ in PAPER_LEARNERS for ours in learners}
+#: Table A8's row order: each paper method, then ours that reproduce it; other learners after, by name
+LEARNER_ORDER = tuple(dict.fromkeys(x for ref, learners, _ in PAPER_LEARNERS for x in (ref, *learners)))
+_REF_ONLY_NAMES = {ref: name for ref, _, name in PAPER_LEARNERS if name}
+
+
+def classifiers() -> set[str]:
+    """The "Classifier" rows of Tables A3-A7: paper 000's own methods (registry role "ours")."""
+    from ..learners import registry
+
+    return {s.name for s in registry.specs() if s.fig3 == "ours"}
+
+
 DATASET_NAMES = {
     "cifar100": "CIFAR-100",
     "imagenet_r": "ImageNet-R",
@@ -84,34 +76,25 @@ DATASET_NAMES = {
     "cifar10": "CIFAR-10",
 }
 PAPER_FRACTIONS = (0.025, 0.0359, 0.0599, 0.1, 0.2, 0.3, 0.5)  # Tables A4/A5 columns
-_RELEASE = re.compile(r"^release-f(\d*\.?\d+(?:e-?\d+)?)$")  # k-TSGD release (not the Laplace variant)
-_PUBLIC = re.compile(r"^public-x(\d+)$")  # plain Public Labels (no coverage/schedule/remap suffix)
-
-
-def canonical_method(tag: str) -> str:
-    """Our label-method tag in the reference's spelling (``release-f0.10`` -> ``release-f0.1``)."""
-    if m := _RELEASE.match(tag):
-        return f"release-f{float(m.group(1)):g}"
-    if m := _PUBLIC.match(tag):
-        return f"public-x{int(m.group(1))}"
-    return tag
-
-
-def _fraction(tag: str) -> float | None:
-    m = _RELEASE.match(tag)
-    return float(m.group(1)) if m else None
-
-
-def _eps_key(tag: str) -> float:
-    return math.inf if tag == "inf" else float(tag)
-
-
-def _eps_name(tag: str) -> str:
-    return "non-DP" if tag == "inf" else tag
+_eps_key = eps_key
+_eps_name = eps_name
+_fraction = release_fraction
 
 
 def _learner_key(tag: str) -> tuple[int, str]:
     return (LEARNER_ORDER.index(tag) if tag in LEARNER_ORDER else len(LEARNER_ORDER), tag)
+
+
+def _our_learners(ref_learner: str) -> list[str]:
+    """Our learners that reproduce the paper's method ``ref_learner``."""
+    return [lr for lr, ref in REF_LEARNER.items() if ref == ref_learner]
+
+
+def _methods_key(learner: str) -> str:
+    """The config list learner ``learner`` takes its label methods from."""
+    from ..learners import registry
+
+    return registry.label_methods_key(learner) if learner in registry.names() else "label_methods"
 
 
 def _learner_name(tag: str) -> str:
@@ -280,7 +263,9 @@ def _cell(
     """Our statistics over seeds for (learner, ε, method) beside the published ones."""
     records = [] if learner == "both" else runs.get(learner, eps, method)
     if learner == "both":  # Table A5: the release does not depend on the learner; take one learner's runs
-        for cand in ("cosine", *sorted({k[0] for k in runs.keys()}, key=_learner_key)):
+        # prefer a learner run with every label method (registry: the "label_methods" list)
+        learners = sorted({k[0] for k in runs.keys()}, key=_learner_key)
+        for cand in sorted(learners, key=lambda lr: _methods_key(lr) != "label_methods"):
             if records := runs.get(cand, eps, method):
                 break
     ours, n = _our_stats([_metric_value(r, metric) for r in records], kind)
@@ -343,7 +328,7 @@ def _classifier_rows(
     rows = {
         (k[1], k[0])
         for k in runs.keys()
-        if k[0] in CLASSIFIERS and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
+        if k[0] in classifiers() and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
     }
     for eps, ref_learner, method in ref.rows(bench.ref_dataset, bench.setting):
         if method not in methods:
@@ -367,7 +352,7 @@ def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> Non
     if ref_only:
         t.notes.append(
             f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
-            f"numbers: add {', '.join(lr if lr != 'naive' else 'naive_film or naive_head' for lr in ref_only)} "
+            f"numbers: add {', '.join(' or '.join(_our_learners(lr)) or lr for lr in ref_only)} "
             "to the config key 'learners' to run them."
         )
 
@@ -400,7 +385,7 @@ def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
             key=_learner_key,
         )
         if lacking:
-            keys = sorted({"label_methods" if lr == "cosine" else "head_label_methods" for lr in lacking})
+            keys = sorted({_methods_key(lr) for lr in lacking})
             t.notes.append(
                 f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
                 f"add {m} to the config key {' and '.join(repr(k) for k in keys)}."
@@ -520,7 +505,7 @@ def table_a6(benches, runs, ref) -> PaperTable:
     """Table A6 (Fig. 6): final accuracy for Oracle, Base and Public Labels ×N."""
     ns = {10, 1000}
     for b in _non_blurry(benches):
-        ns |= {int(m.group(1)) for k in runs[b.name].keys() if (m := _PUBLIC.match(k[2]))}
+        ns |= {n for k in runs[b.name].keys() if (n := public_multiplier(k[2]))}
     return _label_method_table(
         "A6",
         "Performance (final test accuracy in %) when varying the label space "
@@ -624,7 +609,7 @@ def table_a7(benches, runs, ref) -> PaperTable:
         rows: set[tuple[str, str]] = set()
         for b in by_m.values():
             ours_learners = {k[0] for k in runs[b.name].keys()}
-            rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in CLASSIFIERS}
+            rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in classifiers()}
             for eps, ref_learner, _ in r.rows(b.ref_dataset, b.setting):
                 rows |= {
                     (eps, lr)
@@ -754,7 +739,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
         t.notes.append(_NO_BASE_NOTE)
     if chosen and "inf" not in {k[1] for b in chosen for k in runs[b.name].keys()}:
         t.notes.append("non-DP columns: add inf to the config key 'epsilons'.")
-    if any(c.key["learner"] in ("naive_head", "naive_film") for row in t.cells for c in row):
+    if any(REF_LEARNER.get(c.key["learner"]) == "naive" for row in t.cells for c in row):
         t.notes.append(
             "The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
             "Naive rows are compared with it either way."
@@ -979,22 +964,12 @@ def to_tidy(t: PaperTable) -> pd.DataFrame:
     return pd.DataFrame(out, columns=TIDY_COLUMNS)
 
 
-def _fmt(v: float, d: int) -> str:
-    return f"{v:.{d}f}"
-
-
 def cell_texts(t: PaperTable, c: Cell) -> tuple[str, str, str]:
     """(ours, paper, Δ) as printed: "(x), m, (y)" or "m ± s"; "–" where there is no number."""
     d = t.decimals
 
     def show(stats: dict[str, float]) -> str:
-        if t.kind == "order":
-            if all(s in stats for s in ORDER_STATS):
-                return f"({_fmt(stats['fourth_best'], d)}), {_fmt(stats['median'], d)}, ({_fmt(stats['second_best'], d)})"
-            return _fmt(stats["median"], d) if "median" in stats else MISSING
-        if "mean" not in stats:
-            return MISSING
-        return _fmt(stats["mean"], d) + (f" ± {_fmt(stats['std'], d)}" if "std" in stats else "")
+        return fmt_order(stats, d, ORDER_STATS) if t.kind == "order" else fmt_mean_sd(stats, d)
 
     ours, paper = show(c.ours), show(c.published)
     if ours != MISSING and c.our_label_method and (f := _fraction(c.our_label_method)) is not None:
@@ -1004,113 +979,36 @@ def cell_texts(t: PaperTable, c: Cell) -> tuple[str, str, str]:
     return ours, paper, diff
 
 
-def _blank_repeats(rows: list[tuple[str, ...]]) -> list[list[str]]:
-    """Leading row labels equal to the row above are left blank, as the paper prints them."""
-    out, prev = [], None
-    for r in rows:
-        cur = list(r)
-        if prev is not None:
-            for j in range(len(r) - 1):
-                if r[: j + 1] == prev[: j + 1]:
-                    cur[j] = ""
-                else:
-                    break
-        out.append(cur)
-        prev = r
-    return out
+def as_table(t: PaperTable) -> Table:
+    """The table model of ``t``: row labels (repeats blanked, as the paper prints them), then
+    (ours, paper, Δ) per column group."""
+    header = list(t.row_header)
+    for col in t.cols:
+        header += [" ".join(col), "paper", "Δ"]
+    rows = [
+        labels + [x for c in cells for x in cell_texts(t, c)]
+        for labels, cells in zip(blank_repeats(t.rows), t.cells, strict=True)
+    ]
+    align = ["l"] * len(t.row_header) + ["r"] * 3 * len(t.cols)
+    title = f"Table {t.table}: {t.caption}"
+    return Table(title, header, rows, list(t.notes), align, len(t.row_header), empty="(no rows)")
 
 
 def to_markdown(t: PaperTable) -> str:
     """GitHub Markdown: caption, the table (ours | paper | Δ per column group) and the notes."""
-    header = list(t.row_header)
-    for col in t.cols:
-        header += [" ".join(col), "paper", "Δ"]
-    lines = [f"### Table {t.table}: {t.caption}", ""]
-    if t.rows:
-        lines += [
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join(["---"] * len(t.row_header) + ["--:"] * 3 * len(t.cols)) + "|",
-        ]
-        for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
-            texts = [x for c in cells for x in cell_texts(t, c)]
-            lines.append("| " + " | ".join(labels + texts) + " |")
-    else:
-        lines.append("(no rows)")
-    for n in t.notes:  # a blank line between notes: one paragraph each in simple renderers
-        lines += ["", f"- {n}"]
-    return "\n".join(lines) + "\n"
-
-
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "ε": r"$\varepsilon$",
-    "±": r"$\pm$",
-    "Δ": r"$\Delta$",
-    "–": "--",
-    "×": r"$\times$",
-    "↑": r"$\uparrow$",
-    "↓": r"$\downarrow$",
-    "Σ": r"$\Sigma$",
-    "−": "-",
-    "∈": r"$\in$",
-    "…": r"\dots{}",
-    "δ": r"$\delta$",
-    "|": r"\textbar{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-}
-
-
-def tex_escape(s: str) -> str:
-    """Text -> LaTeX (special characters escaped, the tables' Unicode symbols as math)."""
-    return "".join(_TEX.get(ch, ch) for ch in s)
+    return render_markdown(as_table(t))
 
 
 def to_latex(t: PaperTable) -> str:
     """A booktabs ``table`` with a multi-row header (column groups over ours / paper / Δ) and the notes."""
-    nr, ng = len(t.row_header), len(t.cols)
-    lines = [
-        f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
-        r"\begin{table}[ht]",
-        r"\centering",
-        r"\scriptsize",
-        f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
-        f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}",
-        r"\toprule",
-    ]
-    for level in range(t.col_levels if ng else 0):
-        parts, rules, j = [""] * nr, [], 0
-        while j < ng:
-            k = j
-            while k + 1 < ng and t.cols[k + 1][: level + 1] == t.cols[j][: level + 1]:
-                k += 1
-            span, first = 3 * (k - j + 1), nr + 3 * j + 1
-            parts.append(f"\\multicolumn{{{span}}}{{c}}{{{tex_escape(t.cols[j][level])}}}")
-            rules.append(f"\\cmidrule(lr){{{first}-{first + span - 1}}}")
-            j = k + 1
-        lines += [" & ".join(parts) + r" \\", " ".join(rules)]
-    lines.append(
-        " & ".join([tex_escape(h) for h in t.row_header] + ["ours", "paper", r"$\Delta$"] * ng) + r" \\"
+    header = [tex_escape(h) for h in t.row_header] + ["ours", "paper", r"$\Delta$"] * len(t.cols)
+    return render_latex(
+        as_table(t),
+        comment=f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
+        groups=t.cols if t.col_levels else (),
+        group_width=3,
+        header=header,
     )
-    lines.append(r"\midrule")
-    for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
-        texts = [x for c in cells for x in cell_texts(t, c)]
-        lines.append(" & ".join(tex_escape(x) for x in labels + texts) + r" \\")
-    if not t.rows:
-        lines.append(f"\\multicolumn{{{nr + 3 * ng}}}{{c}}{{(no rows)}} \\\\")
-    lines += [r"\bottomrule", r"\end{tabular}", "", r"\par\smallskip\raggedright"]
-    lines += [tex_escape(n) + r"\par" for n in t.notes]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
 
 
 def write_paper_tables(tables: Sequence[PaperTable], out_dir: str | Path) -> list[Path]:
@@ -1119,8 +1017,5 @@ def write_paper_tables(tables: Sequence[PaperTable], out_dir: str | Path) -> lis
     written = []
     for t in tables:
         stem = out_dir / f"table_{t.table}"
-        write_text(stem.with_suffix(".csv"), to_tidy(t).to_csv(index=False, float_format="%.4f"))
-        write_text(stem.with_suffix(".md"), to_markdown(t))
-        write_text(stem.with_suffix(".tex"), to_latex(t))
-        written += [stem.with_suffix(ext) for ext in (".csv", ".md", ".tex")]
+        written += write_table(stem, to_markdown(t), to_csv(to_tidy(t)), to_latex(t))
     return written
