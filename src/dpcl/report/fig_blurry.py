@@ -23,11 +23,12 @@ from .fig_common import (
     _pyplot,
     _stat_bar,
     best_release,
+    fig_learners,
     min_median_max,
     public_multiplier,
     release_fraction,
 )
-from .names import learner_name
+from .names import label_methods_key, learner_name
 from .plotting import save_figure
 from .tables import order_stats
 
@@ -320,8 +321,7 @@ def _accuracy_panel(
     if not epsilons:
         _note(
             ax,
-            f"no Base Dataset runs of {learner_name(learner)}: add base to "
-            + ("label_methods" if learner == "cosine" else "head_label_methods"),
+            f"no Base Dataset runs of {learner_name(learner)}: add base to " + label_methods_key(learner),
             notes,
         )
         return
@@ -357,7 +357,9 @@ def plot_p003_fig4_blurry(
     groups = {g: s for g, s in groups.items() if len(s) == len(BLURRY_SETTINGS)}
     if not groups:
         return _note_figure(title, _NO_COMPARISON, outputs)
-    learners = _learners([r for g in groups.values() for s in g.values() for r in s.records]) or ["cosine"]
+    learners = _learners([r for g in groups.values() for s in g.values() for r in s.records]) or list(
+        fig_learners()[:1]
+    )
     n = len(BLURRY_SETTINGS)
     fig = plt.figure(figsize=(4.2 + 3.6 * len(learners), 5.6 * len(groups)))
     grid = fig.add_gridspec(n * len(groups), 1 + len(learners), width_ratios=[1.25] + [1] * len(learners))

@@ -18,7 +18,7 @@ from .fig_common import (
     _note_figure,
     _pyplot,
 )
-from .names import learner_name
+from .names import label_methods_key, learner_name
 from .plotting import save_figure, series_style
 
 # --- Appendix figures A3-A9 (paper 000 App. E.1, F) ------------------------------------------
@@ -125,8 +125,7 @@ def plot_task_metric(
     if not base:
         return _note_figure(title, _NO_BASE, outputs)
     notes = [
-        f"no Base Dataset runs for {_learner_name(lr)}: add base to "
-        + ("label_methods" if lr == "cosine" else "head_label_methods")
+        f"no Base Dataset runs for {_learner_name(lr)}: add base to " + label_methods_key(lr)
         for lr in _task_learners(records)
         if lr not in {r["learner"] for r in base}
     ]

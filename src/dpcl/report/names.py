@@ -95,6 +95,14 @@ def learner_name(name: str) -> str:
     return registry.get(name).display if name in registry.names() else name
 
 
+def label_methods_key(name: str) -> str:
+    """The config list learner ``name`` takes its label methods from (registry); ``label_methods`` for
+    an unregistered name."""
+    from ..learners import registry
+
+    return registry.label_methods_key(name) if name in registry.names() else "label_methods"
+
+
 def learner_label(name: str) -> str:
     """Figure name of a learner (its registry ``label``); an unregistered name as it is."""
     from ..learners import registry

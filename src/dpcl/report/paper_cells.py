@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .names import canonical_method, eps_key, eps_name, learner_name, release_fraction
+from .names import canonical_method, eps_key, eps_name, label_methods_key, learner_name, release_fraction
 from .reference import PAPER_LEARNERS
 from .reference import TABLES as SOURCES
 from .table import Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
@@ -64,11 +64,7 @@ def _our_learners(ref_learner: str) -> list[str]:
     return [lr for lr, ref in REF_LEARNER.items() if ref == ref_learner]
 
 
-def _methods_key(learner: str) -> str:
-    """The config list learner ``learner`` takes its label methods from."""
-    from ..learners import registry
-
-    return registry.label_methods_key(learner) if learner in registry.names() else "label_methods"
+_methods_key = label_methods_key
 
 
 def _learner_name(tag: str) -> str:
