@@ -34,7 +34,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .names import canonical_method, public_multiplier
+from .names import canonical_method, eps_title, public_multiplier
 from .paper_cells import (
     _MEAN_NOTE,
     _NO_BASE_NOTE,
@@ -463,11 +463,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
     for b in chosen:
         eps_set |= {k[1] for k in runs[b.name].keys() if k[2] == "base"}
     eps_list = sorted(eps_set, key=_eps_key)
-    t.cols = [
-        (f"ε = {e}" if e != "inf" else "non-DP", f"{m} ({'↑' if m == 'AA' else '↓'})")
-        for e in eps_list
-        for m in ("AA", "AF")
-    ]
+    t.cols = [(eps_title(e), f"{m} ({'↑' if m == 'AA' else '↓'})") for e in eps_list for m in ("AA", "AF")]
     for b in chosen:
         ours = {k[0] for k in runs[b.name].keys() if k[2] == "base"}
         learners = set(ours)

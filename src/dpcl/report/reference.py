@@ -14,7 +14,6 @@ number; the key is every column but ``value``.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -161,18 +160,16 @@ def load_reference(path: str | Path | None = None) -> pd.DataFrame:
 
 
 def _epsilon_tag(eps) -> str:
+    """An ε given as a number or a tag ("8", "inf", "non-DP") as the reference spells it."""
+    from ..config import eps_tag, parse_eps_tag
+
     if isinstance(eps, str):
         s = eps.strip().lower()
-        if s in {"inf", "infinity", "non-dp"}:
-            return "inf"
         try:
-            eps = float(s)
+            return eps_tag(parse_eps_tag("inf" if s in ("infinity", "non-dp") else s))
         except ValueError:
             return s
-    eps = float(eps)
-    if math.isinf(eps):
-        return "inf"
-    return f"{eps:g}"
+    return eps_tag(float(eps))
 
 
 def lookup(df: pd.DataFrame, **keys) -> float:
