@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .names import eps_key, eps_title, label_method, label_method_name
-from .plotting import LINESTYLES, MARKERS, save_figure, series_offsets, series_style
+from .plotting import LINESTYLES, MARKERS, pyplot, save_figure, series_offsets, series_style
 
 __all__ = ["LINESTYLES", "MARKERS", "save_figure", "series_offsets", "series_style"]
 
@@ -55,10 +55,7 @@ def plot_average_accuracy(
     if final_only(records):
         plot_final_accuracy(records, methods, final_title or title, outputs)
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
@@ -91,10 +88,7 @@ def plot_final_accuracy(
     """Final accuracy per ε (groups) and label method (bars): median over seeds, error bars from the
     2nd worst to the 2nd best seed (min/max under three seeds), the median written on each bar.
     For learners with no curve over tasks (Non-CL trains one model on all tasks at once)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
@@ -185,10 +179,7 @@ def plot_label_drop(
 ) -> None:
     """Fig. 2 (``lower_bound=False``): Pr[a new label is not added] under k-TSGD release, or
     Fig. A1 (``lower_bound=True``): the lower bound 1 − δ_n for any (ε, δ)-DP release."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     from ..privacy.label_release import drop_lower_bound, keep_probability
 
@@ -245,10 +236,7 @@ def plot_blurry_samples(
     outputs: list[str | Path],
 ) -> None:
     """Fig. 7 (right panel): samples per blurry class per task, one line per blurry ratio M."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     t = np.arange(1, n_tasks + 1)
@@ -277,10 +265,7 @@ def plot_aggregation_comparison(
     """Fig. A2: final accuracy of the PEFT ensemble under each aggregation rule (App. D.2);
     one panel per label method, bars per ε, median over seeds with min/max error bars.
     ``rules`` are the rule names in the order to draw them (``dpcl.learners.aggregation.RULES``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     RULES = tuple(rules)
     epsilons = sorted({r["epsilon"] for r in records}, key=eps_key)
@@ -330,10 +315,7 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
     """Fig. 3 (paper 000 Sec. 6.1): test accuracy after each task t on the tasks seen so far
     (AA_t) of the Cosine Classifier, PEFT Ensemble and DP-A-GEM, one panel per ε; median over
     seeds with min/max error bars. ``records`` are run metrics of one label method (Base Dataset)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if not records:
         raise ValueError("Fig. 3 needs at least one run")

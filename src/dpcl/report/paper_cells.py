@@ -15,7 +15,7 @@ import pandas as pd
 from .names import canonical_method, eps_key, eps_name, label_methods_key, learner_name, release_fraction
 from .reference import PAPER_LEARNERS
 from .reference import TABLES as SOURCES
-from .table import Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
+from .table import MISSING, Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
 from .table import to_latex as render_latex
 from .table import to_markdown as render_markdown
 from .tables import order_stats
@@ -23,7 +23,6 @@ from .tables import order_stats
 TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2")
 ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (2nd best) of 5 seeds
 MEAN_STATS = ("mean", "std")
-MISSING = "–"
 
 #: our learner -> the reference's learner tag (reference.PAPER_LEARNERS)
 REF_LEARNER = {ours: ref for ref, learners, _ in PAPER_LEARNERS for ours in learners}
