@@ -16,8 +16,9 @@ def privacy_figures(cfg: dict, fig2: list[str | Path], figA1: list[str | Path]) 
 
 def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path) -> None:
     """Fig. 1's attack table: the optimal attacker's accuracy against each label method."""
-    from ..audits.attack import attack_table, attack_table_markdown
+    from ..audits.attack import attack_table
     from ..io import write_text
+    from ..report.privacy_tables import attack_table_markdown
 
     df = attack_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"], methods=tuple(cfg["methods"]))
     write_text(out_csv, df.to_csv(index=False))
@@ -29,10 +30,11 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     mechanisms and (``learner_trials`` > 0) for whole learners (L2DP-ML as published, DP-A-GEM)."""
     import pandas as pd
 
-    from ..audits.audit import audit_table, audit_table_markdown, audit_verdict
+    from ..audits.audit import audit_table, audit_verdict
     from ..audits.learners import AUDITED, learner_audit_table
     from ..io import write_text
     from ..learners import registry
+    from ..report.privacy_tables import audit_table_markdown
 
     df = audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"])
     if cfg.get("learner_trials", 0):
