@@ -16,11 +16,9 @@ from dpcl.report.active import (
     PUBLISHED,
     TABLE1_ROWS,
     active_tables,
-    group_epsilon_curves,
-    group_privacy_figure,
     main_setting,
-    selection_epsilon_figure,
 )
+from dpcl.report.active_figures import group_epsilon_curves, group_privacy_figure, selection_epsilon_figure
 
 PAPER = Path("/work/shared/papers/004_4d9fb16f10c225ab.txt")
 SEEDS = (0, 1, 2)

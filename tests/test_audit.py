@@ -17,7 +17,6 @@ from scipy.stats import binom
 from dpcl.audits.attack import (
     TABLE_COLUMNS,
     attack_table,
-    attack_table_markdown,
     dp_attack_bound,
     expected_attack_accuracy,
     label_space_attack,
@@ -33,6 +32,7 @@ from dpcl.audits.audit import (
 )
 from dpcl.privacy.gaussian import gaussian_sigma
 from dpcl.privacy.label_release import keep_probabilities
+from dpcl.report.privacy_tables import attack_table_markdown
 
 DELTA = 1e-5
 TRIALS = 200_000

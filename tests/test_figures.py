@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpcl.io import write_json
-from dpcl.report import figures, paper_figures
+from dpcl.report import figures, plotting
 from dpcl.report.figures import (
     plot_aggregation_comparison,
     plot_average_accuracy,
@@ -19,6 +19,19 @@ from dpcl.report.figures import (
 from dpcl.report.paper_figures import plot_fig5_release_fraction
 from dpcl.stages.report import build_report
 
+
+def report_modules():
+    """Every module under dpcl.report (the figures call save_figure by the name they import)."""
+    import importlib
+    import pkgutil
+
+    import dpcl.report
+
+    return [
+        importlib.import_module(f"dpcl.report.{m.name}") for m in pkgutil.iter_modules(dpcl.report.__path__)
+    ]
+
+
 METHODS = ["oracle", "base", "public-x1000", "release-f0.1"]
 EPSILONS = ["1", "8", "inf"]
 
@@ -27,14 +40,15 @@ EPSILONS = ["1", "8", "inf"]
 def drawn(monkeypatch):
     """The figures the plotting functions save (still holding their artists after plt.close)."""
     figs = []
-    save = figures._save
+    save = plotting.save_figure
 
     def keep(fig, outputs):
         figs.append(fig)
         save(fig, outputs)
 
-    monkeypatch.setattr(figures, "_save", keep)
-    monkeypatch.setattr(paper_figures, "_save", keep)
+    for module in report_modules():
+        if getattr(module, "save_figure", None) is save:
+            monkeypatch.setattr(module, "save_figure", keep)
     return figs
 
 
@@ -198,7 +212,7 @@ def test_aggregation_and_fig3_and_privacy_figures_keep_legends_off_the_data(tmp_
     plot_aggregation_comparison(agg, ["oracle", "base"], "b: aggregation", [tmp_path / "a2.png"], rules)
     fig3 = [
         {"learner": lr, "epsilon": eps, "average_accuracy": [0.9, 0.8, 0.7]}
-        for lr in figures.FIG3_LEARNERS
+        for lr in figures.fig3_learners()
         for eps in ("1", "8")
         for _ in range(3)
     ]
@@ -208,7 +222,7 @@ def test_aggregation_and_fig3_and_privacy_figures_keep_legends_off_the_data(tmp_
     for fig in drawn:
         assert_legends_honest(fig)
     lines3 = [c.lines[0] for c in drawn[1].axes[1].containers]  # Fig. 3 at ε = 8: a style per learner
-    assert len(lines3) == len(figures.FIG3_LEARNERS)
+    assert len(lines3) == len(figures.fig3_learners())
     assert len({(ln.get_marker(), ln.get_linestyle(), ln.get_color()) for ln in lines3}) == len(lines3)
 
 
@@ -252,7 +266,7 @@ def test_fig3_titles_carry_the_published_claims_verdicts(tmp_path, drawn):
                 else {}
             ),
         }
-        for lr in figures.FIG3_LEARNERS
+        for lr in figures.fig3_learners()
         for eps in ("1", "8")
         for s in range(3)
     ]

@@ -404,7 +404,7 @@ def test_a8_to_a10_report_the_sample_std_and_a9_notes_the_papers_three_seeds(tab
         t = tables[tid]
         assert any("ddof = 1" in n for n in t.notes), tid
     assert any("three seeds" in n for n in tables["A9"].notes)
-    from dpcl.report.paper_tables import _our_stats
+    from dpcl.report.paper_cells import _our_stats
 
     stats, n = _our_stats([70.0, 74.0, 78.0], "mean")
     assert n == 3 and stats["std"] == pytest.approx(4.0)  # ddof = 1: √((16 + 0 + 16) / 2)

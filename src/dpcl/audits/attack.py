@@ -200,27 +200,3 @@ def attack_table(
     df = pd.DataFrame.from_records(rows)[TABLE_COLUMNS]
     df.attrs["alpha"] = float(alpha)
     return df
-
-
-def attack_table_markdown(df: pd.DataFrame) -> str:
-    """Markdown rendering of :func:`attack_table` with a caption that says what the columns mean."""
-    alpha = float(df.attrs.get("alpha", 0.05))
-    lines = [
-        "### Attack on the output label space (paper 000 Fig. 1)",
-        "",
-        "| Label method | ε | δ | Trials | Attack accuracy | CI | Expected | (ε, δ)-DP bound |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in df.itertuples(index=False):
-        lines.append(
-            f"| {r.label_method} | {r.epsilon:g} | {r.delta:g} | {r.trials} | {r.attack_accuracy:.4f} "
-            f"| [{r.ci_low:.4f}, {r.ci_high:.4f}] | {r.expected_accuracy:.4f} | {r.dp_bound:.4f} |"
-        )
-    lines += [
-        "",
-        f"The attacker guesses D' (one extra example with a new label y*) iff y* is in the released label "
-        f"space. CI: Clopper-Pearson {100 * (1 - alpha):g} % interval. Expected: exact accuracy of this "
-        "attack under the mechanism. Bound: (e^ε + δ)/(1 + e^ε), the most any attack can reach against an "
-        "(ε, δ)-DP release; Release Labels spends only the fraction f of (ε, δ) on the label space.",
-    ]
-    return "\n".join(lines) + "\n"

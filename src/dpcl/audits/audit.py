@@ -430,33 +430,3 @@ def audit_verdict(claimed: float, lower: float, certified_by_accountant: bool) -
     if upper is not None and float(lower) > upper:  # the audit refutes what the accountant certified
         return f"violated ({AUDIT_ADJACENCY}; contradicts the accountant)"
     return f"{classify(float(claimed), upper, float(lower))} ({AUDIT_ADJACENCY})"
-
-
-def audit_table_markdown(df: pd.DataFrame) -> str:
-    """Markdown rendering of :func:`audit_table`."""
-    lines = [
-        "| mechanism | claimed ε | empirical lower bound on ε | trials/side | verdict | setting |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in df.itertuples():
-        lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
-        tag = (
-            f" ({r.tag})"
-            if isinstance(getattr(r, "tag", None), str) and r.tag
-            else (" (broken on purpose)" if r.broken else "")
-        )
-        lines.append(
-            f"| {r.mechanism}{tag} | {r.claimed_epsilon:g} | {lb} | {r.trials} | {r.verdict} | {r.setting} |"
-        )
-    a = float(df["alpha"].iloc[0]) if len(df) else 0.05
-    lines += [
-        "",
-        f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
-        f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
-        "their claimed ε; the broken variants must exceed it. Verdict: violated where the lower bound exceeds the "
-        "claim, certified where the mechanism's accountant certifies the claim and the audit does not refute it, "
-        "else not certified (an audit refutes, never proves); every audit here is under add/remove adjacency "
-        "(a class count n vs n + 1, a canary present or absent). Learners: a canary individual in one task, "
-        "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners).",
-    ]
-    return "\n".join(lines) + "\n"

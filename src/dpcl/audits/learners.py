@@ -193,6 +193,14 @@ def audit_fm_agem(
     return res
 
 
+#: the learners audited here, with the name and tag the audit table gives them
+AUDITED = {
+    "l2dpml": ("L2DP-ML learner", "as published, paper 001"),
+    "agem_head": ("DP-A-GEM learner (head)", ""),
+    "fm_agem": ("FM-A-GEM learner (sound variant)", ""),
+}
+
+
 def learner_audit_table(epsilons: list[float], delta: float, trials: int, seed: int) -> list[dict]:
     """One row per (learner, ε): claimed ε against the empirical lower bound."""
     rows = []

@@ -8,8 +8,8 @@ schedule JSONs (:meth:`dpcl.active.schedules.Schedule.to_dict`); never trains.
   (Random vs. Entropy per ε(ε_Sel)) and Table V (alternatives to step amplification), with the
   published numbers beside ours as context only (the paper's data are CIFAR-10 and RetinalOCT,
   ours cached Fashion-MNIST features).
-- :func:`selection_epsilon_figure`: Fig. 5 (accuracy against ε_Sel at a fixed total ε).
-- :func:`group_privacy_figure`: Figs. 2/4 (each group's cumulative ε after each training phase).
+- :func:`.active_figures.selection_epsilon_figure`: Fig. 5 (accuracy against ε_Sel at a fixed total ε).
+- :func:`.active_figures.group_privacy_figure`: Figs. 2/4 (each group's cumulative ε after each training phase).
 
 Method tags are ``{acquisition}-{selection}-{schedule}`` (``nal``: no active learning, the
 paper's "Random"; ``naive``, ``sa``: step amplification, ``cl``: continual learning, ``nr``:
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from ..io import write_text
-from .figures import _save
+from .table import MISSING, blank_repeats, to_csv, to_markdown, write_table
+from .table import Table as ModelTable
 
-MISSING = "–"
 DECIMALS = 2
 PAPER_RUNS = 5  # the paper's tables: mean ± sd over 5 runs (CheXpert 3, not transcribed)
 CIFAR = "CIFAR-10 ResNet-9"
@@ -246,23 +246,20 @@ class Table:
     cells: list[list[Cell]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def as_table(self) -> ModelTable:
+        """The table model: a row group's label only on its first row, then the cells."""
+        labels = blank_repeats([lab for lab, _ in self.rows], depth=1 if len(self.row_header) > 1 else 0)
+        return ModelTable(
+            self.title,
+            self.row_header + self.columns,
+            [lab + [c.text() for c in cells] for lab, cells in zip(labels, self.cells, strict=True)],
+            list(self.notes),
+            ["l"] * len(self.row_header) + ["r"] * len(self.columns),
+            len(self.row_header),
+        )
+
     def markdown(self) -> str:
-        lines = [
-            f"### {self.title}",
-            "",
-            "| " + " | ".join(self.row_header + self.columns) + " |",
-            "|" + "|".join(["---"] * len(self.row_header) + ["--:"] * len(self.columns)) + "|",
-        ]
-        prev: list[str] | None = None
-        for (labels, _), cells in zip(self.rows, self.cells, strict=True):
-            shown = list(labels)
-            if prev is not None and len(labels) > 1 and labels[0] == prev[0]:
-                shown[0] = ""  # a row group's label only on its first row
-            prev = labels
-            lines.append("| " + " | ".join(shown + [c.text() for c in cells]) + " |")
-        for n in self.notes:
-            lines += ["", f"- {n}"]
-        return "\n".join(lines) + "\n"
+        return to_markdown(self.as_table())
 
     def tidy(self) -> pd.DataFrame:
         out = []
@@ -289,10 +286,7 @@ class Table:
         return pd.DataFrame(out, columns=TIDY_COLUMNS)
 
     def write(self, out_dir: Path, prefix: str = "") -> list[Path]:
-        csv, md = out_dir / f"{prefix}{self.name}.csv", out_dir / f"{prefix}{self.name}.md"
-        write_text(csv, self.tidy().to_csv(index=False, float_format="%.4f"))
-        write_text(md, self.markdown())
-        return [csv, md]
+        return write_table(out_dir / f"{prefix}{self.name}", self.markdown(), to_csv(self.tidy()))
 
 
 def _stats_note(extra: str = "") -> str:
@@ -467,87 +461,6 @@ def active_tables(
     return written
 
 
-# ----------------------------------------------------------------------------- figures
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _outputs(out_png: str | Path) -> list[Path]:
-    png = Path(out_png)
-    return [png, png.with_suffix(".pdf")]
-
-
-def selection_epsilon_figure(
-    summary_csv: str | Path, out_png: str | Path, epsilon: float | None = None
-) -> list[Path]:
-    """Fig. 5 analogue (paper 004): ``entropy-dp-sa`` accuracy against ε_Sel at total ε, bands for
-    Random and non-DP-selection Entropy; one panel per pool × mode. Writes the PNG and a PDF beside it."""
-    df = load_summary(summary_csv)
-    eps = float(epsilon) if epsilon is not None else main_setting(df)[0]
-    ent = _at(df, "entropy-dp-sa", eps, None)
-    if not len(ent):
-        raise ValueError(f"no entropy-dp-sa runs at ε = {eps:g} in {summary_csv}")
-    plt = _pyplot()
-    pms = _pool_modes(ent)
-    fig, axes = plt.subplots(1, len(pms), figsize=(4.2 * len(pms), 3.9), sharey=True, squeeze=False)
-    for ax, (p, m) in zip(axes[0], pms, strict=True):
-        here = df[(df["pool"] == p) & (df["mode"] == m)]
-        e = ent[(ent["pool"] == p) & (ent["mode"] == m)]
-        xs = sorted(e["selection_epsilon"].unique())
-        for k, (method, name, color) in enumerate(
-            (("random-nal", "Random (no AL)", "C7"), ("entropy-nondp-sa", "Entropy, non-DP selection", "C2"))
-        ):
-            c = Cell.of(_at(here, method, eps, None))
-            if c.n:
-                sd = c.sd if math.isfinite(c.sd) else 0.0
-                ax.axhline(
-                    c.mean, color=color, ls="--" if k == 0 else ":", lw=1.2, label=f"{name} (n = {c.n})"
-                )
-                ax.axhspan(c.mean - sd, c.mean + sd, color=color, alpha=0.15, lw=0)
-        cells = [Cell.of(e[np.isclose(e["selection_epsilon"], x)]) for x in xs]
-        ax.errorbar(
-            xs,
-            [c.mean for c in cells],
-            yerr=[c.sd if math.isfinite(c.sd) else 0.0 for c in cells],
-            color="C0",
-            marker="o",
-            ms=4,
-            capsize=3,
-            label="Entropy, DP selection (SA)",
-        )
-        ax.set_title(_pm_name(p, m), fontsize=9)
-        ax.set_xlabel("selection budget ε_Sel")
-        ax.set_xticks(xs)
-        ax.set_xticklabels([f"{x:g}" for x in xs])
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("final test accuracy (%)")
-    handles, labels = [], []
-    for ax in axes[0]:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            key = lab.split(" (n =")[0]
-            if key not in [x.split(" (n =")[0] for x in labels]:
-                handles.append(h)
-                labels.append(key)
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle(
-        f"Accuracy against the selection budget at total ε = {eps:g} (paper 004 Fig. 5 analogue; "
-        "mean ± sd over seeds)",
-        fontsize=10,
-    )
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    outs = _outputs(out_png)
-    _save(fig, outs)
-    plt.close(fig)
-    return outs
-
-
 def _load_schedule(src: Any):
     from ..active.schedules import Schedule
 
@@ -556,111 +469,6 @@ def _load_schedule(src: Any):
     if isinstance(src, Mapping):
         return Schedule.from_dict(dict(src))
     return Schedule.from_dict(json.loads(Path(src).read_text()))
-
-
-def group_epsilon_curves(schedule: Any) -> list[list[float]]:
-    """Per group g, its cumulative ε after each training phase p ≥ g (0-based): selection ε paid
-    plus the ε of its own segments up to phase p (paper 004 Sec. III-E, basic composition), with
-    the schedule's stating accountant (PLD, or RDP for a schedule solved with RDP)."""
-    from ..privacy.group_accounting import training_epsilon
-
-    s = _load_schedule(schedule)
-    curves = []
-    for g in range(s.groups):
-        curves.append(
-            [
-                s.plan.paid(g)
-                + training_epsilon(
-                    [
-                        (x.noise_multiplier, x.rates[g], x.steps)
-                        for x in s.segments
-                        if x.phase <= p and x.rates[g] > 0
-                    ],
-                    s.plan.delta,
-                    s.stating_accountant,
-                )
-                for p in range(g, s.plan.phases)
-            ]
-        )
-    return curves
-
-
-def _group_name(g: int) -> str:
-    sub = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-    return "D₁" if g == 0 else f"K{str(g + 1).translate(sub)}"
-
-
-def group_privacy_figure(
-    schedules: Mapping[str, str | Path], out_png: str | Path, rel_tol: float = 1e-6
-) -> list[Path]:
-    """Figs. 2/4 analogue (paper 004): per schedule, each group's cumulative ε (selection paid +
-    training, the schedule's stating accountant: an upper bound) after each training phase, the
-    target ε dashed; groups whose upper bound ends above it in red ("not certified": an upper bound
-    above the target is no proof of a violation, see :func:`authors_schedule_table`)."""
-    if not schedules:
-        raise ValueError("no schedules to plot")
-    plt = _pyplot()
-    loaded = {name: _load_schedule(src) for name, src in schedules.items()}
-    n = len(loaded)
-    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 4.6), sharey=True, squeeze=False)
-    top = 0.0
-    for ax, (name, s) in zip(axes[0], loaded.items(), strict=True):
-        target = s.plan.epsilon
-        curves = group_epsilon_curves(s)
-        phases = s.plan.phases
-        worst = -1
-        for g, ys in enumerate(curves):
-            # groups apart by a small x offset: under step amplification their curves coincide
-            xs = np.arange(g + 1, phases + 1) + (g - (len(curves) - 1) / 2) * 0.07
-            over = ys[-1] > target * (1 + rel_tol)
-            paid = s.plan.paid(g)
-            label = f"{_group_name(g)}: final ε = {ys[-1]:.2f}" + (f" (sel. {paid:.2f})" if paid > 0 else "")
-            ax.plot(
-                xs,
-                ys,
-                marker="o",
-                ms=4,
-                lw=1.4,
-                color=f"C{g % 10}",
-                label=label + (" > target: not certified" if over else ""),
-            )
-            if over:
-                ax.plot(xs[-1:], ys[-1:], "o", ms=9, mfc="none", mec="red", mew=1.3)
-                worst = g if worst < 0 or ys[-1] > curves[worst][-1] else worst
-            top = max(top, max(ys))
-        if worst >= 0:
-            ax.annotate(
-                f"max {curves[worst][-1]:.2f} > {target:g}: not certified",
-                (phases, curves[worst][-1]),
-                ha="right",
-                va="bottom",
-                textcoords="offset points",
-                xytext=(-12, 6),
-                fontsize=8,
-                color="red",
-            )
-        ax.axhline(target, color="k", ls="--", lw=1, label=f"target ε = {target:g}")
-        ax.set_title(
-            f"{name}\n(ε = {target:g}, ε_Sel = {s.plan.selection_epsilon:g}, T = {phases - 1}; "
-            f"{s.stating_accountant.upper()} upper bound)",
-            fontsize=9,
-        )
-        ax.set_xlabel("training phase")
-        ax.set_xticks(np.arange(1, phases + 1))
-        ax.set_xlim(0.7, phases + 0.3)
-        ax.grid(alpha=0.3)
-        leg = ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
-        for text in leg.get_texts():
-            if text.get_text().endswith("not certified"):
-                text.set_color("red")
-    axes[0][0].set_ylabel("cumulative ε of the group")
-    axes[0][0].set_ylim(0, 1.2 * top)  # headroom for the red "max" note above the target line
-    fig.suptitle("Privacy loss per group across training phases (paper 004 Figs. 2/4 analogue)", fontsize=10)
-    fig.tight_layout()
-    outs = _outputs(out_png)
-    _save(fig, outs)
-    plt.close(fig)
-    return outs
 
 
 # ----------------------------------------------------------------------------- the authors' schedule
@@ -753,37 +561,56 @@ def authors_schedule_table(
     df = pd.DataFrame(rows, columns=AUTHORS_COLUMNS)
     out_dir = Path(out_dir)
     csv, md = out_dir / f"{prefix}authors_schedule.csv", out_dir / f"{prefix}authors_schedule.md"
-    write_text(csv, df.to_csv(index=False, float_format="%.4f"))
-    lines = [
-        "### The authors' step amplification (paper 004, as released) per group: RDP beside PLD",
-        "",
-        "| Plan | Group | Sel. ε paid | RDP (authors') | RDP (ours) | PLD upper | verdict, end to end "
-        "| Training budget ε − paid | PLD training [lower, upper] | verdict, training |",
-        "|---|--:|--:|--:|--:|--:|---|--:|--:|---|",
-    ]
-    prev = None
+    write_text(csv, to_csv(df))
+    table_rows, prev = [], None
     for r in rows:
         first = r["plan"] != prev
         prev = r["plan"]
-        lines.append(
-            f"| {r['plan'] if first else ''} | {r['group']} | {r['selection_epsilon_paid']:.2f} "
-            f"| {r['rdp_authors']:.4f} | {r['rdp_project']:.4f} | {r['pld_upper']:.4f} "
-            f"| {r['end_to_end_verdict'] if first else ''} | {r['training_claim']:.2f} "
-            f"| [{r['pld_training_lower']:.4f}, {r['pld_training_upper']:.4f}] | {r['training_verdict']} |"
+        table_rows.append(
+            [
+                r["plan"] if first else "",
+                str(r["group"]),
+                f"{r['selection_epsilon_paid']:.2f}",
+                f"{r['rdp_authors']:.4f}",
+                f"{r['rdp_project']:.4f}",
+                f"{r['pld_upper']:.4f}",
+                r["end_to_end_verdict"] if first else "",
+                f"{r['training_claim']:.2f}",
+                f"[{r['pld_training_lower']:.4f}, {r['pld_training_upper']:.4f}]",
+                r["training_verdict"],
+            ]
         )
-    lines += [
-        "",
-        "- Claim: every record (ε = 8, δ = 1e-5)-DP, a group-g record's training solved to ε − g·ε_Sel/T "
+    notes = [
+        "Claim: every record (ε = 8, δ = 1e-5)-DP, a group-g record's training solved to ε − g·ε_Sel/T "
         "(Alg. 3). RDP (authors'): opacus's accountant at its default orders, as released; RDP (ours): the "
         "project's orders; both are upper bounds. PLD upper: pessimistic PLD (dp_accounting, discretisation "
         "1e-4) of the group's own history plus its selection ε (basic composition).",
-        "- Verdict, end to end: adjacency add/remove one record of the pool; certified if every group's PLD "
+        "Verdict, end to end: adjacency add/remove one record of the pool; certified if every group's PLD "
         "upper bound is ≤ 8, else not_certified — no lower bound: basic composition with the selection "
         "is an upper bound only, and a record's group is itself random.",
-        f"- Verdict, training: adjacency {group_adjacency(0).replace('group 0', 'group g')}; "
+        f"Verdict, training: adjacency {group_adjacency(0).replace('group 0', 'group g')}; "
         "certified if the PLD upper bound is within the budget, violated if the optimistic PLD (a lower "
         "bound realised by a record whose clipped gradient has norm C while every other record's "
         "gradient vanishes) exceeds it, else not_certified.",
     ]
-    write_text(md, "\n".join(lines) + "\n")
+    table = ModelTable(
+        "The authors' step amplification (paper 004, as released) per group: RDP beside PLD",
+        [
+            "Plan",
+            "Group",
+            "Sel. ε paid",
+            "RDP (authors')",
+            "RDP (ours)",
+            "PLD upper",
+            "verdict, end to end",
+            "Training budget ε − paid",
+            "PLD training [lower, upper]",
+            "verdict, training",
+        ],
+        table_rows,
+        notes,
+        list("lrrrrrlrrl"),
+        notes_style="list",
+    )
+    write_text(md, to_markdown(table))
     return [csv, md]

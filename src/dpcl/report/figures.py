@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_path
-from .tables import label_method_name
+from .names import eps_key, eps_title, label_method, label_method_name
+from .plotting import LINESTYLES, MARKERS, pyplot, save_figure, series_offsets, series_style
 
-# One style per series (colour, marker, line style) so that series with equal values stay
-# distinguishable: the markers differ and each series sits a small step apart on the x axis.
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-LINESTYLES = ("-", "--", "-.", ":")
-
-
-def series_style(k: int) -> dict:
-    """Colour, marker and line style of the ``k``-th series of a figure."""
-    return {
-        "color": f"C{k % 10}",
-        "marker": MARKERS[k % len(MARKERS)],
-        "linestyle": LINESTYLES[k % len(LINESTYLES)],
-    }
+__all__ = ["LINESTYLES", "MARKERS", "save_figure", "series_offsets", "series_style"]
 
 
 def method_styles(methods: list[str]) -> dict[str, dict]:
@@ -32,7 +19,8 @@ def method_styles(methods: list[str]) -> dict[str, dict]:
     taken: set[int] = set()
     out = {}
     for m in methods:
-        k = kind.get(m, 2 if m.startswith("public") else 3 if m.startswith("release") else 4)
+        parsed = label_method(m)
+        k = kind.get(m, {"public": 2, "release": 3}.get(parsed.kind if parsed else "", 4))
         while k in taken:
             k = max(k, 3) + 1
         taken.add(k)
@@ -40,13 +28,8 @@ def method_styles(methods: list[str]) -> dict[str, dict]:
     return out
 
 
-def series_offsets(n: int, step: float) -> np.ndarray:
-    """x offsets of ``n`` series centred on 0, ``step`` apart (overlapping points stay visible)."""
-    return (np.arange(n) - (n - 1) / 2) * step
-
-
 def _eps_sorted(records: list[dict]) -> list[str]:
-    return sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    return sorted({r["epsilon"] for r in records}, key=eps_key)
 
 
 def final_only(records: list[dict]) -> bool:
@@ -72,10 +55,7 @@ def plot_average_accuracy(
     if final_only(records):
         plot_final_accuracy(records, methods, final_title or title, outputs)
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
@@ -108,10 +88,7 @@ def plot_final_accuracy(
     """Final accuracy per ε (groups) and label method (bars): median over seeds, error bars from the
     2nd worst to the 2nd best seed (min/max under three seeds), the median written on each bar.
     For learners with no curve over tasks (Non-CL trains one model on all tasks at once)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     epsilons = _eps_sorted(records)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
@@ -142,7 +119,7 @@ def plot_final_accuracy(
             x, med, width, yerr=[lo, hi], capsize=2, color=colors[m], label=label_method_name(m), zorder=2
         )
         ax.bar_label(bars, labels=[f"{v:.1f}" for v in med], fontsize=6, padding=2)
-    ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
+    ax.set_xticks(np.arange(len(epsilons)), [eps_title(e) for e in epsilons])
     ax.set_ylabel("final accuracy AA_T (%)")
     ax.set_xlabel("privacy budget")
     ax.set_ylim(0, min(110, ax.get_ylim()[1] * 1.08))
@@ -152,7 +129,7 @@ def plot_final_accuracy(
 
 def _task_axis(ax, eps: str, n_tasks: int) -> None:
     """An ε panel with the task index t = 1..T on the x axis."""
-    ax.set_title("non-DP" if eps == "inf" else f"ε = {eps}")
+    ax.set_title(eps_title(eps))
     ax.set_xlabel("task t")
     ax.set_xticks(np.arange(1, n_tasks + 1))
     ax.grid(alpha=0.3)
@@ -189,19 +166,8 @@ def _finish_panels(
         axes[0][-1].legend(fontsize=8, loc="lower left")
         fig.suptitle(title, fontsize=10)
         fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
-
-
-def _save(fig, outputs: list[str | Path]) -> None:
-    """PNG/PDF files that depend on the figure alone: no creation date (the same config gives the
-    same bytes, issue 18 item 10)."""
-    for out in outputs:
-        out = Path(out)
-        fmt = out.suffix.lstrip(".")
-        meta = {"CreationDate": None} if fmt == "pdf" else {}
-        with atomic_path(out, suffix=out.suffix) as tmp:
-            fig.savefig(tmp, dpi=150, format=fmt, metadata=meta)
 
 
 def plot_label_drop(
@@ -213,10 +179,7 @@ def plot_label_drop(
 ) -> None:
     """Fig. 2 (``lower_bound=False``): Pr[a new label is not added] under k-TSGD release, or
     Fig. A1 (``lower_bound=True``): the lower bound 1 − δ_n for any (ε, δ)-DP release."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     from ..privacy.label_release import drop_lower_bound, keep_probability
 
@@ -239,7 +202,7 @@ def plot_label_drop(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside the curves
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
 
 
@@ -273,10 +236,7 @@ def plot_blurry_samples(
     outputs: list[str | Path],
 ) -> None:
     """Fig. 7 (right panel): samples per blurry class per task, one line per blurry ratio M."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     t = np.arange(1, n_tasks + 1)
@@ -295,7 +255,7 @@ def plot_blurry_samples(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, outputs)
+    save_figure(fig, outputs)
     plt.close(fig)
 
 
@@ -305,13 +265,10 @@ def plot_aggregation_comparison(
     """Fig. A2: final accuracy of the PEFT ensemble under each aggregation rule (App. D.2);
     one panel per label method, bars per ε, median over seeds with min/max error bars.
     ``rules`` are the rule names in the order to draw them (``dpcl.learners.aggregation.RULES``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     RULES = tuple(rules)
-    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    epsilons = sorted({r["epsilon"] for r in records}, key=eps_key)
     methods = [m for m in methods if any(r["label_method"] == m for r in records)]
     fig, axes = plt.subplots(
         1, max(1, len(methods)), figsize=(3.6 * max(1, len(methods)), 3.7), sharey=True, squeeze=False
@@ -340,43 +297,35 @@ def plot_aggregation_comparison(
                 capsize=2,
                 label={"argmax": "ArgMax", "median": "Median", "entropy": "Entropy"}[rule],
             )
-        ax.set_xticks(np.arange(len(epsilons)), ["non-DP" if e == "inf" else f"ε = {e}" for e in epsilons])
+        ax.set_xticks(np.arange(len(epsilons)), [eps_title(e) for e in epsilons])
         ax.set_title(label_method_name(m), fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     _finish_panels(fig, axes, "final accuracy (%)", title, outputs, legend_below=True)  # bars fill the panels
 
 
-FIG3_LEARNERS = {
-    "cosine": "Cosine Classifier",
-    "peft_head": "PEFT Ensemble (head-only)",
-    "peft_film": "PEFT Ensemble (FiLM)",
-    "agem_head": "DP-A-GEM (enhanced, App. D.4)",
-    "agem_film": "DP-A-GEM (enhanced, FiLM)",
-    "desai_head": "Desai et al. DP-CL (as published)",
-    "l2dpml": "L2DP-ML (as published, not DP)",
-    "fm_agem": "FM-A-GEM (sound variant)",
-}
+def fig3_learners() -> dict[str, str]:
+    """Fig. 3's learners (registry role "ours", then "compared") and their figure names."""
+    from ..learners import registry
+
+    specs = [s for role in ("ours", "compared") for s in registry.specs() if s.fig3 == role]
+    return {s.name: s.label for s in specs}
 
 
 def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | Path]) -> None:
     """Fig. 3 (paper 000 Sec. 6.1): test accuracy after each task t on the tasks seen so far
     (AA_t) of the Cosine Classifier, PEFT Ensemble and DP-A-GEM, one panel per ε; median over
     seeds with min/max error bars. ``records`` are run metrics of one label method (Base Dataset)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if not records:
         raise ValueError("Fig. 3 needs at least one run")
-    epsilons = sorted({r["epsilon"] for r in records}, key=lambda e: math.inf if e == "inf" else float(e))
+    epsilons = sorted({r["epsilon"] for r in records}, key=eps_key)
     fig, axes = plt.subplots(1, len(epsilons), figsize=(4.2 * len(epsilons), 4.4), sharey=True, squeeze=False)
-    offsets = {
-        name: (k - (len(FIG3_LEARNERS) - 1) / 2) * 0.08 for k, name in enumerate(FIG3_LEARNERS)
-    }  # apart
+    learners = fig3_learners()
+    offsets = {name: (k - (len(learners) - 1) / 2) * 0.08 for k, name in enumerate(learners)}  # apart
     notes: dict[str, list[str]] = {}
     for ax, eps in zip(axes[0], epsilons, strict=True):
-        for k, (learner, name) in enumerate(FIG3_LEARNERS.items()):
+        for k, (learner, name) in enumerate(learners.items()):
             runs = [r for r in records if r["epsilon"] == eps and r["learner"] == learner]
             curves = [r["average_accuracy"] for r in runs]
             if not curves:
@@ -403,8 +352,11 @@ def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | P
     _finish_panels(fig, axes, "test accuracy on tasks seen (%)", title, outputs, legend_below=True)
 
 
-#: the published claim each Fig. 3 learner is run against (its metrics' ``published_claim``)
-CLAIM_NAMES = {"desai_head": "Desai Lemma 2", "l2dpml": "L2DP-ML Thm 2"}
+def claim_names() -> dict[str, str]:
+    """The published claim each learner is run against (registry ``published_claim``), by learner."""
+    from ..learners import registry
+
+    return {s.name: s.published_claim for s in registry.specs() if s.published_claim}
 
 
 def _short_adjacency(adjacency: str) -> str:
@@ -422,7 +374,7 @@ def claim_verdict_notes(records: list[dict], width: int = 58) -> list[str]:
 
     order = ("violated", "not certified", "certified")
     lines = []
-    for learner, name in CLAIM_NAMES.items():
+    for learner, name in claim_names().items():
         claims = [
             r["published_claim"] for r in records if r["learner"] == learner and r.get("published_claim")
         ]

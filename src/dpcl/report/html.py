@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from ..io import write_text
-from .tables import LEARNER_NAMES
+from ..learners import registry
 
 #: Captions by file stem pattern (first match wins); {bench}/{learner} come from the groups.
 CAPTIONS: list[tuple[str, str]] = [
@@ -91,8 +91,8 @@ def _bench_caption(stem: str, bench: str) -> str:
     rest = stem[len(bench) :].lstrip("_")
     if not rest:
         return "Final accuracy of every learner (Table A3 layout: median, 2nd worst and 2nd best seed)"
-    if rest in LEARNER_NAMES:
-        return f"Final accuracy of the {LEARNER_NAMES[rest]} per label method and ε (Table A3 layout)"
+    if rest in registry.names():
+        return f"Final accuracy of the {registry.get(rest).display} per label method and ε (Table A3 layout)"
     return ""
 
 

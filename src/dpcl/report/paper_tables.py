@@ -29,301 +29,49 @@ Which benchmarks feed which table (config ``benchmarks`` entries):
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
-from ..io import write_text
+from .names import canonical_method, eps_title, public_multiplier
+from .paper_cells import (
+    _MEAN_NOTE,
+    _NO_BASE_NOTE,
+    _ORDER_NOTE,
+    _REF_NOTE,
+    DATASET_NAMES,
+    PAPER_FRACTIONS,
+    REF_LEARNER,
+    TABLE_IDS,
+    TIDY_COLUMNS,
+    Bench,
+    Cell,
+    PaperTable,
+    _cell,
+    _eps_key,
+    _eps_name,
+    _fraction,
+    _learner_key,
+    _learner_name,
+    _methods_key,
+    _our_learners,
+    _Reference,
+    _Runs,
+    _tuned_cell,
+    as_table,
+    cell_texts,
+    classifiers,
+    to_latex,
+    to_markdown,
+    to_tidy,
+    write_paper_tables,
+)
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
 from .reference import TABLES as SOURCES
 from .reference import load_reference
-from .tables import LEARNER_NAMES, order_stats
-
-TABLE_IDS = ("A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "F1", "F2")
-ORDER_STATS = ("fourth_best", "median", "second_best")  # (2nd worst), median, (2nd best) of 5 seeds
-MEAN_STATS = ("mean", "std")
-MISSING = "–"
-
-# our learner -> the reference's learner tag (config/paper_reference/README.md, "Learners")
-REF_LEARNER = {
-    "cosine": "cosine",
-    "peft_film": "peft_film",
-    "peft_head": "peft_head",
-    "naive_head": "naive",
-    "naive_film": "naive",
-    "noncl_head": "noncl_head",
-    "noncl_film": "noncl_film",
-}
-CLASSIFIERS = ("cosine", "peft_film", "peft_head")  # the "Classifier" rows of Tables A3-A7
-LEARNER_ORDER = (
-    "naive",
-    "naive_film",
-    "naive_head",
-    "cosine",
-    "peft_film",
-    "noncl_film",
-    "peft_head",
-    "noncl_head",
-    "agem_head",
-)  # Table A8's row order, then ours
-_REF_ONLY_NAMES = {"naive": "Naive"}
-DATASET_NAMES = {
-    "cifar100": "CIFAR-100",
-    "imagenet_r": "ImageNet-R",
-    "five_datasets": "5-datasets",
-    "fashion_mnist": "Fashion-MNIST",
-    "mnist": "MNIST",
-    "svhn": "SVHN",
-    "notmnist": "notMNIST",
-    "cifar10": "CIFAR-10",
-}
-PAPER_FRACTIONS = (0.025, 0.0359, 0.0599, 0.1, 0.2, 0.3, 0.5)  # Tables A4/A5 columns
-_RELEASE = re.compile(r"^release-f(\d*\.?\d+(?:e-?\d+)?)$")  # k-TSGD release (not the Laplace variant)
-_PUBLIC = re.compile(r"^public-x(\d+)$")  # plain Public Labels (no coverage/schedule/remap suffix)
-
-
-def canonical_method(tag: str) -> str:
-    """Our label-method tag in the reference's spelling (``release-f0.10`` -> ``release-f0.1``)."""
-    if m := _RELEASE.match(tag):
-        return f"release-f{float(m.group(1)):g}"
-    if m := _PUBLIC.match(tag):
-        return f"public-x{int(m.group(1))}"
-    return tag
-
-
-def _fraction(tag: str) -> float | None:
-    m = _RELEASE.match(tag)
-    return float(m.group(1)) if m else None
-
-
-def _eps_key(tag: str) -> float:
-    return math.inf if tag == "inf" else float(tag)
-
-
-def _eps_name(tag: str) -> str:
-    return "non-DP" if tag == "inf" else tag
-
-
-def _learner_key(tag: str) -> tuple[int, str]:
-    return (LEARNER_ORDER.index(tag) if tag in LEARNER_ORDER else len(LEARNER_ORDER), tag)
-
-
-def _learner_name(tag: str) -> str:
-    return LEARNER_NAMES.get(tag, _REF_ONLY_NAMES.get(tag, tag))
-
-
-@dataclass(frozen=True)
-class Bench:
-    """A configured benchmark as the tables see it: data set, split and the reference's tags."""
-
-    name: str
-    dataset: str  # config key (may carry a variant suffix, e.g. imagenet_r__seed1)
-    ref_dataset: str  # the data set kind, as the reference names it
-    scenario: str
-    setting: str  # the reference's setting tag (disjoint, datasets, iblurry-mM)
-    disjoint_pct: float | None
-    blurry_pct: float | None
-    backbone: str
-
-    @classmethod
-    def from_config(cls, name: str, cfg: Mapping) -> Bench:
-        """Read one ``benchmarks`` entry; i-Blurry maps to ``iblurry-mM`` only for the paper's N = 50."""
-        scenario = cfg.get("scenario", "disjoint")
-        n, m = cfg.get("disjoint_pct"), cfg.get("blurry_pct")
-        if scenario == "iblurry" and n is not None and m is not None:
-            setting = f"iblurry-m{float(m):g}" if float(n) == 50 else f"iblurry-n{float(n):g}-m{float(m):g}"
-        elif scenario in ("iblurry", "siblurry"):
-            setting = scenario
-        else:
-            setting = scenario
-        dataset = str(cfg["dataset"])
-        return cls(
-            name,
-            dataset,
-            dataset.split("__", 1)[0],
-            scenario,
-            setting,
-            None if n is None else float(n),
-            None if m is None else float(m),
-            str(cfg.get("backbone", "")),
-        )
-
-    @property
-    def display(self) -> str:
-        return f"{DATASET_NAMES.get(self.ref_dataset, self.ref_dataset)} ({self.name})"
-
-
-@dataclass
-class Cell:
-    """One published cell: our seed statistics, the published ones, and what identifies it."""
-
-    key: dict  # benchmark, dataset, setting, epsilon, learner, label_method, metric
-    ours: dict[str, float] = field(default_factory=dict)
-    published: dict[str, float] = field(default_factory=dict)
-    n_seeds: int = 0
-    our_label_method: str = ""  # the run behind a "release-tuned" cell
-
-
-@dataclass
-class PaperTable:
-    """A table in the published layout: row labels × column groups of (ours, paper, Δ)."""
-
-    table: str
-    caption: str
-    kind: str  # "order" (A3-A7) or "mean" (A8-A10)
-    decimals: int
-    row_header: list[str]
-    col_levels: int
-    rows: list[tuple[str, ...]] = field(default_factory=list)
-    cols: list[tuple[str, ...]] = field(default_factory=list)
-    cells: list[list[Cell]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def stats(self) -> tuple[str, ...]:
-        return ORDER_STATS if self.kind == "order" else MEAN_STATS
-
-    @property
-    def main_stat(self) -> str:
-        return "median" if self.kind == "order" else "mean"
-
-
-# --- statistics ------------------------------------------------------------------------------
-
-
-def _metric_value(record: dict, metric: str) -> float:
-    """A run's number in the paper's units: AA/AF in %, released labels summed over tasks."""
-    if metric == "aa":
-        return 100 * float(record["final_accuracy"])
-    if metric == "af":
-        return 100 * float(record["final_forgetting"])
-    if metric == "n_labels":
-        # Σ_t |O_t|: the number of distinct released labels when every class lives in one task
-        # (disjoint and 5-datasets splits, the only ones Table A5 covers).
-        return float(sum(record["released_labels"]))
-    raise ValueError(f"unknown metric {metric!r}: allowed are 'aa', 'af', 'n_labels'")
-
-
-def _our_stats(values: Sequence[float], kind: str) -> tuple[dict[str, float], int]:
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    if v.size == 0:
-        return {}, 0
-    if kind == "order":
-        lo, med, hi = order_stats(v)
-        return {"fourth_best": lo, "median": med, "second_best": hi}, int(v.size)
-    # sample standard deviation (ddof = 1), as the paper reports: 27 of the 32 cells of paper 003's
-    # Table F.1 that repeat paper 000's Table A6 fit ddof = 1 only, none ddof = 0 only (issue 14)
-    stats = {"mean": float(v.mean())}
-    if v.size > 1:
-        stats["std"] = float(v.std(ddof=1))
-    return stats, int(v.size)
-
-
-class _Runs:
-    """Records of one benchmark indexed by (learner, ε tag, canonical label method)."""
-
-    def __init__(self, records: Sequence[dict]) -> None:
-        self.by_key: dict[tuple[str, str, str], list[dict]] = {}
-        for r in records:
-            key = (str(r["learner"]), str(r["epsilon"]), canonical_method(str(r["label_method"])))
-            self.by_key.setdefault(key, []).append(r)
-
-    def get(self, learner: str, eps: str, method: str) -> list[dict]:
-        return self.by_key.get((learner, eps, method), [])
-
-    def keys(self):
-        return self.by_key.keys()
-
-
-class _Reference:
-    """The published numbers of one table as a dict (fast lookups, missing -> absent)."""
-
-    def __init__(self, ref: pd.DataFrame | None, table: str) -> None:
-        self.values: dict[tuple, float] = {}
-        if ref is not None:
-            sub = ref[ref["table"] == table]
-            cols = ["dataset", "epsilon", "learner", "label_method", "setting", "metric", "statistic"]
-            for row in sub[cols + ["value"]].itertuples(index=False):
-                self.values[tuple(row[:-1])] = float(row[-1])
-
-    def stats(self, dataset: str, eps: str, learner: str, method: str, setting: str, metric: str) -> dict:
-        out = {}
-        for s in ORDER_STATS + MEAN_STATS:
-            v = self.values.get((dataset, eps, learner, method, setting, metric, s))
-            if v is not None:
-                out[s] = v
-        return out
-
-    def rows(self, dataset: str, setting: str) -> set[tuple[str, str, str]]:
-        """(ε, learner, label method) of every published cell for this data set and setting."""
-        return {(k[1], k[2], k[3]) for k in self.values if k[0] == dataset and k[4] == setting}
-
-
-def _cell(
-    bench: Bench,
-    runs: _Runs,
-    ref: _Reference,
-    kind: str,
-    eps: str,
-    learner: str,
-    method: str,
-    metric: str,
-    label_method: str | None = None,
-) -> Cell:
-    """Our statistics over seeds for (learner, ε, method) beside the published ones."""
-    records = [] if learner == "both" else runs.get(learner, eps, method)
-    if learner == "both":  # Table A5: the release does not depend on the learner; take one learner's runs
-        for cand in ("cosine", *sorted({k[0] for k in runs.keys()}, key=_learner_key)):
-            if records := runs.get(cand, eps, method):
-                break
-    ours, n = _our_stats([_metric_value(r, metric) for r in records], kind)
-    ref_learner = "both" if learner == "both" else REF_LEARNER.get(learner, learner)
-    published = ref.stats(bench.ref_dataset, eps, ref_learner, label_method or method, bench.setting, metric)
-    key = dict(
-        benchmark=bench.name,
-        dataset=bench.dataset,
-        setting=bench.setting,
-        epsilon=eps,
-        learner=learner,
-        label_method=label_method or method,
-        metric=metric,
-    )
-    return Cell(key, ours, published, n, method if label_method else "")
-
-
-def _tuned_cell(bench: Bench, runs: _Runs, ref: _Reference, eps: str, learner: str) -> Cell:
-    """Release Labels (Ours): the best of our release-fF runs by median (the paper tunes F, Sec. 6.2)."""
-    best: Cell | None = None
-    for method in sorted({k[2] for k in runs.keys() if k[0] == learner and k[1] == eps and _fraction(k[2])}):
-        c = _cell(bench, runs, ref, "order", eps, learner, method, "aa", label_method="release-tuned")
-        if c.ours and (best is None or c.ours["median"] > best.ours["median"]):
-            best = c
-    return best or _cell(bench, runs, ref, "order", eps, learner, "release-tuned", "aa")
-
 
 # --- the tables ------------------------------------------------------------------------------
-
-_ORDER_NOTE = (
-    "Cells: (2nd worst), median, (2nd best) seed over the runs' seeds (min and max below three "
-    "seeds); paper: the published cell; Δ = our median − published median."
-)
-_MEAN_NOTE = (
-    "Cells: mean ± sample std over seeds (ddof = 1, as published; one seed: no std); paper: the published cell; "
-    "Δ = our mean − published mean."
-)
-_REF_NOTE = (
-    "Published: paper {source} (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
-    "config/paper_reference; '–' where the paper has no number for that data set, setting or learner."
-)
-_NO_BASE_NOTE = (
-    "No runs with label method 'base': add base to the config key 'label_methods' (and 'head_label_methods')."
-)
 
 
 def _non_blurry(benches: Sequence[Bench]) -> list[Bench]:
@@ -342,7 +90,7 @@ def _classifier_rows(
     rows = {
         (k[1], k[0])
         for k in runs.keys()
-        if k[0] in CLASSIFIERS and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
+        if k[0] in classifiers() and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
     }
     for eps, ref_learner, method in ref.rows(bench.ref_dataset, bench.setting):
         if method not in methods:
@@ -366,7 +114,7 @@ def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> Non
     if ref_only:
         t.notes.append(
             f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
-            f"numbers: add {', '.join(lr if lr != 'naive' else 'naive_film or naive_head' for lr in ref_only)} "
+            f"numbers: add {', '.join(' or '.join(_our_learners(lr)) or lr for lr in ref_only)} "
             "to the config key 'learners' to run them."
         )
 
@@ -399,7 +147,7 @@ def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
             key=_learner_key,
         )
         if lacking:
-            keys = sorted({"label_methods" if lr == "cosine" else "head_label_methods" for lr in lacking})
+            keys = sorted({_methods_key(lr) for lr in lacking})
             t.notes.append(
                 f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
                 f"add {m} to the config key {' and '.join(repr(k) for k in keys)}."
@@ -519,7 +267,7 @@ def table_a6(benches, runs, ref) -> PaperTable:
     """Table A6 (Fig. 6): final accuracy for Oracle, Base and Public Labels ×N."""
     ns = {10, 1000}
     for b in _non_blurry(benches):
-        ns |= {int(m.group(1)) for k in runs[b.name].keys() if (m := _PUBLIC.match(k[2]))}
+        ns |= {n for k in runs[b.name].keys() if (n := public_multiplier(k[2]))}
     return _label_method_table(
         "A6",
         "Performance (final test accuracy in %) when varying the label space "
@@ -623,7 +371,7 @@ def table_a7(benches, runs, ref) -> PaperTable:
         rows: set[tuple[str, str]] = set()
         for b in by_m.values():
             ours_learners = {k[0] for k in runs[b.name].keys()}
-            rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in CLASSIFIERS}
+            rows |= {(k[1], k[0]) for k in runs[b.name].keys() if k[0] in classifiers()}
             for eps, ref_learner, _ in r.rows(b.ref_dataset, b.setting):
                 rows |= {
                     (eps, lr)
@@ -715,11 +463,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
     for b in chosen:
         eps_set |= {k[1] for k in runs[b.name].keys() if k[2] == "base"}
     eps_list = sorted(eps_set, key=_eps_key)
-    t.cols = [
-        (f"ε = {e}" if e != "inf" else "non-DP", f"{m} ({'↑' if m == 'AA' else '↓'})")
-        for e in eps_list
-        for m in ("AA", "AF")
-    ]
+    t.cols = [(eps_title(e), f"{m} ({'↑' if m == 'AA' else '↓'})") for e in eps_list for m in ("AA", "AF")]
     for b in chosen:
         ours = {k[0] for k in runs[b.name].keys() if k[2] == "base"}
         learners = set(ours)
@@ -753,7 +497,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
         t.notes.append(_NO_BASE_NOTE)
     if chosen and "inf" not in {k[1] for b in chosen for k in runs[b.name].keys()}:
         t.notes.append("non-DP columns: add inf to the config key 'epsilons'.")
-    if any(c.key["learner"] in ("naive_head", "naive_film") for row in t.cells for c in row):
+    if any(REF_LEARNER.get(c.key["learner"]) == "naive" for row in t.cells for c in row):
         t.notes.append(
             "The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
             "Naive rows are compared with it either way."
@@ -934,192 +678,19 @@ def build_paper_tables(
     return tables
 
 
-# --- output ----------------------------------------------------------------------------------
-
-TIDY_COLUMNS = [
-    "table",
-    "row",
-    "benchmark",
-    "dataset",
-    "setting",
-    "epsilon",
-    "learner",
-    "label_method",
-    "our_label_method",
-    "metric",
-    "statistic",
-    "ours",
-    "published",
-    "diff",
-    "n_seeds",
+__all__ = [
+    "Bench",
+    "Cell",
+    "MINIATURE_NOTE",
+    "PaperTable",
+    "TABLE_IDS",
+    "TIDY_COLUMNS",
+    "as_table",
+    "build_paper_tables",
+    "canonical_method",
+    "cell_texts",
+    "to_latex",
+    "to_markdown",
+    "to_tidy",
+    "write_paper_tables",
 ]
-
-
-def to_tidy(t: PaperTable) -> pd.DataFrame:
-    """One row per published number position: (cell, statistic) with ours, published and ours − published."""
-    out = []
-    for i, row in enumerate(t.cells):
-        for c in row:
-            for s in t.stats:
-                o, p = c.ours.get(s, math.nan), c.published.get(s, math.nan)
-                out.append(
-                    {
-                        "table": t.table,
-                        "row": i,
-                        **c.key,
-                        "our_label_method": c.our_label_method,
-                        "statistic": s,
-                        "ours": o,
-                        "published": p,
-                        "diff": o - p,
-                        "n_seeds": c.n_seeds,
-                    }
-                )
-    return pd.DataFrame(out, columns=TIDY_COLUMNS)
-
-
-def _fmt(v: float, d: int) -> str:
-    return f"{v:.{d}f}"
-
-
-def cell_texts(t: PaperTable, c: Cell) -> tuple[str, str, str]:
-    """(ours, paper, Δ) as printed: "(x), m, (y)" or "m ± s"; "–" where there is no number."""
-    d = t.decimals
-
-    def show(stats: dict[str, float]) -> str:
-        if t.kind == "order":
-            if all(s in stats for s in ORDER_STATS):
-                return f"({_fmt(stats['fourth_best'], d)}), {_fmt(stats['median'], d)}, ({_fmt(stats['second_best'], d)})"
-            return _fmt(stats["median"], d) if "median" in stats else MISSING
-        if "mean" not in stats:
-            return MISSING
-        return _fmt(stats["mean"], d) + (f" ± {_fmt(stats['std'], d)}" if "std" in stats else "")
-
-    ours, paper = show(c.ours), show(c.published)
-    if ours != MISSING and c.our_label_method and (f := _fraction(c.our_label_method)) is not None:
-        ours += f" [{100 * f:g}%]"
-    m = t.main_stat
-    diff = f"{c.ours[m] - c.published[m]:+.{max(d, 1)}f}" if m in c.ours and m in c.published else MISSING
-    return ours, paper, diff
-
-
-def _blank_repeats(rows: list[tuple[str, ...]]) -> list[list[str]]:
-    """Leading row labels equal to the row above are left blank, as the paper prints them."""
-    out, prev = [], None
-    for r in rows:
-        cur = list(r)
-        if prev is not None:
-            for j in range(len(r) - 1):
-                if r[: j + 1] == prev[: j + 1]:
-                    cur[j] = ""
-                else:
-                    break
-        out.append(cur)
-        prev = r
-    return out
-
-
-def to_markdown(t: PaperTable) -> str:
-    """GitHub Markdown: caption, the table (ours | paper | Δ per column group) and the notes."""
-    header = list(t.row_header)
-    for col in t.cols:
-        header += [" ".join(col), "paper", "Δ"]
-    lines = [f"### Table {t.table}: {t.caption}", ""]
-    if t.rows:
-        lines += [
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join(["---"] * len(t.row_header) + ["--:"] * 3 * len(t.cols)) + "|",
-        ]
-        for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
-            texts = [x for c in cells for x in cell_texts(t, c)]
-            lines.append("| " + " | ".join(labels + texts) + " |")
-    else:
-        lines.append("(no rows)")
-    for n in t.notes:  # a blank line between notes: one paragraph each in simple renderers
-        lines += ["", f"- {n}"]
-    return "\n".join(lines) + "\n"
-
-
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "ε": r"$\varepsilon$",
-    "±": r"$\pm$",
-    "Δ": r"$\Delta$",
-    "–": "--",
-    "×": r"$\times$",
-    "↑": r"$\uparrow$",
-    "↓": r"$\downarrow$",
-    "Σ": r"$\Sigma$",
-    "−": "-",
-    "∈": r"$\in$",
-    "…": r"\dots{}",
-    "δ": r"$\delta$",
-    "|": r"\textbar{}",
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-}
-
-
-def tex_escape(s: str) -> str:
-    """Text -> LaTeX (special characters escaped, the tables' Unicode symbols as math)."""
-    return "".join(_TEX.get(ch, ch) for ch in s)
-
-
-def to_latex(t: PaperTable) -> str:
-    """A booktabs ``table`` with a multi-row header (column groups over ours / paper / Δ) and the notes."""
-    nr, ng = len(t.row_header), len(t.cols)
-    lines = [
-        f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
-        r"\begin{table}[ht]",
-        r"\centering",
-        r"\scriptsize",
-        f"\\caption{{Table {t.table}: {tex_escape(t.caption)}}}",
-        f"\\begin{{tabular}}{{{'l' * nr}{'r' * 3 * ng}}}",
-        r"\toprule",
-    ]
-    for level in range(t.col_levels if ng else 0):
-        parts, rules, j = [""] * nr, [], 0
-        while j < ng:
-            k = j
-            while k + 1 < ng and t.cols[k + 1][: level + 1] == t.cols[j][: level + 1]:
-                k += 1
-            span, first = 3 * (k - j + 1), nr + 3 * j + 1
-            parts.append(f"\\multicolumn{{{span}}}{{c}}{{{tex_escape(t.cols[j][level])}}}")
-            rules.append(f"\\cmidrule(lr){{{first}-{first + span - 1}}}")
-            j = k + 1
-        lines += [" & ".join(parts) + r" \\", " ".join(rules)]
-    lines.append(
-        " & ".join([tex_escape(h) for h in t.row_header] + ["ours", "paper", r"$\Delta$"] * ng) + r" \\"
-    )
-    lines.append(r"\midrule")
-    for labels, cells in zip(_blank_repeats(t.rows), t.cells, strict=True):
-        texts = [x for c in cells for x in cell_texts(t, c)]
-        lines.append(" & ".join(tex_escape(x) for x in labels + texts) + r" \\")
-    if not t.rows:
-        lines.append(f"\\multicolumn{{{nr + 3 * ng}}}{{c}}{{(no rows)}} \\\\")
-    lines += [r"\bottomrule", r"\end{tabular}", "", r"\par\smallskip\raggedright"]
-    lines += [tex_escape(n) + r"\par" for n in t.notes]
-    lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"
-
-
-def write_paper_tables(tables: Sequence[PaperTable], out_dir: str | Path) -> list[Path]:
-    """``table_<ID>.csv`` (tidy), ``.md`` and ``.tex`` per table in ``out_dir``; returns the paths."""
-    out_dir = Path(out_dir)
-    written = []
-    for t in tables:
-        stem = out_dir / f"table_{t.table}"
-        write_text(stem.with_suffix(".csv"), to_tidy(t).to_csv(index=False, float_format="%.4f"))
-        write_text(stem.with_suffix(".md"), to_markdown(t))
-        write_text(stem.with_suffix(".tex"), to_latex(t))
-        written += [stem.with_suffix(ext) for ext in (".csv", ".md", ".tex")]
-    return written

@@ -14,7 +14,6 @@ number; the key is every column but ``value``.
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -52,7 +51,18 @@ TABLES = {
 }
 DATASETS = {"cifar100", "imagenet_r", "five_datasets"}
 EPSILONS = {"1", "8", "inf"}
-LEARNERS = {"cosine", "peft_film", "peft_head", "naive", "noncl_film", "noncl_head", "both"}
+#: The one table of the papers' methods (the reference's learner tags) and the learners of ours that
+#: reproduce them, in Table A8's row order; the name a paper-only method's rows carry (our learners are
+#: named by the registry). "both" (Table A5: the label release, whichever learner) has no row.
+PAPER_LEARNERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("naive", ("naive_film", "naive_head"), "Naive"),
+    ("cosine", ("cosine",), ""),
+    ("peft_film", ("peft_film",), ""),
+    ("noncl_film", ("noncl_film",), ""),
+    ("peft_head", ("peft_head",), ""),
+    ("noncl_head", ("noncl_head",), ""),
+)
+LEARNERS = {ref for ref, _, _ in PAPER_LEARNERS} | {"both"}
 METRICS = {"aa", "af", "n_labels"}
 STATISTICS = {"median", "fourth_best", "second_best", "mean", "std"}
 _FRACTION = r"0\.\d*[1-9]"  # 0 < F < 1, no trailing zeros (release-f0.1, not release-f0.10)
@@ -150,18 +160,16 @@ def load_reference(path: str | Path | None = None) -> pd.DataFrame:
 
 
 def _epsilon_tag(eps) -> str:
+    """An ε given as a number or a tag ("8", "inf", "non-DP") as the reference spells it."""
+    from ..config import eps_tag, parse_eps_tag
+
     if isinstance(eps, str):
         s = eps.strip().lower()
-        if s in {"inf", "infinity", "non-dp"}:
-            return "inf"
         try:
-            eps = float(s)
+            return eps_tag(parse_eps_tag("inf" if s in ("infinity", "non-dp") else s))
         except ValueError:
             return s
-    eps = float(eps)
-    if math.isinf(eps):
-        return "inf"
-    return f"{eps:g}"
+    return eps_tag(float(eps))
 
 
 def lookup(df: pd.DataFrame, **keys) -> float:

@@ -8,36 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 
-LABEL_METHOD_NAMES = {
-    "oracle": "Label Oracle (Baseline)",
-    "base": "Base Dataset (Baseline)",
-}
-LEARNER_NAMES = {
-    "cosine": "Cosine Classifier",
-    "peft_head": "PEFT Ensemble (head-only)",
-    "naive_head": "Naive (head-only)",
-    "noncl_head": "Non-CL (head-only)",
-    "agem_head": "DP-A-GEM (head-only)",
-    "desai_head": "Desai et al. DP-CL (as published)",
-    "l2dpml": "L2DP-ML (as published, not DP)",
-    "fm_agem": "FM-A-GEM (sound variant)",
-    "peft_film": "PEFT Ensemble (FiLM)",
-    "naive_film": "Naive (FiLM)",
-    "agem_film": "DP-A-GEM (FiLM)",
-    "noncl_film": "Non-CL (FiLM)",
-}
+from .names import eps_key, eps_name, label_method_name, learner_name
+from .table import Table, to_markdown
 
-
-def label_method_name(tag: str) -> str:
-    if tag in LABEL_METHOD_NAMES:
-        return LABEL_METHOD_NAMES[tag]
-    if tag.startswith("public-x"):
-        return f"Public Labels ({tag[8:]}x)"
-    if tag.startswith("release-laplace-f"):
-        return f"Release Labels, Laplace ({100 * float(tag[17:]):g} %)"
-    if tag.startswith("release-f"):
-        return f"Release Labels ({100 * float(tag[9:]):g} %)"
-    return tag
+__all__ = ["label_method_name", "order_stats", "summarise", "table_a3", "table_a3_markdown"]
 
 
 def order_stats(values: list[float] | np.ndarray) -> tuple[float, float, float]:
@@ -78,15 +52,11 @@ def summarise(records: list[dict], benchmark: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _eps_key(tag: str) -> float:
-    return math.inf if tag == "inf" else float(tag)
-
-
-def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> str:
-    """Markdown table: rows (ε, classifier), columns label methods, cells "(2nd worst), median, (2nd best)"."""
+def table_a3(summary: pd.DataFrame, methods: list[str], title: str) -> Table:
+    """Rows (ε, classifier), columns label methods, cells "(2nd worst), median, (2nd best)"."""
     cols = ["ε", "Classifier"] + [label_method_name(m) for m in methods]
-    lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for eps in sorted(summary["epsilon"].unique(), key=_eps_key):
+    rows = []
+    for eps in sorted(summary["epsilon"].unique(), key=eps_key):
         for learner in summary["learner"].unique():
             sub = summary[(summary["epsilon"] == eps) & (summary["learner"] == learner)].set_index(
                 "label_method"
@@ -98,14 +68,15 @@ def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> 
                     cells.append(f"({r.acc_2nd_worst:.1f}), {r.acc_median:.1f}, ({r.acc_2nd_best:.1f})")
                 else:
                     cells.append("-")
-            eps_name = "non-DP" if eps == "inf" else eps
-            lines.append(
-                f"| {eps_name} | {LEARNER_NAMES.get(learner, learner)} | " + " | ".join(cells) + " |"
-            )
+            rows.append([eps_name(eps), learner_name(learner), *cells])
     n = int(summary["n_seeds"].max()) if len(summary) else 0
-    lines += [
-        "",
+    note = (
         f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
-        "in parentheses (paper 000 Table A3 layout).",
-    ]
-    return "\n".join(lines) + "\n"
+        "in parentheses (paper 000 Table A3 layout)."
+    )
+    return Table(title, cols, rows, [note], n_labels=2, notes_style="plain")
+
+
+def table_a3_markdown(summary: pd.DataFrame, methods: list[str], title: str) -> str:
+    """Markdown of :func:`table_a3`."""
+    return to_markdown(table_a3(summary, methods, title))

@@ -226,6 +226,7 @@ def report(
     per-group privacy figure (Fig. 2/4 analogue: naive, ours and the authors' step amplification)
     and the authors' schedule per group under RDP and PLD with its verdicts."""
     from ..report import active as rep
+    from ..report import active_figures as figs
 
     out = rep.active_tables(
         summary_csv,
@@ -235,10 +236,10 @@ def report(
         table2_settings=table2_settings,
     )
     if fig5:
-        out += rep.selection_epsilon_figure(
+        out += figs.selection_epsilon_figure(
             summary_csv, Path(out_figures) / "active_fig5_selection_budget.png", epsilon=epsilon
         )
-    out += rep.group_privacy_figure(schedules, Path(out_figures) / "active_group_privacy.png")
+    out += figs.group_privacy_figure(schedules, Path(out_figures) / "active_group_privacy.png")
     authors = [p for name, p in schedules.items() if "authors" in name]
     out += rep.authors_schedule_table(authors[0] if authors else None, out_tables, prefix="active_")
     return out

@@ -63,8 +63,8 @@ def paper_figures(
     benchmark (``p003_fig4_groups``: ``scenarios``, ``resources`` and ``datasets`` feed its data panel).
     """
     from ..report.paper_figures import (
-        FIG_LEARNERS,
         blurry_groups,
+        fig_learners,
         plot_fig4_label_methods,
         plot_fig5_release_fraction,
         plot_fig6_public_labels,
@@ -82,7 +82,8 @@ def paper_figures(
             f"runs given for benchmarks {unknown} that are not in the config; allowed: {sorted(benchmarks)}"
         )
     all_records = {b: read_records(paths) for b, paths in runs.items()}
-    records = {b: [r for r in recs if r["learner"] in FIG_LEARNERS] for b, recs in all_records.items()}
+    ours = set(fig_learners())
+    records = {b: [r for r in recs if r["learner"] in ours] for b, recs in all_records.items()}
     disjoint = {b: records.get(b, []) for b, cfg in benchmarks.items() if cfg["scenario"] == "disjoint"}
     groups = {
         g: {m: records.get(b, []) for m, b in by_m.items()} for g, by_m in blurry_groups(benchmarks).items()

@@ -16,8 +16,9 @@ def privacy_figures(cfg: dict, fig2: list[str | Path], figA1: list[str | Path]) 
 
 def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path) -> None:
     """Fig. 1's attack table: the optimal attacker's accuracy against each label method."""
-    from ..audits.attack import attack_table, attack_table_markdown
+    from ..audits.attack import attack_table
     from ..io import write_text
+    from ..report.privacy_tables import attack_table_markdown
 
     df = attack_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"], methods=tuple(cfg["methods"]))
     write_text(out_csv, df.to_csv(index=False))
@@ -29,9 +30,11 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     mechanisms and (``learner_trials`` > 0) for whole learners (L2DP-ML as published, DP-A-GEM)."""
     import pandas as pd
 
-    from ..audits.audit import audit_table, audit_table_markdown, audit_verdict
-    from ..audits.learners import learner_audit_table
+    from ..audits.audit import audit_table, audit_verdict
+    from ..audits.learners import AUDITED, learner_audit_table
     from ..io import write_text
+    from ..learners import registry
+    from ..report.privacy_tables import audit_table_markdown
 
     df = audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"])
     if cfg.get("learner_trials", 0):
@@ -39,13 +42,10 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
         learners = pd.DataFrame(
             [
                 {
-                    "mechanism": {
-                        "l2dpml": "L2DP-ML learner",
-                        "agem_head": "DP-A-GEM learner (head)",
-                        "fm_agem": "FM-A-GEM learner (sound variant)",
-                    }[r["learner"]],
-                    "broken": r["learner"] == "l2dpml",
-                    "tag": "as published, paper 001" if r["learner"] == "l2dpml" else "",
+                    "mechanism": AUDITED[r["learner"]][0],
+                    # a method reproduced as published whose claim does not hold (registry: dp False)
+                    "broken": not registry.get(r["learner"]).dp,
+                    "tag": AUDITED[r["learner"]][1],
                     "claimed_epsilon": r["claimed_epsilon"],
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": r["trials"],
@@ -65,13 +65,14 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
             )
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
-    md = audit_table_markdown(df)
+    notes = []
     if cfg.get("learner_trials", 0):
-        md += (
-            "\nL2DP-ML (paper 001): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
+        notes.append(
+            "L2DP-ML (paper 001): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
             "with it the formula is data-dependent and much larger). Under substitution (x_e vs x′_e, the "
             "adjacency of paper 001's proof) its claim is not certified: no upper bound exists (the noise "
-            "is drawn once and reused) and no audit under substitution has been run.\n"
+            "is drawn once and reused) and no audit under substitution has been run."
         )
+    md = audit_table_markdown(df, notes)
     write_text(out_csv, df.to_csv(index=False))
     write_text(out_md, md)

@@ -58,12 +58,12 @@ def aggregation_figure(
     benchmark: str,
     methods: list[str],
     outputs: list[str | Path],
-    learner: str = "peft_head",
+    learner: str,
 ) -> None:
     """Fig. A2 for one benchmark: a PEFT ensemble's final accuracy under every aggregation rule."""
     from ..learners.aggregation import RULES
     from ..report.figures import plot_aggregation_comparison
-    from ..report.tables import LEARNER_NAMES
+    from ..report.names import learner_name
 
     records = read_records(metrics_paths)
     missing = [r for r in records if "final_accuracy_by_aggregation" not in r]
@@ -71,7 +71,7 @@ def aggregation_figure(
         raise ValueError(
             f"{len(missing)} PEFT runs lack per-rule accuracies (written since the Entropy rule); rerun them"
         )
-    title = f"{benchmark}: {LEARNER_NAMES.get(learner, learner)}, aggregation rules"
+    title = f"{benchmark}: {learner_name(learner)}, aggregation rules"
     plot_aggregation_comparison(records, methods, title, outputs, RULES)
 
 

@@ -1,0 +1,72 @@
+"""The privacy tables: the label-space attack game (paper 000 Fig. 1, :func:`dpcl.audits.attack.attack_table`)
+and the empirical audits (:func:`dpcl.audits.audit.audit_table`) through the table model."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .table import Table, to_markdown
+
+
+def attack_table_markdown(df: pd.DataFrame) -> str:
+    """Markdown rendering of :func:`attack_table` with a caption that says what the columns mean."""
+    alpha = float(df.attrs.get("alpha", 0.05))
+    rows = [
+        [
+            str(r.label_method),
+            f"{r.epsilon:g}",
+            f"{r.delta:g}",
+            str(r.trials),
+            f"{r.attack_accuracy:.4f}",
+            f"[{r.ci_low:.4f}, {r.ci_high:.4f}]",
+            f"{r.expected_accuracy:.4f}",
+            f"{r.dp_bound:.4f}",
+        ]
+        for r in df.itertuples(index=False)
+    ]
+    note = (
+        f"The attacker guesses D' (one extra example with a new label y*) iff y* is in the released label "
+        f"space. CI: Clopper-Pearson {100 * (1 - alpha):g} % interval. Expected: exact accuracy of this "
+        "attack under the mechanism. Bound: (e^ε + δ)/(1 + e^ε), the most any attack can reach against an "
+        "(ε, δ)-DP release; Release Labels spends only the fraction f of (ε, δ) on the label space."
+    )
+    columns = ["Label method", "ε", "δ", "Trials", "Attack accuracy", "CI", "Expected", "(ε, δ)-DP bound"]
+    title = "Attack on the output label space (paper 000 Fig. 1)"
+    return to_markdown(Table(title, columns, rows, [note], notes_style="plain"))
+
+
+def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
+    """Markdown rendering of :func:`audit_table`; ``notes``: further paragraphs under it."""
+    rows = []
+    for r in df.itertuples():
+        lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
+        tag = (
+            f" ({r.tag})"
+            if isinstance(getattr(r, "tag", None), str) and r.tag
+            else (" (broken on purpose)" if r.broken else "")
+        )
+        rows.append(
+            [
+                f"{r.mechanism}{tag}",
+                f"{r.claimed_epsilon:g}",
+                lb,
+                str(r.trials),
+                str(r.verdict),
+                str(r.setting),
+            ]
+        )
+    a = float(df["alpha"].iloc[0]) if len(df) else 0.05
+    note = (
+        f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
+        f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
+        "their claimed ε; the broken variants must exceed it. Verdict: violated where the lower bound exceeds the "
+        "claim, certified where the mechanism's accountant certifies the claim and the audit does not refute it, "
+        "else not certified (an audit refutes, never proves); every audit here is under add/remove adjacency "
+        "(a class count n vs n + 1, a canary present or absent). Learners: a canary individual in one task, "
+        "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners)."
+    )
+    columns = ["mechanism", "claimed ε", "empirical lower bound on ε", "trials/side", "verdict", "setting"]
+    return to_markdown(Table("", columns, rows, [note, *notes], notes_style="plain", heading=None))
