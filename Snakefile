@@ -22,6 +22,7 @@ try:
     validate_config(config)  # registers the learners of learner_modules (a user's own) first
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+learners.export_modules(config["learner_modules"])  # every job's process registers them too
 
 # Warm worker (dpcl.worker): local jobs fork from one process that has imported torch & co.
 # once; cluster jobs and jobs inside a SLURM allocation start their own interpreter, and so

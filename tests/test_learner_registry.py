@@ -92,6 +92,22 @@ def test_a_users_module_joins_the_registry(tmp_path, restore_registry):
     registry.load_modules([str(bad)])
     with pytest.raises(ValueError, match="must declare SPECS"):
         registry.names()
+    registry._EXTERNAL.pop(str(bad.resolve()))
+    registry._REGISTRY = None
+    # a relative entry and its absolute path (what the Snakefile exports to jobs) are one module
+    registry.load_modules([EXAMPLE.name], base=EXAMPLE.parent)
+    registry.load_modules([str(EXAMPLE)])
+    assert registry.names().count("my_sums") == 1
+
+
+def test_jobs_inherit_the_workflows_learner_modules(monkeypatch, restore_registry):
+    monkeypatch.setenv(registry.ENV_MODULES, "")
+    registry.export_modules([EXAMPLE.name], base=EXAMPLE.parent)
+    assert registry.ENV_MODULES in __import__("os").environ
+    code = "from dpcl.learners import registry; print(registry.get('my_sums').display)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "Noisy class sums (example)"
+    registry.export_modules([])
 
 
 def test_cli_lists_the_registered_learners(capsys, restore_registry):

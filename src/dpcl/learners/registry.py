@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -120,8 +121,17 @@ def _register(found: dict[str, LearnerSpec], module: ModuleType, short: str) -> 
         _MODULE_OF[spec.name] = module
 
 
+#: environment variable naming a workflow's learner modules (os.pathsep-separated), set by the Snakefile
+#: so that every job's process (local, warm worker or cluster) registers the same learners
+ENV_MODULES = "DPCL_LEARNER_MODULES"
+
+
 def _load() -> dict[str, LearnerSpec]:
     global _REGISTRY
+    inherited = [e for e in os.environ.get(ENV_MODULES, "").split(os.pathsep) if e and e not in _EXTERNAL]
+    # (file entries are exported as absolute paths, the keys load_modules stores them under)
+    if inherited:
+        load_modules(inherited)
     if _REGISTRY is None:
         found: dict[str, LearnerSpec] = {}
         for mod in MODULES:
@@ -137,16 +147,27 @@ def external_name(entry: str) -> str:
     return Path(entry).stem if entry.endswith(".py") else entry
 
 
+def export_modules(entries, base: str | Path = ".") -> None:
+    """Name a workflow's learner modules in the environment (:data:`ENV_MODULES`, files as absolute paths)
+    so that the processes of its jobs register them too."""
+    resolved = [str((Path(base) / e).resolve()) if e.endswith(".py") else e for e in entries or ()]
+    if resolved:
+        os.environ[ENV_MODULES] = os.pathsep.join(resolved)
+    else:
+        os.environ.pop(ENV_MODULES, None)
+
+
 def load_modules(entries, base: str | Path = ".") -> None:
     """Register the learners of a user's modules (config ``learner_modules``): each entry is a Python file
     (``my_learner.py``, relative to ``base``) or an importable module path (``mypkg.learner``) declaring
     ``SPECS`` and ``LEDGER_SPEC`` like a built-in learner's module. Loading an entry twice is a no-op."""
     global _REGISTRY
     for entry in entries or ():
-        if entry in _EXTERNAL:
+        key = str((Path(base) / entry).resolve()) if entry.endswith(".py") else entry
+        if key in _EXTERNAL:
             continue
         if entry.endswith(".py"):
-            path = (Path(base) / entry).resolve()
+            path = Path(key)
             if not path.is_file():
                 raise ValueError(f"learner_modules: {entry!r} is not a file (looked for {path})")
             name = f"dpcl_user_learners.{path.stem}"
@@ -159,7 +180,7 @@ def load_modules(entries, base: str | Path = ".") -> None:
                 module = importlib.import_module(entry)
             except ImportError as exc:
                 raise ValueError(f"learner_modules: cannot import {entry!r} ({exc})") from exc
-        _EXTERNAL[entry] = module
+        _EXTERNAL[key] = module
         _REGISTRY = None  # rebuilt with the new module on next use
 
 
