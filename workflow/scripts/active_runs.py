@@ -17,9 +17,9 @@ run_active_seed(
     schedules,
     dict(sm.params.active),
     sm.wildcards.pool,
-    int(sm.wildcards.seed),
-    int(sm.params.per_class),
-    sm.params.root,
-    dict(sm.params.active)["dataset"],
+    seed=int(sm.wildcards.seed),
+    per_class=int(sm.params.per_class),
+    out_root=sm.params.root,
+    dataset=dict(sm.params.active)["dataset"],
     threads=sm.threads,
 )
