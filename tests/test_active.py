@@ -170,7 +170,17 @@ def test_privacy_json_is_neighbour_invariant_and_verifies(small_schedules, acq, 
     outs = []
     for xs, ys in ((x, y), (x[:-1], y[:-1])):  # D and D minus one record, same seed
         m, p, d, _ = run_active(
-            (xs, ys), test, pub, 5, 1200, method, sched, 0.05, 1.0, lambda *k: rng(0, "t", *k), mc_passes=4
+            (xs, ys),
+            test,
+            pub,
+            5,
+            1200,
+            method,
+            schedule=sched,
+            lr=0.05,
+            clip=1.0,
+            stream=lambda *k: rng(0, "t", *k),
+            mc_passes=4,
         )
         outs.append(json.dumps(p, sort_keys=True))
         assert d["labelled"] > 0 and 0 <= m["final_accuracy"] <= 1
@@ -201,10 +211,10 @@ def test_group_ledger_verifier_rejects_tampering(small_schedules):
         5,
         1200,
         ActiveMethod("entropy", "dp", "sound"),
-        small_schedules[2.0],
-        0.05,
-        1.0,
-        lambda *k: rng(0, "t", *k),
+        schedule=small_schedules[2.0],
+        lr=0.05,
+        clip=1.0,
+        stream=lambda *k: rng(0, "t", *k),
     )
     verify_group_ledger(p)
     bad = json.loads(json.dumps(p))
@@ -235,10 +245,10 @@ def test_dp_selection_refuses_a_zero_selection_budget(small_schedules):
             5,
             1200,
             ActiveMethod("entropy", "dp", "sound"),
-            small_schedules[0.0],
-            0.05,
-            1.0,
-            lambda *k: rng(0, "t", *k),
+            schedule=small_schedules[0.0],
+            lr=0.05,
+            clip=1.0,
+            stream=lambda *k: rng(0, "t", *k),
         )
     with pytest.raises(ValueError, match="paper mode only"):
         ActiveMethod("entropy", "nondp", "sound")
@@ -255,10 +265,10 @@ def test_sound_selection_hits_the_planned_sizes_in_expectation(small_schedules):
             5,
             3000,
             ActiveMethod("entropy", "dp", "sound"),
-            small_schedules[2.0],
-            0.05,
-            1.0,
-            lambda *k, _s=seed: rng(_s, "t", *k),
+            schedule=small_schedules[2.0],
+            lr=0.05,
+            clip=1.0,
+            stream=lambda *k, _s=seed: rng(_s, "t", *k),
         )
         sizes.append(d["group_sizes"])
     mean = np.mean(sizes, axis=0)
@@ -302,10 +312,10 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
             5,
             1200,
             ActiveMethod("entropy", "dp", mode),
-            small_schedules[2.0],
-            0.05,
-            1.0,
-            lambda *k: rng(0, "t", *k),
+            schedule=small_schedules[2.0],
+            lr=0.05,
+            clip=1.0,
+            stream=lambda *k: rng(0, "t", *k),
         )
         paths.append(tmp_path / f"{mode}.json")
         paths[-1].write_text(json.dumps(p))
@@ -362,10 +372,10 @@ def test_a_run_on_the_authors_schedule_carries_the_verdicts_on_their_claim():
         5,
         1200,
         ActiveMethod("entropy", "dp", "sound"),
-        authors,
-        0.05,
-        1.0,
-        lambda *k: rng(0, "t", *k),
+        schedule=authors,
+        lr=0.05,
+        clip=1.0,
+        stream=lambda *k: rng(0, "t", *k),
         mc_passes=4,
     )
     claim = p["published_claim"]

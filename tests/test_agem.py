@@ -92,9 +92,9 @@ def test_buffer_is_filled_only_from_reference_parts(monkeypatch):
         6,
         CFG,
         agem,
-        noise,
-        noise_ref,
-        lambda t, p: np.random.default_rng([t, len(p)]),
+        noise=noise,
+        noise_ref=noise_ref,
+        rng_for=lambda t, p: np.random.default_rng([t, len(p)]),
         split_seed=5,
     )
     refs = [set(i[reference_mask(i, 0.3, 5)].tolist()) for _, _, i in tasks]
@@ -188,7 +188,7 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
     write_json(tmp_path / "labels.json", labels)  # the on-disk format the workflow reads
     labels = read_json(tmp_path / "labels.json")
     metrics, privacy, diag = run_agem(
-        (x, y, ids), (xt, yt), sc, labels, 0, asdict(CFG), {"buffer_fraction": 0.1}
+        (x, y, ids), (xt, yt), sc, labels, 0, dpsgd_cfg=asdict(CFG), agem_cfg={"buffer_fraction": 0.1}
     )
     assert (
         next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 3
@@ -230,7 +230,9 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
     paths = []
     for seed in (0, 1, 2):
         labels = _labels([y[i] for i in sc.train_indices], 6, math.inf, 1e-5, "base", seed)
-        m, _, _ = run_agem((x, y, np.arange(len(y))), (xt, yt), sc, labels, seed, asdict(CFG), {})
+        m, _, _ = run_agem(
+            (x, y, np.arange(len(y))), (xt, yt), sc, labels, seed, dpsgd_cfg=asdict(CFG), agem_cfg={}
+        )
         for learner in ("agem_head", "cosine"):  # the figure reads only these fields of a run's metrics
             paths.append(tmp_path / f"{learner}{seed}.json")
             write_json(paths[-1], m | {"learner": learner})
@@ -258,7 +260,7 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
     calls = []
     original = agem_mod.train_agem_task
 
-    def spy(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest):
+    def spy(head, x_t, y_t, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, **rest):
         calls.append(
             (
                 set(np.unique(y_t)),
@@ -268,7 +270,9 @@ def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
                 cfg.steps,
             )
         )
-        return original(head, x_t, y_t, buf_x, buf_y, cfg, sigma, q_ref, sigma_ref, *rest)
+        return original(
+            head, x_t, y_t, buf_x, buf_y, cfg, sigma=sigma, q_ref=q_ref, sigma_ref=sigma_ref, **rest
+        )
 
     monkeypatch.setattr(agem_mod, "train_agem_task", spy)
     res = tune_agem_head(x, y, 4.0, 1e-5, seed=2, buffer_fraction=0.3, n_trials=3, epochs=1)

@@ -68,12 +68,12 @@ def _run(vit, stream, eps, seed, agem=AGEM, calls=None):  # noqa: F811
         6,
         vit,
         PRE,
-        CFG,
-        agem,
-        noise,
-        noise_ref,
-        rng_for,
-        seed,
+        cfg=CFG,
+        agem=agem,
+        noise=noise,
+        noise_ref=noise_ref,
+        rng_for=rng_for,
+        split_seed=seed,
         physical_batch=16,
         device="cpu",
     )
@@ -253,7 +253,7 @@ def test_ledger_holds_the_target_and_buffer_composes_over_later_tasks(private_ru
     b0, b1 = (priv["tasks"][t]["parts"]["reference"]["epsilon"] for t in (0, 1))
     assert b1 < b0 <= 4.0 * (1 + 1e-12)  # the worst case (s = 0) is what σ_ref was calibrated for
     assert noise_ref["noise_multiplier"] > noise["noise_multiplier"]
-    block = privacy_summary(priv, ledger.tasks, CFG, agem, noise, noise_ref, T)
+    block = privacy_summary(priv, ledger.tasks, CFG, agem, noise=noise, noise_ref=noise_ref, n_tasks=T)
     assert block["buffer_part"]["worst_case_compositions"] == (T - 1) * CFG.steps
     assert (
         block["buffer_part"]["epsilon_worst_case"] == b0 and block["per_individual_total"] == priv["overall"]

@@ -244,7 +244,7 @@ def test_pipeline_stages_with_a_variant_name(tmp_path, imagenet_r):
     assert json.loads(manifest.read_text())["files"]["split_seed"] == 1
     ds, idx = dataset_subset("imagenet_r__s1", manifest.parent, "train", cfg)
     assert ds.images.shape[1:] == (16, 16, 3) and len(idx) == len(ds)
-    sc = build_scenario("imagenet_r__s1", manifest.parent, cfg, "disjoint", 2, 0, tmp_path / "sc.json")
+    sc = build_scenario("imagenet_r__s1", manifest.parent, cfg, "disjoint", 2, 0, out=tmp_path / "sc.json")
     assert sorted(c for cs in sc.task_classes for c in cs) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="split_seed"):
         dataset_subset("imagenet_r__s1", manifest.parent, "train", dict(cfg, split_seed=2))

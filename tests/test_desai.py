@@ -132,7 +132,9 @@ def test_each_step_reads_one_past_block_chosen_uniformly(monkeypatch):
 
     monkeypatch.setattr(desai_mod, "_noisy_clipped_sum", spy)
     noise = lemma2_noise(math.inf, 0.0, cfg, agem.ref_rate(cfg))
-    _, _, st = run_desai_head(tasks, tests, spaces, k, cfg, agem, noise, rng_for, split_seed)
+    _, _, st = run_desai_head(
+        tasks, tests, spaces, k, cfg, agem, noise=noise, rng_for=rng_for, split_seed=split_seed
+    )
     for t in range(4):
         ref_reads = [ids for tt, part, ids, _ in seen if tt == t and part == "reference"]
         train_reads = [ids for tt, part, ids, _ in seen if tt == t and part == "train"]
@@ -277,7 +279,9 @@ def test_ledger_shows_the_claim_beside_the_accounted_composition(noise_same, tmp
     entries = {
         t: [
             split_public(r)[0]
-            for r in desai_mod.task_records(t, n_tasks, CFG, AGEM_SAME, noise_same, 10, 2, {})
+            for r in desai_mod.task_records(
+                t, n_tasks, CFG, AGEM_SAME, noise=noise_same, n_train=10, n_ref=2, info={}
+            )
         ]
         for t in range(n_tasks)
     }
@@ -322,7 +326,9 @@ def test_ledger_shows_the_claim_beside_the_accounted_composition(noise_same, tmp
 
 def test_private_run_records_verify_and_hold_no_counts(noise):
     tasks, tests, spaces, k = _tasks(n_tasks=3)
-    preds, records, st = run_desai_head(tasks, tests, spaces, k, CFG, AGEM, noise, _rng_for(0), split_seed=3)
+    preds, records, st = run_desai_head(
+        tasks, tests, spaces, k, CFG, AGEM, noise=noise, rng_for=_rng_for(0), split_seed=3
+    )
     assert [len(r) for r in records] == [2, 2, 1]  # the last task is not split: no block M_2
     for t, recs in enumerate(records):
         for rec in recs:
@@ -354,7 +360,9 @@ def test_private_run_records_verify_and_hold_no_counts(noise):
     # neighbour invariance of the public part: D minus one individual of task 1 gives the same entries
     x, y, ids = tasks[1]
     smaller = [tasks[0], (x[1:], y[1:], ids[1:]), tasks[2]]
-    _, records2, _ = run_desai_head(smaller, tests, spaces, k, CFG, AGEM, noise, _rng_for(0), split_seed=3)
+    _, records2, _ = run_desai_head(
+        smaller, tests, spaces, k, CFG, AGEM, noise=noise, rng_for=_rng_for(0), split_seed=3
+    )
     pub = [[split_public(r)[0] for r in rs] for rs in records]
     pub2 = [[split_public(r)[0] for r in rs] for rs in records2]
     assert json.dumps(pub, sort_keys=True, default=str) == json.dumps(pub2, sort_keys=True, default=str)
@@ -370,7 +378,9 @@ def test_nonprivate_learns_a_separable_three_task_problem():
     tasks, tests, _, k = _tasks(n_tasks=3, per_class=60)
     spaces = [list(range(k))] * 3
     noise = lemma2_noise(math.inf, 0.0, cfg, AGEM_SAME.ref_rate(cfg))
-    preds, records, st = run_desai_head(tasks, tests, spaces, k, cfg, AGEM_SAME, noise, _rng_for(0), 0)
+    preds, records, st = run_desai_head(
+        tasks, tests, spaces, k, cfg, AGEM_SAME, noise=noise, rng_for=_rng_for(0), split_seed=0
+    )
     assert _final_accuracy(preds, tests) >= 0.8  # 6 classes: chance is 1/6
     assert st[0]["projected_fraction"] == 0.0 and st[2]["projected_fraction"] > 0  # A-GEM acts after task 0
     for t, recs in enumerate(records):
@@ -384,7 +394,10 @@ def test_nonprivate_learns_a_separable_three_task_problem():
 
 def test_same_seed_gives_identical_predictions(noise):
     tasks, tests, spaces, k = _tasks(n_tasks=3)
-    runs = [run_desai_head(tasks, tests, spaces, k, CFG, AGEM, noise, _rng_for(s), 3) for s in (7, 7, 8)]
+    runs = [
+        run_desai_head(tasks, tests, spaces, k, CFG, AGEM, noise=noise, rng_for=_rng_for(s), split_seed=3)
+        for s in (7, 7, 8)
+    ]
     (p1, r1, s1), (p2, r2, s2), (p3, _, _) = runs
     assert all(
         np.array_equal(a, b) for pa, pb in zip(p1, p2, strict=True) for a, b in zip(pa, pb, strict=True)

@@ -138,7 +138,14 @@ def test_head_learners_deterministic_and_shaped(learner):
 
     def run():
         return run_head_learner(
-            learner, data, tests, [[0, 1], [2, 3]], 4, cfg, noise, lambda t: np.random.default_rng([7, t])
+            learner,
+            data,
+            tests,
+            [[0, 1], [2, 3]],
+            4,
+            cfg,
+            noise=noise,
+            rng_for=lambda t: np.random.default_rng([7, t]),
         )
 
     (p1, r1), (p2, _) = run(), run()
@@ -155,10 +162,10 @@ def test_head_learners_deterministic_and_shaped(learner):
             [[0, 1], [2, 3]],
             4,
             cfg,
-            noise,
-            lambda t: np.random.default_rng([7, t]),
-            "median",
-            by_rule,
+            noise=noise,
+            rng_for=lambda t: np.random.default_rng([7, t]),
+            aggregation="median",
+            by_rule=by_rule,
         )
         assert sorted(by_rule) == ["argmax", "entropy", "median"]
         for preds in by_rule.values():
@@ -218,7 +225,9 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
     journal = tmp_path / "eps4.json.optuna-journal"
     calls.clear()
     with pytest.raises(RuntimeError, match="node lost"):
-        tune_dpsgd(y, 4.0, 1e-5, 3, lambda *a: train_and_score(*a, fail_at=3), **kw, journal=journal)
+        tune_dpsgd(
+            y, 4.0, 1e-5, 3, lambda *a, **k: train_and_score(*a, **k, fail_at=3), **kw, journal=journal
+        )
     assert journal.is_file() and len(calls) == 3
     # a kill mid-trial leaves it RUNNING in the journal: it is redone, not counted
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
@@ -230,7 +239,7 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
     other = tmp_path / "other.optuna-journal"  # a journal of another search is not resumed
     calls.clear()
     with pytest.raises(RuntimeError):
-        tune_dpsgd(y, 8.0, 1e-5, 3, lambda *a: train_and_score(*a, fail_at=2), **kw, journal=other)
+        tune_dpsgd(y, 8.0, 1e-5, 3, lambda *a, **k: train_and_score(*a, **k, fail_at=2), **kw, journal=other)
     calls.clear()
     assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 5
 

@@ -343,10 +343,10 @@ def test_film_learners_run_and_records_fit_the_ledger(vit, two_tasks, learner_no
         spaces,
         3,
         vit,
-        PRE,
-        cfg,
-        noise,
-        lambda t: rng(0, learner, "task", t),
+        pre=PRE,
+        cfg=cfg,
+        noise=noise,
+        rng_for=lambda t: rng(0, learner, "task", t),
         physical_batch=16,
         device="cpu",
     )
@@ -381,10 +381,10 @@ def test_naive_film_softmax_restricted_to_seen_labels(vit, two_tasks):
         spaces[:1],
         3,
         vit,
-        PRE,
-        cfg,
-        noise,
-        lambda t: rng(0, "naive", t),
+        pre=PRE,
+        cfg=cfg,
+        noise=noise,
+        rng_for=lambda t: rng(0, "naive", t),
         device="cpu",
     )
     model = members[0][0]
@@ -403,10 +403,10 @@ def test_unknown_learner_is_named(vit, two_tasks):
             spaces,
             3,
             vit,
-            PRE,
-            DPSGDConfig(),
-            {"noise_multiplier": 0.0},
-            lambda t: rng(0),
+            pre=PRE,
+            cfg=DPSGDConfig(),
+            noise={"noise_multiplier": 0.0},
+            rng_for=lambda t: rng(0),
             device="cpu",
         )
 
@@ -434,7 +434,7 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
     eps, delta = 4.0, 1e-5
     kw = {"n_trials": 2, "epochs": 1.0, "normaliser": 16.0, "physical_batch": 16, "device": "cpu"}
     before = film_state(vit)
-    res = tune_film(vit, x, y, eps, delta, 3, PRE, **kw)
+    res = tune_film(vit, x, y, eps, delta, 3, pre=PRE, **kw)
     assert all(torch.equal(v, film_state(vit)[k]) for k, v in before.items())  # shared backbone untouched
     rows = np.unique(y, return_inverse=True)[1]
     tr, va = split_tuning_set(rows, 3, "film")
@@ -472,7 +472,7 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
     )
     acc = float((film_logits(vit, member, x[va], PRE, device="cpu").argmax(1) == rows[va]).mean())
     assert acc == res["trials"][0]["accuracy"]
-    assert tune_film(vit, x, y, eps, delta, 3, PRE, **kw) == res  # deterministic per seed
+    assert tune_film(vit, x, y, eps, delta, 3, pre=PRE, **kw) == res  # deterministic per seed
 
 
 def test_tune_film_rejects_a_too_small_tuning_set(vit):
@@ -481,9 +481,9 @@ def test_tune_film_rejects_a_too_small_tuning_set(vit):
 
     x = np.zeros((8, SIZE, SIZE, 3), np.uint8)
     with pytest.raises(ValueError, match="tuning set too small.*tune_per_class"):
-        tune_film(vit, x, np.repeat([0, 1], 4), 1.0, 1e-5, 0, PRE, n_trials=1, device="cpu")
+        tune_film(vit, x, np.repeat([0, 1], 4), 1.0, 1e-5, 0, pre=PRE, n_trials=1, device="cpu")
     with pytest.raises(ValueError, match="8 tuning images but 7 labels"):
-        tune_film(vit, x, np.zeros(7, np.int64), 1.0, 1e-5, 0, PRE, n_trials=1, device="cpu")
+        tune_film(vit, x, np.zeros(7, np.int64), 1.0, 1e-5, 0, pre=PRE, n_trials=1, device="cpu")
 
 
 def test_tuned_config_replaces_the_configured_one_for_its_epsilon_only(tmp_path):

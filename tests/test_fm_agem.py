@@ -195,7 +195,15 @@ def test_noise_has_std_sigma_and_is_fresh_per_task(monkeypatch):
     for seed in range(5):
         captured.clear()
         _, records, _ = run_fm_agem(
-            [same, same], tests[:1], [[0, 1], [0, 1]], 6, proj, cfg, 1.0, 1e-5, _rng_for(seed)
+            [same, same],
+            tests[:1],
+            [[0, 1], [0, 1]],
+            6,
+            proj,
+            cfg,
+            epsilon=1.0,
+            delta=1e-5,
+            rng_for=_rng_for(seed),
         )
         assert [r["sigma"] for r in records] == [sigma, sigma]
         for t, (r, a_tilde) in enumerate(captured):
@@ -261,7 +269,7 @@ def test_memory_holds_only_released_coefficients(monkeypatch):
     monkeypatch.setattr(fm, "FMHead", Spy)
     cfg = FMConfig(dim=8, steps=3)
     proj = fit_projection(xp, 8)
-    run_fm_agem(tasks, tests, SPACES, 6, proj, cfg, 1.0, 1e-5, _rng_for(0))
+    run_fm_agem(tasks, tests, SPACES, 6, proj, cfg, epsilon=1.0, delta=1e-5, rng_for=_rng_for(0))
     (head,) = heads
     assert set(vars(head)) == {"w", "seen", "memory"}
     assert len(head.memory) == 3 and all(type(m) is ReleasedTask for m in head.memory)
@@ -294,7 +302,9 @@ def test_agem_projects_against_the_memory_at_every_step_of_later_tasks(monkeypat
     monkeypatch.setattr(fm, "project", spy)
     cfg = FMConfig(dim=8, steps=7)
     everything = [list(range(6))] * 3  # e.g. the Base Dataset label method: the surrogates share rows
-    _, _, stats = run_fm_agem(tasks, tests, everything, 6, fit_projection(xp, 8), cfg, 1.0, 1e-5, _rng_for(0))
+    _, _, stats = run_fm_agem(
+        tasks, tests, everything, 6, fit_projection(xp, 8), cfg, epsilon=1.0, delta=1e-5, rng_for=_rng_for(0)
+    )
     assert len(calls) == 2 * cfg.steps  # every step of tasks 1 and 2, none in task 0
     assert any(did for *_, did, _ in calls)
     for dot_in, dot_out, did, scale in calls:
@@ -355,7 +365,15 @@ def test_learns_separable_tasks_non_privately_and_ledger_says_nonprivate():
     tasks, tests, xp = _synthetic()
     cfg = FMConfig()
     preds, records, stats = run_fm_agem(
-        tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, math.inf, 1e-5, _rng_for(0)
+        tasks,
+        tests,
+        SPACES,
+        6,
+        fit_projection(xp, cfg.dim),
+        cfg,
+        epsilon=math.inf,
+        delta=1e-5,
+        rng_for=_rng_for(0),
     )
     assert _final_accuracy(preds, tests) >= 0.8
     assert [len(p) for p in preds] == [1, 2, 3]
@@ -372,7 +390,15 @@ def test_private_run_verifies_and_composes_in_parallel():
     cfg = FMConfig()
     eps, delta = 1.0, 1e-5
     preds, records, _ = run_fm_agem(
-        tasks, tests, SPACES, 6, fit_projection(xp, cfg.dim), cfg, eps, delta, _rng_for(0)
+        tasks,
+        tests,
+        SPACES,
+        6,
+        fit_projection(xp, cfg.dim),
+        cfg,
+        epsilon=eps,
+        delta=delta,
+        rng_for=_rng_for(0),
     )
     assert all(np.isin(p, [0, 1, 2, 3, 4, 5]).all() for p in preds[-1])
     ledger = _ledger(records, eps, delta, 3)
@@ -403,9 +429,9 @@ def test_empty_and_single_label_spaces_still_release_and_train_nothing():
         6,
         fit_projection(xp, 8),
         cfg,
-        1.0,
-        1e-5,
-        _rng_for(0),
+        epsilon=1.0,
+        delta=1e-5,
+        rng_for=_rng_for(0),
     )
     assert [s["trained"] for s in stats] == [False, False, True]
     assert np.all(preds[0][0] == -1)  # nothing seen yet
@@ -427,7 +453,15 @@ def test_config_validation_names_the_key():
             FMConfig.from_config(block)
     with pytest.raises(ValueError, match="fm_agem.dim"):
         run_fm_agem(
-            [], [], [], 6, Projection(np.zeros(3), np.eye(3)[:, :2]), FMConfig(dim=3), 1.0, 1e-5, _rng_for(0)
+            [],
+            [],
+            [],
+            6,
+            Projection(np.zeros(3), np.eye(3)[:, :2]),
+            FMConfig(dim=3),
+            epsilon=1.0,
+            delta=1e-5,
+            rng_for=_rng_for(0),
         )
 
 
@@ -438,7 +472,10 @@ def test_same_seed_gives_identical_predictions():
     tasks, tests, xp = _synthetic(per_class=60)
     cfg = FMConfig()
     proj = fit_projection(xp, cfg.dim)
-    runs = [run_fm_agem(tasks, tests, SPACES, 6, proj, cfg, 1.0, 1e-5, _rng_for(s)) for s in (3, 3, 4)]
+    runs = [
+        run_fm_agem(tasks, tests, SPACES, 6, proj, cfg, epsilon=1.0, delta=1e-5, rng_for=_rng_for(s))
+        for s in (3, 3, 4)
+    ]
     (p1, r1, s1), (p2, r2, s2), (_, _, s3) = runs
     for a, b in zip(p1, p2, strict=True):
         for x, y in zip(a, b, strict=True):
@@ -457,8 +494,12 @@ def test_public_record_fields_are_neighbour_invariant(eps):
         x, y = tasks[t]
         extra = (np.vstack([x, 10 * gen.standard_normal((1, x.shape[1]))]), np.append(y, SPACES[t][1]))
         neighbour = [extra if i == t else d for i, d in enumerate(tasks)]
-        _, rec_d, _ = run_fm_agem(tasks, tests, SPACES, 6, proj, cfg, eps, 1e-5, _rng_for(0))
-        _, rec_n, _ = run_fm_agem(neighbour, tests, SPACES, 6, proj, cfg, eps, 1e-5, _rng_for(0))
+        _, rec_d, _ = run_fm_agem(
+            tasks, tests, SPACES, 6, proj, cfg, epsilon=eps, delta=1e-5, rng_for=_rng_for(0)
+        )
+        _, rec_n, _ = run_fm_agem(
+            neighbour, tests, SPACES, 6, proj, cfg, epsilon=eps, delta=1e-5, rng_for=_rng_for(0)
+        )
         for i, (a, b) in enumerate(zip(rec_d, rec_n, strict=True)):
             pub_a, diag_a = split_public(a)
             pub_b, diag_b = split_public(b)

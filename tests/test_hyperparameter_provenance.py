@@ -90,8 +90,8 @@ def _fm_runs(d, tmp, method, **kw):
         d / "scenario.json",
         [{"labels": str(d / f"{method}.json"), "outputs": out}],
         ["l2dpml", "fm_agem"],
-        {"input_dim": 4, "hidden": 4, "batch_size": 8, "epochs": 1},
-        kw.pop("fm_cfg", {}),
+        l2dpml_cfg={"input_dim": 4, "hidden": 4, "batch_size": 8, "epochs": 1},
+        fm_cfg=kw.pop("fm_cfg", {}),
         **kw,
     )
     return {lr: [read_json(p) for p in paths] for lr, paths in out.items()}
@@ -130,8 +130,8 @@ def test_fm_agem_tuned_states_the_public_grid_search_and_runs_its_result(data, t
         tuning_label_space(method),
         float(tb["epsilon"]),
         float(tb["delta"]),
-        0,
-        PublicPCA(ux).projection,
+        seed=0,
+        projection_for=PublicPCA(ux).projection,
         max_dim=40,
     )
     assert again["best"] == used
@@ -188,7 +188,7 @@ def test_dp_sgd_heads_state_the_config_when_untuned(data):
     sc = disjoint_scenario(y, 2, seed=0)
     labels = read_json(data / "base.json")
     out = run_head_learners(
-        (x, y, i), (xt, yt), sc, labels, 0, ["peft_head", "naive_head", "noncl_head"], DPSGD
+        (x, y, i), (xt, yt), sc, labels, 0, ["peft_head", "naive_head", "noncl_head"], dpsgd_cfg=DPSGD
     )
     for learner, (metrics, privacy, _) in out.items():
         hp = privacy["hyperparameters"]
@@ -224,8 +224,8 @@ def test_dp_agem_and_desai_state_dp_agems_study(data, tmp_path):
         data / "test.npz",
         data / "scenario.json",
         runs,
-        DPSGD,
-        {},
+        dpsgd_cfg=DPSGD,
+        agem_cfg={},
         tuned={"inf": str(tmp_path / "study.json")},
         learners=("agem_head", "desai_head"),
     )
@@ -259,7 +259,9 @@ def test_a_dpsgd_block_chosen_with_private_data_says_so_untuned(data, tmp_path):
     x, y, i, _ = load_feature_cache(data / "train.npz")
     xt, yt, _, _ = load_feature_cache(data / "test.npz")
     sc = disjoint_scenario(y, 2, seed=0)
-    out = run_head_learners((x, y, i), (xt, yt), sc, read_json(data / "base.json"), 0, ["peft_head"], block)
+    out = run_head_learners(
+        (x, y, i), (xt, yt), sc, read_json(data / "base.json"), 0, ["peft_head"], dpsgd_cfg=block
+    )
     privacy = out["peft_head"][1]
     hp = privacy["hyperparameters"]
     assert hp["private_data_used"] is True and "picked by hand" in hp["chosen_by"]

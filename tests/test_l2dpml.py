@@ -57,7 +57,7 @@ def test_noise_is_drawn_once_for_the_run_and_reused_by_every_task(monkeypatch):
     real = mod.draw_noise
     monkeypatch.setattr(mod, "draw_noise", lambda *a, **k: calls.append(1) or real(*a, **k))
     tasks = _tasks()
-    run_l2dpml(tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, lambda t, p: rng(0, "t", t, p))
+    run_l2dpml(tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, rng_for=lambda t, p: rng(0, "t", t, p))
     assert len(calls) == 1  # Alg. 1 line 1: one draw before the task loop
 
 
@@ -99,7 +99,9 @@ def test_theorem_2_claim_as_written():
 
 def test_ledger_says_the_guarantee_does_not_hold_and_counts_stay_out_of_it():
     tasks = _tasks()
-    _, records, _, _ = run_l2dpml(tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, lambda t, p: rng(0, "t", t, p))
+    _, records, _, _ = run_l2dpml(
+        tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, rng_for=lambda t, p: rng(0, "t", t, p)
+    )
     ledger = Ledger(
         Budget(1.0, 1e-5), 2, claim={"source": "paper 001 Theorem 2", "holds": False, "reasons": WHY_NOT_DP}
     )

@@ -67,8 +67,8 @@ def ledgers(tmp_path_factory):
         sc,
         _labels(sc, y, 1.0, "release-f0.1"),
         0,
-        asdict(CFG),
-        {"buffer_fraction": 0.2},
+        dpsgd_cfg=asdict(CFG),
+        agem_cfg={"buffer_fraction": 0.2},
     )
     _, oracle, _, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), 0)
     out = {}

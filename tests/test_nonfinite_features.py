@@ -53,25 +53,64 @@ def _stages(d, bad):
         "cosine (test)": lambda: cosine_sweep(good, bad, sc, [run]),
         "heads": lambda: head_learner_sweep(bad, good, sc, runs, ["peft_head"], DPSGD),
         "tune_heads": lambda: tune_head_learners(
-            bad, sc, "fashion_mnist", {"tune_per_class": 6}, "public", [1.0], 1e-5, {"1": "o"}, 1, 1, 8
+            bad,
+            sc,
+            "fashion_mnist",
+            {"tune_per_class": 6},
+            "public",
+            [1.0],
+            delta=1e-5,
+            outputs={"1": "o"},
+            n_trials=1,
+            epochs=1,
+            normaliser=8,
         ),
         "tune_agem": lambda: tune_head_learners(
-            bad, sc, "fashion_mnist", {"tune_per_class": 6}, "public", [1.0], 1e-5, {"1": "o"}, 1, 1, 8, 0.1
+            bad,
+            sc,
+            "fashion_mnist",
+            {"tune_per_class": 6},
+            "public",
+            [1.0],
+            delta=1e-5,
+            outputs={"1": "o"},
+            n_trials=1,
+            epochs=1,
+            normaliser=8,
+            agem_buffer_fraction=0.1,
         ),
         "agem_head and desai_head": lambda: agem_sweep(
-            bad, good, sc, runs, DPSGD, {}, learners=("agem_head", "desai_head")
+            bad, good, sc, runs, dpsgd_cfg=DPSGD, agem_cfg={}, learners=("agem_head", "desai_head")
         ),
         "l2dpml and fm_agem (train)": lambda: l2dpml_sweep(
-            bad, good, good, sc, runs, ["l2dpml", "fm_agem"], {}, {}
+            bad, good, good, sc, runs, ["l2dpml", "fm_agem"], l2dpml_cfg={}, fm_cfg={}
         ),
         "l2dpml and fm_agem (public tune split)": lambda: l2dpml_sweep(
-            good, good, bad, sc, runs, ["l2dpml", "fm_agem"], {}, {}
+            good, good, bad, sc, runs, ["l2dpml", "fm_agem"], l2dpml_cfg={}, fm_cfg={}
         ),
         "DP active learning (pool)": lambda: run_active_seed(
-            bad, good, good, {}, {}, "balanced", 0, 6, d / "out", "fashion_mnist"
+            bad,
+            good,
+            good,
+            {},
+            {},
+            "balanced",
+            seed=0,
+            per_class=6,
+            out_root=d / "out",
+            dataset="fashion_mnist",
         ),
         "DP active learning (public shadow pool)": lambda: run_active_seed(
-            good, bad, good, {}, {}, "balanced", 0, 6, d / "out", "fashion_mnist"
+            good,
+            bad,
+            good,
+            {},
+            {},
+            "balanced",
+            seed=0,
+            per_class=6,
+            out_root=d / "out",
+            dataset="fashion_mnist",
         ),
     }
 

@@ -113,11 +113,11 @@ def _run_everything(work):
             "fashion_mnist", raw, split, dcfg, "vit", BACKBONE, res / f"{split}.npz", progress=False
         )
     sc = res / "scenario.json"
-    build_scenario("fashion_mnist", raw, dcfg, "disjoint", 2, 0, sc)
+    build_scenario("fashion_mnist", raw, dcfg, "disjoint", 2, 0, out=sc)
     runs = res / "runs"
     pairs = [(("inf" if math.isinf(e) else f"{e:g}"), m) for e in EPS for m in METHODS]
     labels = {p: str(res / "labels" / f"eps{p[0]}" / f"{p[1]}.json") for p in pairs}
-    release_label_spaces("fashion_mnist", raw, sc, METHODS, EPS, 1e-5, 0, labels)
+    release_label_spaces("fashion_mnist", raw, sc, METHODS, EPS, 1e-5, seed=0, outputs=labels)
     targets = run_targets(EPS, 1e-5)
 
     def out(learner, p, kind):
@@ -168,8 +168,8 @@ def _run_everything(work):
             }
             for p in pairs
         ],
-        DPSGD,
-        {"buffer_fraction": 0.3},
+        dpsgd_cfg=DPSGD,
+        agem_cfg={"buffer_fraction": 0.3},
         targets=targets,
         learners=MEMORY,
     )
@@ -190,8 +190,12 @@ def _run_everything(work):
             for p in pairs
         ],
         FUNCTIONAL,
-        {"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
-        {"dim": 8, "lr": 0.4, "steps": 4},  # not fm_agem's defaults, which were chosen with private data
+        l2dpml_cfg={"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
+        fm_cfg={
+            "dim": 8,
+            "lr": 0.4,
+            "steps": 4,
+        },  # not fm_agem's defaults, which were chosen with private data
         targets=targets,
     )
     lab = labels[FILM_RUN]

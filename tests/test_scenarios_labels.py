@@ -255,7 +255,7 @@ def cifar_run(tmp_path):
         archives={"cifar100": RemoteFile(CIFAR_ARCHIVES["cifar100"].name, md5, "")},
     )
     sc_path = tmp_path / "scenario.json"
-    sc = build_scenario("cifar100", res, {}, "siblurry", 5, 0, sc_path, disjoint_pct=50, blurry_pct=30)
+    sc = build_scenario("cifar100", res, {}, "siblurry", 5, 0, out=sc_path, disjoint_pct=50, blurry_pct=30)
     methods = [
         "public-x2-c50-parent",
         "public-x1-c0-parent",
@@ -264,7 +264,7 @@ def cifar_run(tmp_path):
         "base",
     ]
     outputs = {("inf", m): str(tmp_path / f"{m}.json") for m in methods}
-    release_label_spaces("cifar100", res, sc_path, methods, [math.inf], 1e-5, 0, outputs)
+    release_label_spaces("cifar100", res, sc_path, methods, [math.inf], 1e-5, seed=0, outputs=outputs)
     train, test = load_dataset("cifar100", res, "train"), load_dataset("cifar100", res, "test")
     gen = np.random.default_rng(0)
     feats = gen.normal(size=(len(train.labels), 6)), gen.normal(size=(len(test.labels), 6))
@@ -341,7 +341,7 @@ def test_head_stage_hands_the_learners_the_remapped_task_data(cifar_run, monkeyp
         labels,
         0,
         ["peft_head"],
-        cfg,
+        dpsgd_cfg=cfg,
     )
     for t, rows in enumerate(sc.train_indices):
         keep, y = _eq8(train.labels[rows], labels["tasks"][t]["labels"], labels["remap"])

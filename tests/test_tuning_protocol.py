@@ -169,7 +169,7 @@ def test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned(tmp_path,
         labels,
         0,
         ["peft_head", "noncl_head"],
-        dict(best, lr=0.5),
+        dpsgd_cfg=dict(best, lr=0.5),
         tuned_path=tmp_path / "eps1.json",
     )
     for learner, key in (("peft_head", "dpsgd"), ("noncl_head", "dpsgd_all_tasks")):

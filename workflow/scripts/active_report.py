@@ -13,10 +13,10 @@ summarise(list(sm.input.metrics), sm.output.summary)
 report(
     sm.output.summary,
     dict(zip(sm.params.names, sm.input.schedules, strict=True)),
-    sm.params.tables,
-    sm.params.figures,
-    float(sm.params.epsilon),
-    float(sm.params.selection_epsilon),
+    out_tables=sm.params.tables,
+    out_figures=sm.params.figures,
+    epsilon=float(sm.params.epsilon),
+    selection_epsilon=float(sm.params.selection_epsilon),
     fig5=bool(sm.params.fig5),
     table2_settings=list(sm.params.table2_settings),
 )

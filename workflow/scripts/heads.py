@@ -27,7 +27,7 @@ head_learner_sweep(
     runs,
     learners,
     dict(sm.params.dpsgd),
-    sm.params.aggregation,
+    aggregation=sm.params.aggregation,
     threads=sm.threads,
     tuned=tuned,
     targets=sm.params.targets,

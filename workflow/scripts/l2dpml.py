@@ -19,8 +19,8 @@ l2dpml_sweep(
     sm.input.scenario,
     runs,
     learners,
-    dict(sm.params.l2dpml),
-    dict(sm.params.fm_agem),
+    l2dpml_cfg=dict(sm.params.l2dpml),
+    fm_cfg=dict(sm.params.fm_agem),
     threads=sm.threads,
     targets=sm.params.targets,
     tuning=dict(sm.params.tuning),  # FM-A-GEM's grid search (tuning.enabled, tuning.protocol)

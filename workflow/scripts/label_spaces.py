@@ -19,6 +19,6 @@ release_label_spaces(
     sm.params.methods,
     sm.params.epsilons,
     sm.params.delta,
-    int(sm.wildcards.seed),
-    dict(zip(pairs, sm.output, strict=True)),
+    seed=int(sm.wildcards.seed),
+    outputs=dict(zip(pairs, sm.output, strict=True)),
 )

@@ -23,6 +23,6 @@ build_scenario(
     kind,
     int(n_tasks),
     int(sm.wildcards.seed),
-    sm.output[0],
+    out=sm.output[0],
     **blurry,
 )

@@ -44,6 +44,7 @@ def scores(
     b: np.ndarray,
     x: np.ndarray,
     rng: np.random.Generator | None = None,
+    *,
     mc_passes: int = 20,
     dropout: float = 0.3,
 ) -> np.ndarray:

@@ -95,6 +95,7 @@ def run_active(
     n_classes: int,
     pool_size: int,
     method: ActiveMethod,
+    *,
     schedule: Schedule,
     lr: float,
     clip: float,
@@ -158,7 +159,7 @@ def run_active(
                 else sel.random_poisson(len(unl), k / max(pool_size - plan.labelled(p), 1), r)
             )
         else:
-            sc = scores(method.acquisition, head.w, head.b, x[unl], r, mc_passes, dropout)
+            sc = scores(method.acquisition, head.w, head.b, x[unl], r, mc_passes=mc_passes, dropout=dropout)
             pool_scores.append(float(sc.mean()))
             scale = (
                 0.0
@@ -168,7 +169,15 @@ def run_active(
             if method.mode == "paper":
                 pick = sel.top_k(sel.noisy(sc, scale, r), k, r)
             else:
-                pub = scores(method.acquisition, head.w, head.b, public_x[shadow], r, mc_passes, dropout)
+                pub = scores(
+                    method.acquisition,
+                    head.w,
+                    head.b,
+                    public_x[shadow],
+                    r,
+                    mc_passes=mc_passes,
+                    dropout=dropout,
+                )
                 pub_noisy = sel.noisy(pub, scale, r)
                 frac = k / max(pool_size - plan.labelled(p), 1)
                 tau = sel.calibrate_threshold(pub_noisy, frac)

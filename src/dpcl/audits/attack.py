@@ -101,6 +101,7 @@ def label_space_attack(
     delta: float = 1e-5,
     trials: int = 100_000,
     seed: int = 0,
+    *,
     alpha: float = 0.05,
     mechanism: str = "tsgd",
 ) -> dict:
@@ -189,11 +190,12 @@ def attack_table(
     seed: int,
     methods: Sequence[str] = DEFAULT_METHODS,
     class_sizes: Sequence[int] = (10, 10),
+    *,
     alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Fig. 1 numbers as a tidy table: one row per (label method, ε), columns ``TABLE_COLUMNS``."""
     rows = [
-        label_space_attack(m, class_sizes, float(e), delta, trials, seed, alpha)
+        label_space_attack(m, class_sizes, float(e), delta, trials, seed, alpha=alpha)
         for m in methods
         for e in epsilons
     ]

@@ -179,6 +179,7 @@ def audit_label_release(
     trials: int,
     seed: int,
     class_size: int | None = None,
+    *,
     alpha: float = 0.05,
 ) -> dict:
     """Audit a label-release mechanism ("tsgd", "laplace", or the leaky "oracle") at claimed (ε, δ).
@@ -320,6 +321,7 @@ def audit_gaussian_sums(
     dim: int,
     trials: int,
     seed: int,
+    *,
     alpha: float = 0.05,
     threshold: str | float = "split",
 ) -> dict:

@@ -85,7 +85,9 @@ def audit_l2dpml(
         x = canary if with_canary else np.zeros((0, cfg.input_dim))
         y = np.zeros(len(x), dtype=np.int64)
         s = gen.integers(2**63 - 1)
-        *_, model = run_l2dpml([(x, y)], [], spaces, 2, cfg, epsilon, lambda t, part: rng(int(s), t, part))
+        *_, model = run_l2dpml(
+            [(x, y)], [], spaces, 2, cfg, epsilon, rng_for=lambda t, part: rng(int(s), t, part)
+        )
         return float(np.linalg.norm(model.theta1))
 
     claim = claimed_epsilon(epsilon, cfg, None)
@@ -106,7 +108,14 @@ def audit_l2dpml(
 
 
 def audit_agem_head(
-    epsilon: float, delta: float, trials: int, seed: int, part: str = "train", n_base: int = 20, dim: int = 8
+    epsilon: float,
+    delta: float,
+    trials: int,
+    seed: int,
+    *,
+    part: str = "train",
+    n_base: int = 20,
+    dim: int = 8,
 ) -> dict:
     """Audit the enhanced DP-A-GEM head (App. D.4) at training budget ``epsilon`` with the canary in task 0's
     ``part``: "train" (read by task 0's DP-SGD) or "reference" (read through the buffer during task 1)."""
@@ -140,10 +149,10 @@ def audit_agem_head(
             4,
             cfg,
             agem,
-            noise,
-            noise_ref,
-            lambda t, part: rng(s, t, part),
-            split_seed,
+            noise=noise,
+            noise_ref=noise_ref,
+            rng_for=lambda t, part: rng(s, t, part),
+            split_seed=split_seed,
             out=out,
         )
         z = out["head"].logits(canary_x[None, :])[0]

@@ -196,6 +196,7 @@ def task_records(
     n_tasks: int,
     cfg: DPSGDConfig,
     agem: AGEMConfig,
+    *,
     noise: dict,
     noise_ref: dict | None,
     n_train: int,
@@ -246,6 +247,7 @@ def privacy_summary(
     ledger_tasks: dict[int, list[dict]],
     cfg: DPSGDConfig,
     agem: AGEMConfig,
+    *,
     noise: dict,
     noise_ref: dict | None,
     n_tasks: int,
@@ -314,6 +316,7 @@ def train_agem_task(
     buf_x: np.ndarray | None,
     buf_y: np.ndarray | None,
     cfg: DPSGDConfig,
+    *,
     sigma: float,
     q_ref: float,
     sigma_ref: float,
@@ -358,6 +361,7 @@ def run_agem_head(
     n_universe: int,
     cfg: DPSGDConfig,
     agem: AGEMConfig,
+    *,
     noise: dict,
     noise_ref: dict | None,
     rng_for: Callable[[int, str], np.random.Generator],
@@ -397,16 +401,24 @@ def run_agem_head(
             buf_x if t > 0 else None,
             buf_y if t > 0 else None,
             cfg,
-            sigma,
-            q_ref,
-            sigma_ref,
-            rng_for(t, "train"),
-            rng_for(t, "reference"),
-            active,
+            sigma=sigma,
+            q_ref=q_ref,
+            sigma_ref=sigma_ref,
+            gen=rng_for(t, "train"),
+            gen_ref=rng_for(t, "reference"),
+            active=active,
         )
         records.append(
             task_records(
-                t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()), int((keep & ref).sum()), info
+                t,
+                n_tasks,
+                cfg,
+                agem,
+                noise=noise,
+                noise_ref=noise_ref,
+                n_train=int(tr.sum()),
+                n_ref=int((keep & ref).sum()),
+                info=info,
             )
         )
         stats.append(
@@ -435,6 +447,7 @@ def tune_agem_head(
     delta: float,
     seed: int,
     buffer_fraction: float,
+    *,
     n_trials: int = 20,
     epochs: float = 40.0,
     normaliser: float = 128.0,
@@ -464,7 +477,7 @@ def tune_agem_head(
     rows = [np.searchsorted(classes, t) for t in tasks]  # the tuning loop's label rows of each task
     ref_sigmas: dict[tuple[float, int], float] = {}
 
-    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, buffer_sample_rate) -> float:
+    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, buffer_sample_rate) -> float:
         key = (buffer_sample_rate, cfg.steps)  # the buffer is reread by the one later task's steps
         if key not in ref_sigmas:
             ref_sigmas[key] = (
@@ -477,7 +490,18 @@ def tune_agem_head(
         t0, buf = tr[first & ~in_ref], tr[first & in_ref]
         gen_ref = np.random.default_rng(gen.integers(2**63))
         train_agem_task(
-            head, x[t0], yy[t0], None, None, cfg, sigma, buffer_sample_rate, 0.0, gen, gen_ref, active
+            head,
+            x[t0],
+            yy[t0],
+            None,
+            None,
+            cfg,
+            sigma=sigma,
+            q_ref=buffer_sample_rate,
+            sigma_ref=0.0,
+            gen=gen,
+            gen_ref=gen_ref,
+            active=active,
         )
         t1 = tr[~first]
         train_agem_task(
@@ -487,12 +511,12 @@ def tune_agem_head(
             x[buf],
             yy[buf],
             cfg,
-            sigma,
-            buffer_sample_rate,
-            ref_sigmas[key],
-            gen,
-            gen_ref,
-            active,
+            sigma=sigma,
+            q_ref=buffer_sample_rate,
+            sigma_ref=ref_sigmas[key],
+            gen=gen,
+            gen_ref=gen_ref,
+            active=active,
         )
         return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
@@ -502,9 +526,9 @@ def tune_agem_head(
         delta,
         seed,
         train_and_score,
-        n_trials,
-        epochs,
-        normaliser,
+        n_trials=n_trials,
+        epochs=epochs,
+        normaliser=normaliser,
         keys=(LEARNER,),
         buffer_rate=True,
         journal=journal,

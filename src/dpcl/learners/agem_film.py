@@ -64,6 +64,7 @@ def run_agem_film(
     n_universe: int,
     backbone,
     pre: Preprocessing,
+    *,
     cfg: DPSGDConfig,
     agem: AGEMConfig,
     noise: dict,
@@ -126,7 +127,15 @@ def run_agem_film(
         info = {**info, "projected_fraction": info.get("projected_fraction", 0.0)}
         records.append(
             task_records(
-                t, n_tasks, cfg, agem, noise, noise_ref, int(tr.sum()), int((keep & ref).sum()), info
+                t,
+                n_tasks,
+                cfg,
+                agem,
+                noise=noise,
+                noise_ref=noise_ref,
+                n_train=int(tr.sum()),
+                n_ref=int((keep & ref).sum()),
+                info=info,
             )
         )
         stats.append(

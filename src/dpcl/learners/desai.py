@@ -277,7 +277,7 @@ def reread_history(sigma: float, q_ref: float, steps: int, block: int, n_tasks: 
 
 
 def claim_verdicts(
-    sigma: float, q: float, q_ref: float, steps: int, n_tasks: int, delta: float, claimed: float
+    sigma: float, q: float, q_ref: float, steps: int, n_tasks: int, delta: float, *, claimed: float
 ) -> tuple[list[Verdict], dict]:
     """Lemma 2's claim (ε = ``claimed`` at δ) judged under both adjacencies with PLD both ways.
 
@@ -531,8 +531,8 @@ def _is_number(v) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _claim_verdicts_cached(*args):
-    return claim_verdicts(*args)
+def _claim_verdicts_cached(sigma, q, q_ref, steps, n_tasks, delta, claimed):
+    return claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, claimed=claimed)
 
 
 def task_records(
@@ -540,6 +540,7 @@ def task_records(
     n_tasks: int,
     cfg: DPSGDConfig,
     agem: AGEMConfig,
+    *,
     noise: dict,
     n_train: int,
     n_ref: int,
@@ -629,6 +630,7 @@ def train_desai_task(
     y: np.ndarray,
     blocks: list[tuple[np.ndarray, np.ndarray]],
     cfg: DPSGDConfig,
+    *,
     sigma: float,
     q_ref: float,
     gen: np.random.Generator,
@@ -680,6 +682,7 @@ def run_desai_head(
     n_universe: int,
     cfg: DPSGDConfig,
     agem: AGEMConfig,
+    *,
     noise: dict,
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
@@ -710,9 +713,24 @@ def run_desai_head(
         keep, ref = split_task(y, ids, o_t, t == n_tasks - 1, agem, split_seed)
         tr = keep & ~ref
         gens = [rng_for(t, part) for part in ("train", "reference", "block_choice")]
-        info = train_desai_task(head, x[tr], y[tr], blocks, cfg, sigma, q_ref, *gens, active)
+        gen, gen_ref, gen_choice = gens
+        info = train_desai_task(
+            head,
+            x[tr],
+            y[tr],
+            blocks,
+            cfg,
+            sigma=sigma,
+            q_ref=q_ref,
+            gen=gen,
+            gen_ref=gen_ref,
+            gen_choice=gen_choice,
+            active=active,
+        )
         n_ref = int((keep & ref).sum())
-        records.append(task_records(t, n_tasks, cfg, agem, noise, int(tr.sum()), n_ref, info))
+        records.append(
+            task_records(t, n_tasks, cfg, agem, noise=noise, n_train=int(tr.sum()), n_ref=n_ref, info=info)
+        )
         stats.append(
             {"task": t, "train_samples": int(tr.sum()), "block_samples": [len(b) for _, b in blocks], **info}
         )

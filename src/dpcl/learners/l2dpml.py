@@ -240,6 +240,7 @@ def train_task(
     memory: list[tuple[np.ndarray, np.ndarray]],
     active: np.ndarray,
     noise: Noise,
+    *,
     gen: np.random.Generator,
 ) -> tuple[tuple[np.ndarray, np.ndarray] | None, dict]:
     """Alg. 2 for one task in place: fixed disjoint batches, ``epochs`` passes, A-GEM projection against a
@@ -277,6 +278,7 @@ def run_l2dpml(
     n_universe: int,
     cfg: L2DPMLConfig,
     epsilon: float,
+    *,
     rng_for: Callable[[int, str], np.random.Generator],
 ) -> tuple[list[list[np.ndarray]], list[dict], list[dict], L2DPMLModel]:
     """Train L2DP-ML through the tasks: (predictions[t][i], one ledger record per task, per-task stats,
@@ -299,7 +301,7 @@ def run_l2dpml(
         active[sorted(label_spaces[t])] = True
         x_bar = perturb(x, noise, cfg)
         kept, info = train_task(
-            model, x_bar, np.asarray(y, dtype=np.int64), memory, active, noise, rng_for(t, "batches")
+            model, x_bar, np.asarray(y, dtype=np.int64), memory, active, noise, gen=rng_for(t, "batches")
         )
         if kept is not None:
             memory.append(kept)

@@ -300,6 +300,7 @@ def max_sample_rate(
     steps: int,
     target: float,
     delta: float,
+    *,
     rtol: float | None = None,
     acc: GroupAccountant | None = None,
     hint: float | None = None,

@@ -114,6 +114,7 @@ def run_active_seed(
     schedule_paths: dict[str, str],
     active: dict,
     pool_variant: str,
+    *,
     seed: int,
     per_class: int,
     out_root: str | Path,
@@ -164,12 +165,12 @@ def run_active_seed(
                 n_classes,
                 size,
                 method,
-                schedules[skey],
-                float(active["lr"]),
-                float(active["clip"]),
-                stream,
-                int(active["mc_passes"]),
-                float(active["mc_dropout"]),
+                schedule=schedules[skey],
+                lr=float(active["lr"]),
+                clip=float(active["clip"]),
+                stream=stream,
+                mc_passes=int(active["mc_passes"]),
+                dropout=float(active["mc_dropout"]),
             )
             metrics |= {"method": cell["method"], "pool": pool_variant, "seed": seed}
             run_dir = Path(out_root) / cell["key"] / f"seed{seed}"
@@ -215,6 +216,7 @@ def summarise(metrics_paths: list[str], out_csv: str | Path) -> None:
 def report(
     summary_csv: str | Path,
     schedules: dict[str, str],
+    *,
     out_tables: str | Path,
     out_figures: str | Path,
     epsilon: float,

@@ -38,6 +38,7 @@ def run_agem(
     scenario: Scenario,
     labels: dict,
     seed: int,
+    *,
     dpsgd_cfg: dict,
     agem_cfg: dict,
     noise_cache: dict | None = None,
@@ -68,10 +69,10 @@ def run_agem(
         int(labels["label_universe"]),
         cfg,
         agem,
-        noise,
-        noise_ref,
-        lambda t, part: release_rng(labels, backbone, "agem_head", t, part),
-        seed,
+        noise=noise,
+        noise_ref=noise_ref,
+        rng_for=lambda t, part: release_rng(labels, backbone, "agem_head", t, part),
+        split_seed=seed,
     )
     extra = {
         "noise_multiplier": noise["noise_multiplier"],
@@ -86,8 +87,10 @@ def run_agem(
         preds,
         records,
         [y for _, y in test_sets],
-        extra,
-        lambda p, tasks: privacy_summary(p, tasks, cfg, agem, noise, noise_ref, n_tasks),
+        extra=extra,
+        summary=lambda p, tasks: privacy_summary(
+            p, tasks, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
+        ),
         target=target,
         hyperparameters=hyperparameters_note(dpsgd_cfg, protocol, AGEM_SEARCH),
         diagnostics={"agem_tasks": stats},
@@ -100,6 +103,7 @@ def run_desai(
     scenario: Scenario,
     labels: dict,
     seed: int,
+    *,
     dpsgd_cfg: dict,
     agem_cfg: dict,
     noise_cache: dict | None = None,
@@ -129,9 +133,9 @@ def run_desai(
         int(labels["label_universe"]),
         cfg,
         agem,
-        noise,
-        lambda t, part: release_rng(labels, backbone, "desai_head", t, part),
-        seed,
+        noise=noise,
+        rng_for=lambda t, part: release_rng(labels, backbone, "desai_head", t, part),
+        split_seed=seed,
     )
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
     label_eps = max((float(e["epsilon"]) for e in labels["ledger"]), default=0.0)  # public label release
@@ -145,7 +149,7 @@ def run_desai(
         preds,
         records,
         [y for _, y in test_sets],
-        extra,
+        extra=extra,
         target=target,
         hyperparameters=hyperparameters_note(dpsgd_cfg, protocol, AGEM_SEARCH),  # DP-A-GEM's study
         diagnostics={"desai_tasks": stats},
@@ -183,6 +187,7 @@ def agem_sweep(
     test_path: str | Path,
     scenario_path: str | Path,
     runs: list[dict],
+    *,
     dpsgd_cfg: dict,
     agem_cfg: dict,
     threads: int | None = None,
@@ -214,12 +219,12 @@ def agem_sweep(
                 sc,
                 labels,
                 int(sc.seed),
-                cfg,
-                agem,
-                cache,
-                backbone,
-                config_target(labels, targets),
-                protocol,
+                dpsgd_cfg=cfg,
+                agem_cfg=agem,
+                noise_cache=cache,
+                backbone=backbone,
+                target=config_target(labels, targets),
+                protocol=protocol,
             )
             paths = (
                 run["outputs"][learner]

@@ -184,6 +184,7 @@ def finish_run(
     preds,
     records,
     test_y,
+    *,
     extra: dict,
     summary: Callable | None = None,
     target: Budget | None = None,

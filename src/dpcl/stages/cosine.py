@@ -29,6 +29,7 @@ def run_cosine(
     scenario: Scenario,
     labels: dict,
     seed: int,
+    *,
     backbone: str = "features",
     target: Budget | None = None,
 ) -> tuple[dict, dict, dict, dict]:
@@ -62,7 +63,14 @@ def run_cosine(
         bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
     metrics, privacy, diag = finish_run(
-        "cosine", labels, seed, preds, records, [yt for _, yt in test_sets], {"sigma": sigma}, target=target
+        "cosine",
+        labels,
+        seed,
+        preds,
+        records,
+        [yt for _, yt in test_sets],
+        extra={"sigma": sigma},
+        target=target,
     )
     privacy["sigma"] = sigma
     return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
@@ -73,6 +81,7 @@ def cosine_sweep(
     test_path: str | Path,
     scenario_path: str | Path,
     runs: list[dict],
+    *,
     save_model_max_labels: int = 1000,
     threads: int | None = None,
     targets: dict | None = None,
@@ -103,8 +112,8 @@ def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_lab
             sc,
             labels,
             int(sc.seed),
-            meta["backbone"],
-            config_target(labels, targets),
+            backbone=meta["backbone"],
+            target=config_target(labels, targets),
         )
         log(
             f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "

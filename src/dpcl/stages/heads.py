@@ -33,6 +33,7 @@ def run_head_learners(
     labels: dict,
     seed: int,
     learners: list[str],
+    *,
     dpsgd_cfg: dict,
     aggregation: str = "argmax",
     noise_cache: dict | None = None,
@@ -61,10 +62,12 @@ def run_head_learners(
             spaces,
             int(labels["label_universe"]),
             cfg,
-            noise,
-            lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
-            aggregation,
-            by_rule if registry.get(learner).ensemble else None,  # an ensemble: every aggregation rule
+            noise=noise,
+            rng_for=lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
+            aggregation=aggregation,
+            by_rule=by_rule
+            if registry.get(learner).ensemble
+            else None,  # an ensemble: every aggregation rule
         )
         extra = {
             "noise_multiplier": noise["noise_multiplier"],
@@ -78,7 +81,7 @@ def run_head_learners(
             preds,
             records,
             [y for _, y in test_sets],
-            extra,
+            extra=extra,
             target=target,
             hyperparameters=hyperparameters_note(learner_cfg, protocol),
         )
@@ -99,6 +102,7 @@ def head_learner_sweep(
     runs: list[dict],
     learners: list[str],
     dpsgd_cfg: dict,
+    *,
     aggregation: str = "argmax",
     threads: int | None = None,
     tuned: dict[str, str] | None = None,
@@ -121,12 +125,12 @@ def head_learner_sweep(
             labels,
             int(sc.seed),
             [learner for learner in learners if learner in run["outputs"]],
-            dpsgd_cfg,
-            aggregation,
-            cache,
-            backbone,
-            config_target(labels, targets),
-            tuned_path,
+            dpsgd_cfg=dpsgd_cfg,
+            aggregation=aggregation,
+            noise_cache=cache,
+            backbone=backbone,
+            target=config_target(labels, targets),
+            tuned_path=tuned_path,
         )
         for learner, (metrics, privacy, diag) in res.items():
             paths = run["outputs"][learner]
@@ -154,6 +158,7 @@ def tune_head_learners(
     dataset_cfg: dict,
     protocol: str,
     epsilons: list[float],
+    *,
     delta: float,
     outputs: dict[str, str],
     n_trials: int,
@@ -188,7 +193,15 @@ def tune_head_learners(
         journal = f"{outputs[eps_tag(eps)]}.optuna-journal"  # a retried job resumes its search
         if agem_buffer_fraction is None:
             res = tune_head(
-                x[rows], y[rows], eps, delta, int(sc.seed), n_trials, epochs, normaliser, journal=journal
+                x[rows],
+                y[rows],
+                eps,
+                delta,
+                int(sc.seed),
+                n_trials=n_trials,
+                epochs=epochs,
+                normaliser=normaliser,
+                journal=journal,
             )
         else:
             res = tune_agem_head(
@@ -198,10 +211,10 @@ def tune_head_learners(
                 delta,
                 int(sc.seed),
                 agem_buffer_fraction,
-                n_trials,
-                epochs,
-                normaliser,
-                plan.tasks,
+                n_trials=n_trials,
+                epochs=epochs,
+                normaliser=normaliser,
+                tasks=plan.tasks,
                 journal=journal,
             )
         res = with_run_configs(res, plan) | {"seed": sc.seed}

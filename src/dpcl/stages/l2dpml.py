@@ -148,6 +148,7 @@ def run_l2dpml_learners(
     scenario: Scenario,
     labels: dict,
     seed: int,
+    *,
     learners: list[str],
     l2dpml_cfg: dict,
     fm_cfg: dict,
@@ -194,7 +195,7 @@ def run_l2dpml_learners(
             proj = projection(cfg.input_dim)
             data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
             tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
-            preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for)
+            preds, records, stats, _ = run_l2dpml(data, tests, spaces, n_universe, cfg, eps, rng_for=rng_for)
             claim = (
                 l2dpml_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, projections))
                 if math.isfinite(eps)
@@ -212,7 +213,7 @@ def run_l2dpml_learners(
                 preds,
                 records,
                 test_y_sets,
-                extra,
+                extra=extra,
                 target=target,
                 hyperparameters=hyperparameters_note(l2dpml_cfg, None),
                 diagnostics={"l2dpml_tasks": stats},
@@ -243,7 +244,15 @@ def run_l2dpml_learners(
                 note = hyperparameters_note(block, None, fixed_with_private_data=private)
             cfg = FMConfig.from_config(block)
             preds, records, stats = run_fm_agem(
-                task_data, test_sets, spaces, n_universe, projection(cfg.dim), cfg, eps, delta, rng_for
+                task_data,
+                test_sets,
+                spaces,
+                n_universe,
+                projection(cfg.dim),
+                cfg,
+                epsilon=eps,
+                delta=delta,
+                rng_for=rng_for,
             )
             res = finish_run(
                 learner,
@@ -252,7 +261,7 @@ def run_l2dpml_learners(
                 preds,
                 records,
                 test_y_sets,
-                {"fm_agem": block},
+                extra={"fm_agem": block},
                 target=target,
                 hyperparameters=note,
                 diagnostics={"fm_agem_tasks": stats, **({"fm_agem_tuning": tuned} if tuned else {})},
@@ -268,6 +277,7 @@ def l2dpml_sweep(
     scenario_path: str | Path,
     runs: list[dict],
     learners: list[str],
+    *,
     l2dpml_cfg: dict,
     fm_cfg: dict,
     threads: int | None = None,
@@ -324,8 +334,8 @@ def l2dpml_sweep(
                         space,
                         eps,
                         delta,
-                        int(sc.seed),
-                        projection_for,
+                        seed=int(sc.seed),
+                        projection_for=projection_for,
                         max_dim=min(ux.shape[1], len(ux) - 1),  # the public PCA's axes
                     )
                     r = results[key]
@@ -346,14 +356,14 @@ def l2dpml_sweep(
                 sc,
                 labels,
                 int(sc.seed),
-                learners,
-                l2dpml_cfg,
-                fm_cfg,
-                meta["backbone"],
-                config_target(labels, targets),
-                projections,
-                fm_tuning,
-                protocol,
+                learners=learners,
+                l2dpml_cfg=l2dpml_cfg,
+                fm_cfg=fm_cfg,
+                backbone=meta["backbone"],
+                target=config_target(labels, targets),
+                projections=projections,
+                fm_tuning=fm_tuning,
+                fm_protocol=protocol,
             )
             for learner, (metrics, privacy, diag) in res.items():
                 paths = run["outputs"][learner]

@@ -22,6 +22,7 @@ def release_label_spaces(
     methods: list[str],
     epsilons: list[float],
     delta: float,
+    *,
     seed: int,
     outputs: dict[tuple[str, str], str],
 ) -> None:

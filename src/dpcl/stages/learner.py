@@ -87,7 +87,7 @@ def run_learner(learner: str, *, train, test, scenario, labels: dict, options: d
         result.predictions,
         result.records,
         [y for _, y in test_sets],
-        dict(result.extra),
+        extra=dict(result.extra),
         target=target,
         hyperparameters=hyperparameters_note(dict(options) or None, None),
         diagnostics=dict(result.diagnostics),

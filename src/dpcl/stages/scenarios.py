@@ -16,6 +16,7 @@ def build_scenario(
     kind: str,
     n_tasks: int,
     seed: int,
+    *,
     out: str | Path,
     **params: float,
 ) -> Scenario:

@@ -104,6 +104,7 @@ def train_head(
     cfg: DPSGDConfig,
     noise_multiplier: float,
     rng: np.random.Generator,
+    *,
     active: np.ndarray | None = None,
     record_rates: np.ndarray | None = None,
     steps: int | None = None,

@@ -27,8 +27,8 @@ from ..seeding import rng
 from .heads import DPSGDConfig, LinearHead, train_head
 from .tuning_protocol import TRAIN_FRACTION
 
-# (train indices, validation indices, label rows 0..n_classes-1, n_classes, config, noise
-#  multiplier, the trial's generator[, buffer_sample_rate=...]) -> validation accuracy
+# (train indices, validation indices, label rows 0..n_classes-1, *, n_classes=, cfg= (config),
+#  sigma= (noise multiplier), gen= (the trial's generator)[, buffer_sample_rate=]) -> validation accuracy
 TrainAndScore = Callable[..., float]
 
 LR_RANGE = (1e-7, 1e-2)
@@ -54,6 +54,7 @@ def tune_dpsgd(
     delta: float,
     seed: int,
     train_and_score: TrainAndScore,
+    *,
     n_trials: int = 20,
     epochs: float = 40.0,
     normaliser: float = 128.0,
@@ -109,7 +110,9 @@ def tune_dpsgd(
                 0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
             )
         gen = rng(seed, "tuning", *keys, "trial", k)
-        acc = float(train_and_score(tr, va, yy, len(classes), cfg, sigmas[key], gen, **extra))
+        acc = float(
+            train_and_score(tr, va, yy, n_classes=len(classes), cfg=cfg, sigma=sigmas[key], gen=gen, **extra)
+        )
         if log is not None:
             log(
                 f"trial {k + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
@@ -212,6 +215,7 @@ def tune_head(
     epsilon: float,
     delta: float,
     seed: int,
+    *,
     n_trials: int = 20,
     epochs: float = 40.0,
     normaliser: float = 128.0,
@@ -220,12 +224,22 @@ def tune_head(
     """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
     chosen DP-SGD config for real runs plus every trial (``journal``: see :func:`tune_dpsgd`)."""
 
-    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
+    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen) -> float:
         head = LinearHead(x.shape[1], n_classes)
         train_head(head, x[tr], yy[tr], cfg, sigma, gen)
         return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
-    return tune_dpsgd(y, epsilon, delta, seed, train_and_score, n_trials, epochs, normaliser, journal=journal)
+    return tune_dpsgd(
+        y,
+        epsilon,
+        delta,
+        seed,
+        train_and_score,
+        n_trials=n_trials,
+        epochs=epochs,
+        normaliser=normaliser,
+        journal=journal,
+    )
 
 
 def tune_film(
@@ -235,6 +249,7 @@ def tune_film(
     epsilon: float,
     delta: float,
     seed: int,
+    *,
     pre,
     n_trials: int = 20,
     epochs: float = 40.0,
@@ -257,7 +272,7 @@ def tune_film(
     if len(images) != len(y):
         raise ValueError(f"{len(images)} tuning images but {len(y)} labels")
 
-    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen) -> float:
+    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen) -> float:
         member, _ = train_film(
             backbone,
             images[tr],
@@ -279,9 +294,9 @@ def tune_film(
         delta,
         seed,
         train_and_score,
-        n_trials,
-        epochs,
-        normaliser,
+        n_trials=n_trials,
+        epochs=epochs,
+        normaliser=normaliser,
         keys=("film",),
         log=log,
         journal=journal,
