@@ -14,7 +14,6 @@ import pytest
 import torch
 from test_film import PRE, SIZE, colour_images, film_state, vit  # noqa: F401  (vit: fixture)
 
-import dpcl.learners.agem_film as agem_film_mod
 import dpcl.training.film as film_mod
 from dpcl.learners.agem import AGEMConfig, agem_noise, privacy_summary, reference_mask
 from dpcl.learners.agem_film import run_agem_film
@@ -83,7 +82,7 @@ def test_buffer_holds_exactly_the_past_reference_parts(vit, stream, monkeypatch)
     tasks, _, _ = stream
     id_of = _ids_of(tasks)
     seen = []
-    real = agem_film_mod.train_film
+    real = film_mod.train_film  # run_agem_film imports it from dpcl.training.film when it runs
 
     def spy(backbone, images, rows, *args, buffer=None, **kwargs):
         seen.append(
@@ -96,7 +95,7 @@ def test_buffer_holds_exactly_the_past_reference_parts(vit, stream, monkeypatch)
             assert set(buffer.rows.tolist()) <= set(range(2 * len(seen) - 2))
         return real(backbone, images, rows, *args, buffer=buffer, **kwargs)
 
-    monkeypatch.setattr(agem_film_mod, "train_film", spy)
+    monkeypatch.setattr(film_mod, "train_film", spy)
     before = film_state(vit)
     preds, _, stats, model = _run(vit, stream, math.inf, seed=1)
     assert all(torch.equal(v, film_state(vit)[k]) for k, v in before.items())  # shared backbone restored
