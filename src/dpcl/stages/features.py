@@ -26,7 +26,7 @@ def cache_features(
     from ..features import describe_transform, extract_features, save_feature_cache
 
     ds, idx = dataset_subset(dataset, root, split, dataset_cfg)
-    model, pre = backbone_from_config(backbone_cfg)
+    model, pre = backbone_from_config(backbone_cfg, name=backbone_name)
     transform = describe_transform(*ds.images.shape[1:3], pre)
     log(
         f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px "
