@@ -188,3 +188,18 @@ def test_clear_errors(tmp_path, source):
         BackboneError, match=r"config\.json \(beside checkpoint pytorch_model\.bin\) is not valid"
     ):
         backbone_from_config({"arch": ARCH, "weights": str(d / "pytorch_model.bin"), "model_kwargs": SMALL})
+
+
+def test_checkpoint_files_are_the_features_rules_inputs(tmp_path, hub_dir):
+    """A local checkpoint and its config.json are inputs of the features rule (a change reruns it)."""
+    from dpcl.backbones import PYPI_LITE0, checkpoint_files
+
+    assert checkpoint_files({"arch": ARCH, "weights": str(hub_dir / "model.safetensors")}) == [
+        str(hub_dir / "model.safetensors"),
+        str(hub_dir / "config.json"),
+    ]
+    assert checkpoint_files({"arch": ARCH, "weights": str(tmp_path / "m.pth")}) == [str(tmp_path / "m.pth")]
+    assert all(
+        checkpoint_files({"arch": ARCH, "weights": w}) == []
+        for w in ("random", "timm-pretrained", PYPI_LITE0)
+    )

