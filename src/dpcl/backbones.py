@@ -12,9 +12,13 @@ Weight sources (config key ``weights``):
   ``model.safetensors`` of the arch works offline), an original ``.npz`` (timm's own
   loader, e.g. Google's ViT AugReg files), or an efficientnet_pytorch-style Lite0 state dict.
 
-Preprocessing (mean/std, input size, interpolation, crop) comes from the arch's timm
-``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here; the
-``backbones`` config may override ``image_size``, ``interpolation`` and ``crop_pct``.
+Preprocessing (mean/std, input size, interpolation, crop) comes, value by value, from the
+``backbones`` entry's own keys (``image_size``, ``interpolation``, ``crop_pct``, ``mean``,
+``std``), else the pretrained config stored with a local checkpoint
+(:mod:`dpcl.checkpoint_config`: in the file or a ``config.json`` beside it), else the arch's
+timm ``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here
+(:func:`load_backbone` logs the source of each value). A checkpoint is loaded headless: its
+classifier may differ or be missing; every other tensor must fit.
 :func:`dpcl.features.preprocess_batch` applies it as timm's eval transform
 (``timm.data.create_transform(**resolve_data_config(...), is_training=False)``) does:
 shorter side resized to ``floor(image_size / crop_pct)`` (antialiased when downsizing),
@@ -430,14 +434,11 @@ def load_backbone(cfg: dict, *, name: str | None = None, num_classes: int | None
     _check_arch(arch, label)
     ck = _checkpoint_config(weights, label)
     ckcfg = ck.pretrained_cfg if ck else {}
-    kwargs, kw_src = {}, {}
-    for src, args in (
-        (ck.source if ck else None, ck.model_args if ck else {}),
-        (label + ".model_kwargs", None),
-    ):
-        args = args if args is not None else (cfg.get("model_kwargs") or {})
-        kwargs.update(args)
-        kw_src.update(dict.fromkeys(args, src))
+    kwargs = dict(ck.model_args) if ck else {}  # the checkpoint's config.json, then the entry's own
+    kw_src = dict.fromkeys(kwargs, ck.source if ck else None)
+    own_kwargs = cfg.get("model_kwargs") or {}
+    kwargs.update(own_kwargs)
+    kw_src.update(dict.fromkeys(own_kwargs, f"{label}.model_kwargs"))
     size = cfg.get("image_size")
     want = size if size is not None else ckcfg.get("input_size", (None,))[-1]
     if want is not None and ":" not in arch:
