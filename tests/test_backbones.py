@@ -314,7 +314,7 @@ def test_crop_pct_is_checked_and_overrides_the_checkpoint():
     assert isinstance(backbone_from_config({**cfg, "crop_pct": 1})[1].crop_pct, float)
     with pytest.raises(BackboneError, match="crop_mode 'border' is not supported"):
         preprocessing_from_cfg({"architecture": "x", "crop_mode": "border"})
-    with pytest.raises(BackboneError, match="backbone crop_pct"):
+    with pytest.raises(BackboneError, match=r"backbone\.crop_pct"):
         backbone_from_config({**cfg, "crop_pct": 1.5})
 
 

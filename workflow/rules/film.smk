@@ -15,6 +15,7 @@ rule tune_film:
     input:
         manifest=lambda w: f"{RES}/{w.dataset}/MANIFEST.json",
         scenario=f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
+        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
     output:
         expand(
             f"{R}/tuning_film/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}.json",
@@ -46,6 +47,7 @@ rule tune_film:
 rule film_member:
     input:
         **FILM_COMMON,
+        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
     output:
         # every member of the run: members/task{t}.npz (FiLM values + head) and task{t}.json (its
         # NON-PRIVATE training record, split into ledger entry and diagnostics by film_eval)
@@ -68,6 +70,7 @@ rule film_member:
 rule film_eval:
     input:
         **FILM_COMMON,
+        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
         members=f"{FILM_RUN}/members",
     output:
         metrics=f"{FILM_RUN}/metrics.json",
@@ -94,6 +97,7 @@ rule film_eval:
 rule film_baseline:
     input:
         **FILM_COMMON,
+        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
     output:
         metrics=f"{FILM_RUN}/metrics.json",
         privacy=f"{FILM_RUN}/privacy.json",

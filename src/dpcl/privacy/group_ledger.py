@@ -24,8 +24,8 @@ import math
 from typing import Any
 
 from .accounting import ADJACENCY, PrivacyBudgetExceeded
+from .errors import LedgerError
 from .group_accounting import ACCOUNTANTS, accountant, group_epsilon
-from .ledger import LedgerError
 
 ACCOUNTING = "per_record_groups"
 #: selection mechanisms and whether each keeps records' memberships independent (add/remove sound)

@@ -31,13 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
+from .errors import LedgerError  # its own module (shared with group_ledger); importable from here too
 from .gaussian import gaussian_delta
 from .label_release import laplace_delta, tsgd_delta
-
-
-class LedgerError(ValueError):
-    """A ledger entry or a whole ledger whose claim does not hold or cannot be checked."""
-
 
 #: Mechanisms that decide a task's output label space O_t (exactly one per task).
 LABEL_SPACE_KINDS = frozenset(

@@ -33,7 +33,7 @@ def cache_features(
         return _copy_precomputed(
             ds, idx, out, dataset=dataset, split=split, dataset_cfg=dataset_cfg, backbone_name=backbone_name
         )
-    model, pre = backbone_from_config(backbone_cfg)
+    model, pre = backbone_from_config(backbone_cfg, name=backbone_name)
     transform = describe_transform(*ds.images.shape[1:3], pre)
     log(
         f"features {dataset}/{backbone_name}/{split}: {len(idx)} images at {pre.image_size}px "
