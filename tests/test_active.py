@@ -14,7 +14,8 @@ from dpcl.active.run import ActiveMethod, run_active
 from dpcl.active.schedules import ALPlan, build_schedule
 from dpcl.privacy.accounting import PrivacyBudgetExceeded
 from dpcl.privacy.group_ledger import verify_group_ledger
-from dpcl.privacy.ledger import LedgerError, verify_privacy
+from dpcl.privacy.ledger import LedgerError
+from dpcl.privacy.verify import verify_privacy
 from dpcl.seeding import rng
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 

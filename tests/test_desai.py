@@ -13,9 +13,10 @@ from dpcl.io import read_json, write_json
 from dpcl.learners.agem import AGEMConfig, reference_mask
 from dpcl.learners.desai import desai_claim, lemma2_noise, run_desai_head
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
-from dpcl.privacy.ledger import PUBLIC_FIELDS, Ledger, split_public, verify_mechanism, verify_privacy
+from dpcl.privacy.ledger import PUBLIC_FIELDS, Ledger, split_public, verify_mechanism
 from dpcl.privacy.pld import epsilon_upper
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
+from dpcl.privacy.verify import verify_privacy
 from dpcl.seeding import rng
 from dpcl.training.heads import DPSGDConfig
 

@@ -29,7 +29,8 @@ from dpcl.learners.fm_agem import (
 )
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.gaussian import gaussian_sigma
-from dpcl.privacy.ledger import QUERY_SENSITIVITY, Ledger, split_public, verify_privacy
+from dpcl.privacy.ledger import QUERY_SENSITIVITY, Ledger, split_public
+from dpcl.privacy.verify import verify_privacy
 from dpcl.seeding import rng
 
 SPACES = [[0, 1], [2, 3], [4, 5]]

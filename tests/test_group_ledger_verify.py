@@ -23,7 +23,8 @@ from dpcl.active.run import ActiveMethod, selection_record
 from dpcl.active.schedules import ALPlan, build_schedule
 from dpcl.privacy.accounting import PrivacyBudgetExceeded
 from dpcl.privacy.group_ledger import group_ledger, verify_group_ledger
-from dpcl.privacy.ledger import LedgerError, verify_privacy
+from dpcl.privacy.ledger import LedgerError
+from dpcl.privacy.verify import verify_privacy
 
 PLAN = dict(epsilon=8.0, delta=1e-5, initial_size=120, query_sizes=(120, 60), batch_size=32, epochs=3)
 N_POOL = 1200  # the pool's planned size (public)

@@ -21,7 +21,7 @@ from dpcl.data.scenarios import disjoint_scenario
 from dpcl.features import save_feature_cache
 from dpcl.io import read_json, write_json
 from dpcl.privacy.accounting import Budget
-from dpcl.privacy.ledger import verify_privacy
+from dpcl.privacy.verify import verify_privacy
 
 DATASET, DCFG = "fashion_mnist", {"train_per_class": 30, "tune_per_class": 20}
 DPSGD = {"sample_rate": 0.5, "epochs": 2.0, "lr": 0.01, "clip": 1.0, "normaliser": 16.0}

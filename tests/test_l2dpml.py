@@ -19,7 +19,8 @@ from dpcl.learners.l2dpml import (
     to_unit_box,
 )
 from dpcl.privacy.accounting import Budget
-from dpcl.privacy.ledger import Ledger, split_public, verify_privacy
+from dpcl.privacy.ledger import Ledger, split_public
+from dpcl.privacy.verify import verify_privacy
 from dpcl.seeding import rng
 
 CFG = L2DPMLConfig(input_dim=16, hidden=8, batch_size=8, epochs=10, lr=0.01)

@@ -18,7 +18,8 @@ from dpcl.data.label_space import output_label_spaces, parse_label_method
 from dpcl.data.scenarios import disjoint_scenario
 from dpcl.io import read_json, write_json
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
-from dpcl.privacy.ledger import LedgerError, verify_privacy
+from dpcl.privacy.ledger import LedgerError
+from dpcl.privacy.verify import verify_privacy
 from dpcl.stages.agem import run_agem
 from dpcl.stages.cosine import run_cosine
 from dpcl.training.heads import DPSGDConfig

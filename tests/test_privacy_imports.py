@@ -1,5 +1,5 @@
 """The task ledger and the DP active-learning group ledger do not import each other in a circle:
-the shared LedgerError lives in dpcl.privacy.errors, and only ledger.verify_privacy reaches
+the shared LedgerError lives in dpcl.privacy.errors, and only verify.verify_privacy reaches
 group_ledger (one way)."""
 
 import ast
@@ -56,8 +56,10 @@ def _reaches(graph, start: str, goal: str) -> list[str] | None:
 
 def test_group_ledger_does_not_reach_the_task_ledger():
     graph = _graph()
-    assert _reaches(graph, "dpcl.privacy.ledger", "dpcl.privacy.group_ledger")  # the one-way dispatch
+    assert _reaches(graph, "dpcl.privacy.verify", "dpcl.privacy.group_ledger")  # the one-way dispatch
     assert _reaches(graph, "dpcl.privacy.group_ledger", "dpcl.privacy.ledger") is None
+    assert _reaches(graph, "dpcl.privacy.group_ledger", "dpcl.privacy.verify") is None
+    assert _reaches(graph, "dpcl.privacy.ledger", "dpcl.privacy.verify") is None
     assert graph["dpcl.privacy.errors"] == set()
 
 

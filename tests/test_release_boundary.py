@@ -395,7 +395,7 @@ def test_model_files_have_the_same_shape_on_neighbouring_data(neighbour_runs):
 
 def test_ledgers_of_every_learner_verify_from_their_parameters(neighbour_runs):
     from dpcl.privacy.accounting import Budget
-    from dpcl.privacy.ledger import verify_privacy
+    from dpcl.privacy.verify import verify_privacy
 
     for path in neighbour_runs["D"].rglob("privacy.json"):
         p = read_json(path)

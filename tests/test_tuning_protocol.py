@@ -14,7 +14,8 @@ import pytest
 from dpcl.config import ConfigError, load_config, validate_config
 from dpcl.data.scenarios import disjoint_scenario
 from dpcl.io import read_json, write_json
-from dpcl.privacy.ledger import LedgerError, verify_privacy
+from dpcl.privacy.ledger import LedgerError
+from dpcl.privacy.verify import verify_privacy
 from dpcl.training.tuning_protocol import (
     FIVE_DATASETS_TUNING_CLASSES,
     scaled_dpsgd,

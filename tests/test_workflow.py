@@ -296,7 +296,7 @@ def test_paper_config_plans_offline(tmp_path):
 
 def test_active_learning_workflow(tiny_run):
     """Paper 004 beside the CL DAG: schedules, runs per (pool, seed), summary, tables and figures."""
-    from dpcl.privacy.ledger import verify_privacy
+    from dpcl.privacy.verify import verify_privacy
 
     work, res = tiny_run
     out = work / "results"

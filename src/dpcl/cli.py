@@ -182,7 +182,8 @@ def _ledger_verify(args: argparse.Namespace) -> None:
     import json
 
     from .privacy.accounting import Budget, PrivacyBudgetExceeded
-    from .privacy.ledger import LedgerError, verify_privacy
+    from .privacy.ledger import LedgerError
+    from .privacy.verify import verify_privacy
 
     target = None
     if args.epsilon is not None:  # with --delta (``_check``)

@@ -19,7 +19,7 @@ The ledger *proves* rather than repeats:
 - every task 0..T−1 has exactly one label-space entry and at least one training entry;
 - the target comes from the validated config, not from any file the run read.
 
-:func:`verify_privacy` re-checks a written ``privacy.json`` from its parameters alone (the
+:func:`dpcl.privacy.verify.verify_privacy` re-checks a written ``privacy.json`` from its parameters alone (the
 ``dpcl ledger verify`` command), so a reader of a published result can check it.
 """
 
@@ -429,39 +429,3 @@ class Ledger:
                 "delta": total.delta,
             },
         } | ({"published_claim": self.claim} if self.claim is not None else {})
-
-
-def verify_privacy(
-    privacy: dict[str, Any],
-    target: Budget | None = None,
-    n_tasks: int | None = None,
-    *,
-    plan: Any = None,
-    nominal_size: int | None = None,
-    n_classes: int | None = None,
-) -> dict:
-    """Re-verify a written ``privacy.json``: a DP active-learning group ledger
-    (:func:`dpcl.privacy.group_ledger.verify_group_ledger`) or a task ledger
-    (:func:`dpcl.privacy.verify.verify_task_ledger`) against ``plan`` (a
-    :class:`dpcl.privacy.verify.Plan`), or, without one, against ``target``/``n_tasks`` (else the
-    file's own). Raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming the field.
-    ``nominal_size``, ``n_classes``: a DP active-learning run's planned pool size (δ must lie
-    below 1/size) and its data set's number of classes (default: the file's).
-    """
-    from .verify import Plan, budget, integer, mapping, verify_task_ledger
-
-    privacy = mapping(privacy, "")
-    if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
-        from .group_ledger import verify_group_ledger
-
-        want = plan.target if plan is not None else target
-        if want is not None and budget(privacy.get("target"), "target") != want:
-            raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {want}")
-        return verify_group_ledger(privacy, nominal_size=nominal_size, n_classes=n_classes)
-    if plan is None:
-        if target is None:
-            target = budget(privacy.get("target"), "target")
-        if n_tasks is None:
-            n_tasks = integer(privacy.get("n_tasks"), "n_tasks", minimum=1)
-        plan = Plan(target=target, n_tasks=n_tasks)
-    return verify_task_ledger(privacy, plan)

@@ -99,7 +99,10 @@ def learner_sweep(job: SeedJob) -> None:
     from ..learners import registry
 
     registry.load_modules(job.modules)
-    runs = [{"labels": r.labels, "metrics": r.metrics, "privacy": r.privacy, "diagnostics": r.diagnostics} for r in job.runs]
+    runs = [
+        {"labels": r.labels, "metrics": r.metrics, "privacy": r.privacy, "diagnostics": r.diagnostics}
+        for r in job.runs
+    ]
     for run, train, test, sc, labels, _tuned, _cache, backbone in feature_runs(
         job.train, job.test, job.scenario, runs, job.threads, None
     ):
