@@ -50,20 +50,37 @@ def make_tree(root: Path, splits=("train", "test"), per_class: int = 6) -> Path:
     return root
 
 
-def test_image_folder_decodes_every_size_and_mode_and_skips_non_images(tmp_path, caplog):
+def _logged(fn, *args):
+    """Run ``fn(*args)`` and return the lines it logged through the ``dpcl`` logger, whether or not an
+    earlier test has already given that logger its own (non-propagating) stderr handler."""
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("dpcl")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        fn(*args)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return "\n".join(lines)
+
+
+def test_image_folder_decodes_every_size_and_mode_and_skips_non_images(tmp_path):
     root = make_tree(tmp_path / "mine")
     (root / "train" / "dog" / "notes.txt").write_text("not an image")
     (root / "train" / "dog" / ".DS_Store").write_bytes(b"\0")  # hidden: not a candidate at all
     cfg = {"format": "image_folder", "root": str(root), "image_size": 16}
     assert registry.spec("mine", cfg).classes == CLASSES and registry.n_classes("mine", cfg) == 3
     manifest = tmp_path / "res" / "mine" / "MANIFEST.json"
-    with caplog.at_level(logging.INFO, logger="dpcl"):
-        obtain_dataset("mine", manifest, cfg)
+    logged = _logged(obtain_dataset, "mine", manifest, cfg)
     meta = own.read_dataset_meta(manifest.parent)
     assert meta["counts"] == {"train": 18, "test": 18} and meta["skipped"] == [
         str(root / "train/dog/notes.txt")
     ]
-    assert "mine: skipped 1 file(s) that are not readable images" in caplog.text
+    assert "mine: skipped 1 file(s) that are not readable images" in logged
     assert len(meta["source_sha256"]) == 37 and "train/dog/notes.txt" in meta["source_sha256"]
     for split in ("train", "test"):
         ds = registry.load_dataset("mine", manifest.parent, split)
