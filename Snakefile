@@ -101,7 +101,7 @@ rule all:
         active_report_files(),
 
 
-# Every rule reruns when the library code its script reaches changes (issue 18 item 8): its
+# Every rule reruns when the library code its script reaches changes: its
 # parameter dpcl_code is a hash of the script and every dpcl module it imports, transitively
 # (dpcl.provenance.code_hash), and Snakemake's parameter trigger compares it with the last run.
 from dpcl.provenance import code_hash

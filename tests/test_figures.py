@@ -1,4 +1,4 @@
-"""What a reader sees (issue 19 item 5): every series a legend lists is drawn with data and stays
+"""What a reader sees: every series a legend lists is drawn with data and stays
 visible where values coincide, legends sit off the data, and Non-CL gets a final-accuracy chart."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""config/film_cpu.yaml (FiLM on the embedded EfficientNet-Lite0, issue 20) and its CI overlay
+"""config/film_cpu.yaml (FiLM on the embedded EfficientNet-Lite0) and its CI overlay
 config/film_cpu_ci.yaml: both validate, keep their own results directories, and the overlay only
 shrinks the run (seeds, per-class counts, input size, FiLM epochs), never its shape."""
 

@@ -1,4 +1,4 @@
-"""FiLM on every normalisation layer (issue 20): LayerNorm, GroupNorm and BatchNorm with frozen
+"""FiLM on every normalisation layer: LayerNorm, GroupNorm and BatchNorm with frozen
 running statistics. Per-sample gradients from opacus's hooks (and the registered frozen-BatchNorm
 sampler) against one backward pass per sample; a BatchNorm that would use batch statistics is
 refused; members of a BatchNorm backbone (EfficientNet-Lite0) save, load and swap; the shared

@@ -1,4 +1,4 @@
-"""Job logging (issue 19 item 4): progress messages go through the standard ``logging`` module
+"""Job logging: progress messages go through the standard ``logging`` module
 into the job's log file and terminal; progress bars go to the terminal only, so a log file holds
 lines, never tqdm's carriage-return updates. The feature extractor's real bar is used."""
 

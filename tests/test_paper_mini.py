@@ -1,4 +1,4 @@
-"""The miniature paper run (issue 15): config/paper_mini.yaml only shrinks config/paper.yaml,
+"""The miniature paper run: config/paper_mini.yaml only shrinks config/paper.yaml,
 `dpcl fixtures paper-mini` writes every paper data set in its official format where the
 overlay reads it (checked through the real obtain and load code), and the checks CI runs
 on the finished miniature (dpcl.miniature) catch what they must."""

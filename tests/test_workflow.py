@@ -196,7 +196,7 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
     shutil.copy(work / "config.yaml", other / "config.yaml")
     _snakemake(other, env={"DPCL_WARM_WORKER": "0"})
 
-    # every file a run writes (issue 18 item 10), but logs and the non-private diagnostics, which
+    # every file a run writes, but logs and the non-private diagnostics, which
     # hold timings: features, labels, runs, tuning results, tables, PNG/PDF figures, report.html
     def written(root):
         return {
@@ -215,7 +215,7 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
 
 
 def test_snakemake_report_has_the_captioned_results(tiny_run):
-    """`snakemake --report` (issue 19): Snakemake's own report holds the benchmark table, every
+    """`snakemake --report`: Snakemake's own report holds the benchmark table, every
     learner's table and figure, the paper figures and tables, the privacy outputs and
     report.html, each with its caption and provenance."""
     work, _ = tiny_run
@@ -279,7 +279,7 @@ def test_paper_config_plans_offline(tmp_path):
         "html_report",
     ):
         assert f"rule {rule}" in log, rule
-    # issue 14: tuned as the paper on the private training data (no public tune split is cached),
+    # tuned as the paper on the private training data (no public tune split is cached),
     # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and 003 Fig. 4
     assert "/tune.npz" not in log
     for seed in range(5):

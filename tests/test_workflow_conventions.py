@@ -1,4 +1,4 @@
-"""The workflow's software environment and the warm worker's switch (issue 19): the rule
+"""The workflow's software environment and the warm worker's switch: the rule
 environment (workflow/envs/dpcl.yaml) carries exactly pyproject.toml's runtime dependencies,
 every rule with a script names it, and the Snakefile's worker switch behaves as documented."""
 

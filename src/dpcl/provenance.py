@@ -1,5 +1,5 @@
 """What produced a result: the library code a workflow step runs (so Snakemake reruns exactly the
-steps a code change affects) and the versions recorded in every output (issue 18 items 8-9).
+steps a code change affects) and the versions recorded in every output.
 
 Snakemake hashes a rule's script, but all logic lives in ``src/dpcl`` and the scripts are a few
 lines, so an edit of the library would leave every result stale. :func:`code_hash` follows a

@@ -5,7 +5,7 @@
 
 if AGEM:
 
-    # DP-A-GEM's own Optuna study (issue 14 item 3): the same ranges and tuning set as the head
+    # DP-A-GEM's own Optuna study: the same ranges and tuning set as the head
     # learners plus its buffer rate, each trial running its two-task loop (dpcl.learners.agem)
     rule tune_agem:
         input:

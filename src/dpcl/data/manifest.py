@@ -1,5 +1,5 @@
 """``resources/<dataset>/MANIFEST.json``: what ``obtain_dataset`` put there, with a sha256 of every
-file, checked whenever the data set is read (issue 18 item 7).
+file, checked whenever the data set is read.
 
 Snakemake tracks only the manifest's timestamp, so files changed under ``resources/`` after
 they were obtained (another valid archive, a truncated copy) would otherwise be used silently;
@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 MANIFEST = "MANIFEST.json"
-FORMAT = 2  # 1: no hashes (dpcl before issue 18)
+FORMAT = 2  # 1: no hashes (older dpcl)
 
 
 class ManifestError(ValueError):

@@ -1,4 +1,4 @@
-"""FM-A-GEM: a sound functional-mechanism variant of L2DP-ML (paper 001, Sec. 4, Alg. 1-2; issue 16).
+"""FM-A-GEM: a sound functional-mechanism variant of L2DP-ML (paper 001, Sec. 4, Alg. 1-2).
 
 L2DP-ML perturbs the Taylor coefficients of its losses with Laplace noise drawn **once** and
 added to every example of every task, and keeps the perturbed data in an A-GEM memory. That

@@ -304,7 +304,7 @@ def build_html_report(
     prov = provenance()
     if version is None:
         version = prov["dpcl"] or "unknown"
-    # no generation time (the same config gives the same bytes, issue 18 item 10): the code and
+    # no generation time (the same config gives the same bytes): the code and
     # package versions identify what produced the page
     made = (
         f"commit {prov['commit'] or 'unknown'}, library {prov['library_sha256']}, "

@@ -171,7 +171,7 @@ def _our_stats(values: Sequence[float], kind: str) -> tuple[dict[str, float], in
         lo, med, hi = order_stats(v)
         return {"fourth_best": lo, "median": med, "second_best": hi}, int(v.size)
     # sample standard deviation (ddof = 1), as the paper reports: 27 of the 32 cells of paper 003's
-    # Table F.1 that repeat paper 000's Table A6 fit ddof = 1 only, none ddof = 0 only (issue 14)
+    # Table F.1 that repeat paper 000's Table A6 fit ddof = 1 only, none ddof = 0 only
     stats = {"mean": float(v.mean())}
     if v.size > 1:
         stats["std"] = float(v.std(ddof=1))
