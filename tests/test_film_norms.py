@@ -277,6 +277,15 @@ def test_lite0_member_trains_saves_loads_and_swaps_leaving_backbone_clean(tmp_pa
     # a member of the frozen backbone fits the original (unfrozen) one too: same names, same eval outputs
     raw = lite0()
     np.testing.assert_allclose(film_logits(raw, loaded, x, PRE, device="cpu"), a, rtol=1e-5, atol=1e-5)
-    again, _ = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
-    assert all(torch.equal(again.film[k], member.film[k]) for k in member.film)  # seeded, repeatable
+    # seeded, repeatable: the same Poisson samples and the same noise draws. The parameters agree to
+    # float32 rounding, not bit for bit: MKL and oneDNN may sum in another order on a second call
+    # (buffer alignment), and CI once saw that. A different draw of the noise (std 1 against a
+    # normaliser of 4) moves each coordinate by O(lr) = 1e-2 per Adam step; rounding moves it by
+    # ~1e-7 relative, so 1e-4 (lr / 100) separates the two with room on both sides.
+    again, info_again = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
+    assert info_again["mean_batch_size"] == info["mean_batch_size"]
+    moved = max(float((member.film[k] - start.film[k]).abs().max()) for k in start.film)
+    assert moved > 1e-3  # training moved some scale or shift by far more than the tolerance below
+    for k in member.film:
+        torch.testing.assert_close(again.film[k], member.film[k], rtol=0.0, atol=1e-4)
     assert math.isfinite(info["noise_multiplier"])
