@@ -188,7 +188,14 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
     write_json(tmp_path / "labels.json", labels)  # the on-disk format the workflow reads
     labels = read_json(tmp_path / "labels.json")
     metrics, privacy, diag = run_agem(
-        (x, y, ids), (xt, yt), sc, labels, 0, dpsgd_cfg=asdict(CFG), agem_cfg={"buffer_fraction": 0.1}
+        (x, y, ids),
+        (xt, yt),
+        sc,
+        labels,
+        0,
+        learner="agem_head",
+        dpsgd_cfg=asdict(CFG),
+        agem_cfg={"buffer_fraction": 0.1},
     )
     assert (
         next(iter(diag)) == "non_private" and len(diag["agem_tasks"]) == 3
@@ -231,7 +238,14 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
     for seed in (0, 1, 2):
         labels = _labels([y[i] for i in sc.train_indices], 6, math.inf, 1e-5, "base", seed)
         m, _, _ = run_agem(
-            (x, y, np.arange(len(y))), (xt, yt), sc, labels, seed, dpsgd_cfg=asdict(CFG), agem_cfg={}
+            (x, y, np.arange(len(y))),
+            (xt, yt),
+            sc,
+            labels,
+            seed,
+            learner="agem_head",
+            dpsgd_cfg=asdict(CFG),
+            agem_cfg={},
         )
         for learner in ("agem_head", "cosine"):  # the figure reads only these fields of a run's metrics
             paths.append(tmp_path / f"{learner}{seed}.json")

@@ -77,21 +77,23 @@ def _verified(privacy, tmp):
 
 
 def _fm_runs(d, tmp, method, **kw):
-    from dpcl.stages.l2dpml import l2dpml_sweep
+    from dpcl.stages.projected import projected_sweep
 
     out = {
         lr: tuple(str(tmp / lr / method / f"{k}.json") for k in ("metrics", "privacy", "diagnostics"))
         for lr in ("l2dpml", "fm_agem")
     }
-    l2dpml_sweep(
+    projected_sweep(
         d / "train.npz",
         d / "test.npz",
         d / "tune.npz",
         d / "scenario.json",
         [{"labels": str(d / f"{method}.json"), "outputs": out}],
         ["l2dpml", "fm_agem"],
-        l2dpml_cfg={"input_dim": 4, "hidden": 4, "batch_size": 8, "epochs": 1},
-        fm_cfg=kw.pop("fm_cfg", {}),
+        blocks={
+            "l2dpml": {"input_dim": 4, "hidden": 4, "batch_size": 8, "epochs": 1},
+            "fm_agem": kw.pop("fm_cfg", {}),
+        },
         **kw,
     )
     return {lr: [read_json(p) for p in paths] for lr, paths in out.items()}
@@ -164,14 +166,15 @@ def test_l2dpml_states_its_config_values(data, tmp_path):
 
 
 def test_cosine_has_nothing_to_choose(data, tmp_path):
-    from dpcl.stages.cosine import cosine_sweep
+    from dpcl.stages.prototypes import prototypes_sweep
 
     run = {k: str(tmp_path / f"{k}.json") for k in ("metrics", "privacy", "diagnostics")}
-    cosine_sweep(
+    prototypes_sweep(
         data / "train.npz",
         data / "test.npz",
         data / "scenario.json",
         [run | {"labels": str(data / "base.json")}],
+        learners=["cosine"],
     )
     hp = read_json(run["privacy"])["hyperparameters"]
     assert hp["chosen_by"].startswith("none") and hp["private_data_used"] is False and "values" not in hp

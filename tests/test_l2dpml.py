@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from dpcl.audits.learners import audit_agem_head, audit_fm_agem, audit_l2dpml, trials_to_refute
+from dpcl.audits.learners import trials_to_refute
+from dpcl.learners.agem import audit_canary as audit_agem_head
+from dpcl.learners.fm_agem import audit_canary as audit_fm_agem
 from dpcl.learners.l2dpml import (
     WHY_NOT_DP,
     L2DPMLConfig,
@@ -18,6 +20,7 @@ from dpcl.learners.l2dpml import (
     run_l2dpml,
     to_unit_box,
 )
+from dpcl.learners.l2dpml import audit_canary as audit_l2dpml
 from dpcl.privacy.accounting import Budget
 from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.verify import verify_privacy
@@ -150,9 +153,9 @@ def test_published_claim_verdicts_are_three_valued_with_their_adjacency():
     """Add/remove: violated by the run's own canary audit (Clopper-Pearson bound above the claim) where a
     refutation is affordable, else not certified; substitution: not certified (no upper bound exists,
     no audit under substitution)."""
-    from dpcl.stages.l2dpml import claim_audit, l2dpml_claim
+    from dpcl.learners.l2dpml import claim_audit, theorem2_claim
 
-    c = l2dpml_claim(1.0, CFG, 1e-5, claim_audit(1.0, 1e-5, CFG, {}))
+    c = theorem2_claim(1.0, CFG, 1e-5, claim_audit(1.0, 1e-5, CFG, {}))
     ar, sub = c["verdicts"]
     assert ar["adjacency"].startswith("add/remove") and ar["verdict"] == "violated" == c["verdict"]
     assert ar["upper_bound"] is None and ar["lower_bound"] > ar["claimed_epsilon"] + 1.0
@@ -160,6 +163,6 @@ def test_published_claim_verdicts_are_three_valued_with_their_adjacency():
     assert c["claimed_epsilon"] == claimed_epsilon(1.0, CFG, None)
     assert sub["adjacency"].startswith("substitution") and sub["verdict"] == "not_certified"
     assert sub["upper_bound"] is None and sub["lower_bound"] is None
-    c8 = l2dpml_claim(8.0, CFG, 1e-5, claim_audit(8.0, 1e-5, CFG, {}))  # too many trainings to refute
+    c8 = theorem2_claim(8.0, CFG, 1e-5, claim_audit(8.0, 1e-5, CFG, {}))  # too many trainings to refute
     assert [v["verdict"] for v in c8["verdicts"]] == ["not_certified", "not_certified"]
     assert c8["verdict"] == "not_certified"

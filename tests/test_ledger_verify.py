@@ -21,7 +21,7 @@ from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import LedgerError
 from dpcl.privacy.verify import verify_privacy
 from dpcl.stages.agem import run_agem
-from dpcl.stages.cosine import run_cosine
+from dpcl.stages.prototypes import run_cosine
 from dpcl.training.heads import DPSGDConfig
 
 T = 5
@@ -61,17 +61,22 @@ def ledgers(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ledgers")
     x, y, xt, yt = _data()
     sc = disjoint_scenario(y, T, seed=0)
-    _, cos, _, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "base"), 0)
+    _, cos, _, _ = run_cosine(
+        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "base"), 0, learner="cosine"
+    )
     _, agem, _ = run_agem(
         (x, y, np.arange(len(y))),
         (xt, yt),
         sc,
         _labels(sc, y, 1.0, "release-f0.1"),
         0,
+        learner="agem_head",
         dpsgd_cfg=asdict(CFG),
         agem_cfg={"buffer_fraction": 0.2},
     )
-    _, oracle, _, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), 0)
+    _, oracle, _, _ = run_cosine(
+        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), 0, learner="cosine"
+    )
     out = {}
     for name, p in (("cosine", cos), ("agem", agem), ("oracle", oracle)):
         write_json(tmp / f"{name}.json", p)
@@ -227,7 +232,9 @@ def test_cli_verifies_and_rejects(ledgers, tmp_path, capsys):
 
 def _cosine_noise(x, y, xt, yt, sc, stream, backbone):
     labels = _labels(sc, y, 1.0, "base", stream=stream)
-    _, _, model, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, labels, 0, backbone=backbone)
+    _, _, model, _ = run_cosine(
+        (x, y, np.arange(len(y))), (xt, yt), sc, labels, 0, backbone=backbone, learner="cosine"
+    )
     from dpcl.learners.cosine import normalize_rows
 
     exact = np.zeros_like(model["sums"], dtype=np.float64)

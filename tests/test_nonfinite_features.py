@@ -41,16 +41,16 @@ def _stages(d, bad):
     one of its caches (no run is reached: the caches are read first)."""
     from dpcl.stages.active import run_active_seed
     from dpcl.stages.agem import agem_sweep
-    from dpcl.stages.cosine import cosine_sweep
     from dpcl.stages.heads import head_learner_sweep, tune_head_learners
-    from dpcl.stages.l2dpml import l2dpml_sweep
+    from dpcl.stages.projected import projected_sweep
+    from dpcl.stages.prototypes import prototypes_sweep
 
     good, sc = d / "good.npz", d / "scenario.json"
     run = {"labels": str(d / "never-read.json"), "metrics": "m", "privacy": "p", "diagnostics": "g"}
     runs = [run | {"outputs": {}}]
     return {
-        "cosine (train)": lambda: cosine_sweep(bad, good, sc, [run]),
-        "cosine (test)": lambda: cosine_sweep(good, bad, sc, [run]),
+        "cosine (train)": lambda: prototypes_sweep(bad, good, sc, [run], learners=["cosine"]),
+        "cosine (test)": lambda: prototypes_sweep(good, bad, sc, [run], learners=["cosine"]),
         "heads": lambda: head_learner_sweep(bad, good, sc, runs, ["peft_head"], DPSGD),
         "tune_heads": lambda: tune_head_learners(
             bad,
@@ -82,11 +82,11 @@ def _stages(d, bad):
         "agem_head and desai_head": lambda: agem_sweep(
             bad, good, sc, runs, dpsgd_cfg=DPSGD, agem_cfg={}, learners=("agem_head", "desai_head")
         ),
-        "l2dpml and fm_agem (train)": lambda: l2dpml_sweep(
-            bad, good, good, sc, runs, ["l2dpml", "fm_agem"], l2dpml_cfg={}, fm_cfg={}
+        "l2dpml and fm_agem (train)": lambda: projected_sweep(
+            bad, good, good, sc, runs, ["l2dpml", "fm_agem"], blocks={"l2dpml": {}, "fm_agem": {}}
         ),
-        "l2dpml and fm_agem (public tune split)": lambda: l2dpml_sweep(
-            good, good, bad, sc, runs, ["l2dpml", "fm_agem"], l2dpml_cfg={}, fm_cfg={}
+        "l2dpml and fm_agem (public tune split)": lambda: projected_sweep(
+            good, good, bad, sc, runs, ["l2dpml", "fm_agem"], blocks={"l2dpml": {}, "fm_agem": {}}
         ),
         "DP active learning (pool)": lambda: run_active_seed(
             bad,

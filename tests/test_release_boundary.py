@@ -97,13 +97,13 @@ def _neighbours(tmp):
 def _run_everything(work):
     """Every learner's stage on one data set, as the workflow runs them; returns the run folder."""
     from dpcl.stages.agem import agem_sweep
-    from dpcl.stages.cosine import cosine_sweep
     from dpcl.stages.features import cache_features
     from dpcl.stages.film import film_baseline_stage, film_eval_stage, film_member_stage
     from dpcl.stages.heads import head_learner_sweep
-    from dpcl.stages.l2dpml import l2dpml_sweep
     from dpcl.stages.labels import release_label_spaces
     from dpcl.stages.learner import RunFiles, SeedJob, learner_sweep
+    from dpcl.stages.projected import projected_sweep
+    from dpcl.stages.prototypes import prototypes_sweep
     from dpcl.stages.scenarios import build_scenario
 
     raw, res = work / "raw", work / "results"
@@ -123,7 +123,7 @@ def _run_everything(work):
     def out(learner, p, kind):
         return str(runs / learner / f"eps{p[0]}" / p[1] / f"{kind}.json")
 
-    cosine_sweep(
+    prototypes_sweep(
         res / "train.npz",
         res / "test.npz",
         sc,
@@ -136,6 +136,7 @@ def _run_everything(work):
             }
             for p in pairs
         ],
+        learners=["cosine"],
         targets=targets,
     )
     head_learner_sweep(
@@ -174,7 +175,7 @@ def _run_everything(work):
         learners=MEMORY,
     )
     # the PCA of l2dpml/fm_agem is fitted on public features: here the (identical) test split's
-    l2dpml_sweep(
+    projected_sweep(
         res / "train.npz",
         res / "test.npz",
         res / "test.npz",
@@ -190,12 +191,14 @@ def _run_everything(work):
             for p in pairs
         ],
         FUNCTIONAL,
-        l2dpml_cfg={"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
-        fm_cfg={
-            "dim": 8,
-            "lr": 0.4,
-            "steps": 4,
-        },  # not fm_agem's defaults, which were chosen with private data
+        blocks={
+            "l2dpml": {"input_dim": 8, "hidden": 8, "batch_size": 8, "epochs": 2},
+            "fm_agem": {
+                "dim": 8,
+                "lr": 0.4,
+                "steps": 4,
+            },  # not its defaults, which were chosen with private data
+        },
         targets=targets,
     )
     lab = labels[FILM_RUN]

@@ -337,4 +337,4 @@ def test_dpal_config_plans_offline(tmp_path):
     log = res.stdout + res.stderr
     for rule in ("features", "active_schedule", "active_runs", "active_report"):
         assert f"rule {rule}" in log, rule
-    assert "rule cosine" not in log  # the active target runs no continual-learning job
+    assert "rule prototypes" not in log  # the active target runs no continual-learning job

@@ -21,7 +21,14 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 # Compute rules of the tiny config that must have run as SLURM jobs (more may).
-MUST_RUN_ON_SLURM = {"features", "scenario", "label_spaces", "cosine", "label_space_attack", "privacy_audit"}
+MUST_RUN_ON_SLURM = {
+    "features",
+    "scenario",
+    "label_spaces",
+    "prototypes",
+    "label_space_attack",
+    "privacy_audit",
+}
 # Files compared byte for byte between the local and the SLURM run (the pipeline is
 # bit-reproducible: noise streams are derived from named keys, never from scheduling).
 COMPARED = (

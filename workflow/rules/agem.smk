@@ -44,13 +44,13 @@ if AGEM:
             labels=expand(
                 f"{R}/labels/{{{{dataset}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}.json",
                 eps=EPS,
-                method=AGEM_METHODS,
+                method=job_methods("agem"),
             ),
             tuned=_agem_tuning_files,
         output:
-            metrics=_agem_outputs("metrics"),
-            privacy=_agem_outputs("privacy"),
-            diagnostics=_agem_outputs("diagnostics"),  # NOT private: counts etc., never published
+            metrics=_job_outputs("agem", "metrics"),
+            privacy=_job_outputs("agem", "privacy"),
+            diagnostics=_job_outputs("agem", "diagnostics"),  # NOT private: counts etc., never published
         log:
             f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
         conda:

@@ -38,19 +38,22 @@ HEAD_METHODS = config["head_label_methods"] or METHODS
 TARGETS = run_targets(config["epsilons"], config["delta"])
 
 
-AGEM_METHODS = config["agem"]["label_methods"] or HEAD_METHODS
-L2DPML_METHODS = config["l2dpml"]["label_methods"] or HEAD_METHODS
 BASELINE_METHODS = config["baseline_label_methods"] or HEAD_METHODS
 
 
+def _method_list(key):
+    """A config list of label methods (LearnerSpec.methods): a top-level list, or the label_methods
+    of a learner's config block (null: those of head_label_methods)."""
+    top = {
+        "label_methods": METHODS,
+        "head_label_methods": HEAD_METHODS,
+        "baseline_label_methods": BASELINE_METHODS,
+    }
+    return top[key] if key in top else (config[key]["label_methods"] or HEAD_METHODS)
+
+
 # the label methods of each config list a learner may take them from (LearnerSpec.methods)
-METHOD_LISTS = {
-    "label_methods": METHODS,
-    "head_label_methods": HEAD_METHODS,
-    "baseline_label_methods": BASELINE_METHODS,
-    "agem": AGEM_METHODS,
-    "l2dpml": L2DPML_METHODS,
-}
+METHOD_LISTS = {key: _method_list(key) for key in learners.METHOD_LISTS}
 
 
 def methods_for(learner, name=None):
@@ -143,15 +146,36 @@ def all_reports():
     return runs + privacy_files()
 
 
-# ---- helpers of cosine.smk ----------------------------------------------------
+# ---- helpers of the per-seed jobs on cached features (prototypes, agem, projected) ----
 
 
-def _cosine_outputs(kind):
+def job_methods(job):
+    """The label methods every run of a per-seed job makes: the list its learners share (their
+    LearnerSpec.methods must name one list; a job computes every (ε, method) of it)."""
+    lists = {learners.label_methods_key(l) for l in learners.job_learners(config["learners"], job)}
+    if len(lists) > 1:
+        raise ValueError(
+            f"the learners of job {job!r} take their label methods from different lists {sorted(lists)}"
+        )
+    return METHOD_LISTS[lists.pop()] if lists else []
+
+
+def _job_outputs(job, kind):
+    """A per-seed job's run files, learner-major (dpcl.stages.common.runs_by_learner reads them so)."""
     return expand(
-        f"{R}/runs/cosine/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
+        learner=learners.job_learners(config["learners"], job),
         eps=EPS,
-        method=METHODS,
+        method=job_methods(job),
     )
+
+
+def job_blocks(job_learners):
+    """The config blocks the learners of a job declare they read (LearnerSpec.config_blocks)."""
+    return {b: config[b] for l in job_learners for b in learners.get(l).config_blocks}
+
+
+PROTOTYPE_LEARNERS = learners.job_learners(config["learners"], "prototypes")
 
 
 # ---- helpers of heads.smk -----------------------------------------------------
@@ -198,22 +222,13 @@ def _tuning_files(w):
 # ---- helpers of agem.smk ------------------------------------------------------
 
 
-# agem_head: the enhanced DP-A-GEM (App. D.4); desai_head: Desai et al.'s DP-CL as published (paper 002,
-# Alg. 1, Lemma 2's claim beside the accounted rereads). One job per seed runs both.
+# the memory-buffer learners of registry job "agem" (the enhanced DP-A-GEM, App. D.4, and Desai et al.'s
+# DP-CL as published, paper 002): one job per seed runs them all.
 AGEM_LEARNERS = learners.job_learners(config["learners"], "agem")
 
 AGEM = bool(AGEM_LEARNERS)
 
 FIG3_EPS = [e for e in EPS if e in ("1", "8")] or [e for e in EPS if e != "inf"] or EPS
-
-
-def _agem_outputs(kind):
-    return expand(
-        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=AGEM_LEARNERS,
-        eps=EPS,
-        method=AGEM_METHODS,
-    )
 
 
 def _fig3_runs(w):
@@ -254,19 +269,10 @@ def _agem_tuning_files(w):
     )
 
 
-# ---- helpers of l2dpml.smk ----------------------------------------------------
+# ---- helpers of projected.smk -------------------------------------------------
 
 
-L2DPML_LEARNERS = learners.job_learners(config["learners"], "l2dpml")
-
-
-def _l2dpml_outputs(kind):
-    return expand(
-        f"{R}/runs/{{learner}}/{{{{dataset}}}}/{{{{backbone}}}}/{{{{scenario}}}}/seed{{{{seed}}}}/eps{{eps}}/{{method}}/{kind}.json",
-        learner=L2DPML_LEARNERS,
-        eps=EPS,
-        method=L2DPML_METHODS,
-    )
+PROJECTED_LEARNERS = learners.job_learners(config["learners"], "projected")
 
 
 # ---- helpers of film.smk ------------------------------------------------------

@@ -142,6 +142,7 @@ SPECS = (
         published_claim="Desai Lemma 2",
         fig3="compared",
         config_blocks=("agem",),
+        stage="dpcl.stages.agem:run_agem_as_published",
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )

@@ -53,6 +53,8 @@ SPECS = (
         module="peft",
         fig3="ours",
         ensemble=True,
+        paper_table_note="The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no "
+        "published counterpart in this table.",
         resources={"mem_mb": 2000, "runtime": 60},
     ),
     LearnerSpec(

@@ -36,7 +36,7 @@ ADAPTERS = ("prototypes", "head", "film", "functional")
 #: the workflow job that runs a learner (rule files under workflow/rules/): one job per seed runs every
 #: learner of a cached-feature job, one job per run the FiLM ones; ``features`` is the job of a learner
 #: that brings its own ``run`` function (:mod:`dpcl.learners.api`, one job per learner and seed)
-JOBS = ("cosine", "heads", "agem", "l2dpml", "film_peft", "film_baseline", "features")
+JOBS = ("prototypes", "heads", "agem", "projected", "film_peft", "film_baseline", "features")
 #: the config list a learner's label methods come from (:func:`label_methods_key`)
 METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "l2dpml")
 #: a learner's role in Fig. 3: None (not drawn), "ours" (paper 000's methods, drawn beside the compared
@@ -44,6 +44,17 @@ METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods",
 FIG3_ROLES = (None, "ours", "compared")
 #: what a learner's run trains on: each task's data in turn, or every task's at once (Non-CL)
 TRAINS_ON = ("task", "all_tasks")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerAudit:
+    """A learner's empirical privacy audit (:mod:`dpcl.audits.learners`): its function, as
+    "module:function" with signature ``(epsilon, delta, trials, seed) -> row``, and the name and tag of
+    its rows in the audit table."""
+
+    function: str
+    name: str
+    tag: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +74,12 @@ class LearnerSpec:
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
     run: Callable | None = None  #: job "features": run(RunInputs) -> RunResult (dpcl.learners.api)
+    #: the stage function that makes one of its runs inside its job, as "module:function" (imported on
+    #: first use, so that the registry stays light); the job passes the learner's name as ``learner=``
+    stage: str | None = None
+    audit: LearnerAudit | None = None  #: its canary audit, if it has one (the privacy audit table runs it)
+    #: a note the paper tables (Tables A3-A7, F1) add where it has rows (what its published counterpart is)
+    paper_table_note: str | None = None
     config_blocks: tuple[str, ...] = ()  #: the learner's own config blocks (e.g. ("agem",)) its jobs read
     resources: dict = field(default_factory=lambda: {"mem_mb": 2000, "runtime": 60})
 
@@ -78,6 +95,12 @@ class LearnerSpec:
                 raise ValueError(
                     f"learner {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}"
                 )
+        if self.stage is not None and (not isinstance(self.stage, str) or self.stage.count(":") != 1):
+            raise ValueError(f"learner {self.name!r}: stage must be 'module:function', got {self.stage!r}")
+        if self.audit is not None and (
+            not isinstance(self.audit, LearnerAudit) or self.audit.function.count(":") != 1
+        ):
+            raise ValueError(f"learner {self.name!r}: audit must be a LearnerAudit naming 'module:function'")
         if (self.job == "features") != callable(self.run):
             raise ValueError(
                 f"learner {self.name!r}: a learner of job 'features' needs a run function and only it has one"
@@ -224,6 +247,38 @@ def job_resources(job: str) -> dict:
 def wildcard(job: str | None = None) -> str:
     """A Snakemake wildcard constraint matching the registered learners (of ``job``, if given)."""
     return "|".join(n for n in names() if job is None or get(n).job == job)
+
+
+def stage_function(name: str, job: str) -> Callable:
+    """The stage function of learner ``name`` (:attr:`LearnerSpec.stage`), checked to belong to ``job``:
+    a clear error for a learner another job runs or one that declares no stage function."""
+    spec = get(name)
+    if spec.job != job:
+        raise ValueError(
+            f"learner {name!r} is run by job {spec.job!r}, not {job!r}; this job runs {wildcard(job)}"
+        )
+    if spec.stage is None:
+        raise ValueError(f"learner {name!r} declares no stage function (LearnerSpec.stage)")
+    return _import(spec.stage)
+
+
+def _import(path: str) -> Callable:
+    module, function = path.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def audited() -> tuple[LearnerSpec, ...]:
+    """The learners with an audit, in the audit table's order: methods audited as published (``dp`` False,
+    whose claim the audit tests) first, then in registry order."""
+    return tuple(sorted((s for s in specs() if s.audit is not None), key=lambda s: s.dp))
+
+
+def audit_function(name: str) -> Callable:
+    """Learner ``name``'s audit function (:class:`LearnerAudit`)."""
+    spec = get(name)
+    if spec.audit is None:
+        raise ValueError(f"learner {name!r} declares no audit (LearnerSpec.audit)")
+    return _import(spec.audit.function)
 
 
 def label_methods_key(name: str) -> str:

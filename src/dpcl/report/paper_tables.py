@@ -119,12 +119,14 @@ def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> Non
         )
 
 
-def _head_only_note(t: PaperTable) -> None:
-    if any(c.key["learner"] == "peft_head" for row in t.cells for c in row):
-        t.notes.append(
-            "The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no published "
-            "counterpart in this table."
-        )
+def _learner_notes(t: PaperTable) -> None:
+    """The notes of the learners with rows in ``t`` (:attr:`LearnerSpec.paper_table_note`), in row order."""
+    from ..learners import registry
+
+    present = dict.fromkeys(c.key["learner"] for row in t.cells for c in row)
+    for learner in present:
+        if learner in registry.names() and registry.get(learner).paper_table_note:
+            t.notes.append(registry.get(learner).paper_table_note)
 
 
 def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
@@ -200,7 +202,7 @@ def _label_method_table(
             "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
             "its fraction in brackets."
         )
-    _head_only_note(t)
+    _learner_notes(t)
     _missing_row_notes(t, runs)
     return t
 
@@ -620,7 +622,7 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
     elif not any(c.ours for row in t.cells for c in row):
         t.notes.append(_NO_BASE_NOTE)
     t.notes[:0] = _F2_NOTES
-    _head_only_note(t)
+    _learner_notes(t)
     _missing_row_notes(t, runs)
     return t
 

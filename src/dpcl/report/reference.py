@@ -51,18 +51,21 @@ TABLES = {
 }
 DATASETS = {"cifar100", "imagenet_r", "five_datasets"}
 EPSILONS = {"1", "8", "inf"}
-#: The one table of the papers' methods (the reference's learner tags) and the learners of ours that
-#: reproduce them, in Table A8's row order; the name a paper-only method's rows carry (our learners are
-#: named by the registry). "both" (Table A5: the label release, whichever learner) has no row.
-PAPER_LEARNERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("naive", ("naive_film", "naive_head"), "Naive"),
-    ("cosine", ("cosine",), ""),
-    ("peft_film", ("peft_film",), ""),
-    ("noncl_film", ("noncl_film",), ""),
-    ("peft_head", ("peft_head",), ""),
-    ("noncl_head", ("noncl_head",), ""),
-)
-LEARNERS = {ref for ref, _, _ in PAPER_LEARNERS} | {"both"}
+
+
+def _paper_learners(path: Path) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """The papers' methods (the reference's learner tags) in Table A8's row order, each with the learners
+    of ours that reproduce it and the name its rows carry when ours do not name it ("" otherwise), as
+    ``methods.csv`` beside the tables lists them (data about the papers, documented in its README).
+    "both" (Table A5: the label release, whichever learner) has no row."""
+    df = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    if list(df.columns) != ["tag", "name", "learners"]:
+        raise ReferenceFormatError(
+            f"{path}: columns are {list(df.columns)}, expected ['tag', 'name', 'learners']"
+        )
+    return tuple((r.tag.strip(), tuple(r.learners.split()), r.name.strip()) for r in df.itertuples())
+
+
 METRICS = {"aa", "af", "n_labels"}
 STATISTICS = {"median", "fourth_best", "second_best", "mean", "std"}
 _FRACTION = r"0\.\d*[1-9]"  # 0 < F < 1, no trailing zeros (release-f0.1, not release-f0.10)
@@ -75,6 +78,12 @@ _VALUE_RE = re.compile(r"^\d+(\.\d+)?$")  # as printed: non-negative decimals
 
 class ReferenceFormatError(ValueError):
     """A reference CSV does not follow the documented schema."""
+
+
+#: the papers' methods (reference learner tags), the learners of ours that reproduce them, and the name
+#: a paper-only method's rows carry (our learners are named by the registry)
+PAPER_LEARNERS = _paper_learners(REFERENCE_DIR / "methods.csv")
+LEARNERS = {ref for ref, _, _ in PAPER_LEARNERS} | {"both"}
 
 
 def _check_vocab(df: pd.DataFrame, name: str) -> None:

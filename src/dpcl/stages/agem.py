@@ -39,6 +39,7 @@ def run_agem(
     labels: dict,
     seed: int,
     *,
+    learner: str,
     dpsgd_cfg: dict,
     agem_cfg: dict,
     noise_cache: dict | None = None,
@@ -46,7 +47,8 @@ def run_agem(
     target: Budget | None = None,
     protocol: str | None = None,
 ) -> tuple[dict, dict, dict]:
-    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger, diagnostics).
+    """One DP-A-GEM run for one (ε, label method): (metrics, privacy ledger, diagnostics). ``learner`` (its
+    registered name) keys its noise streams and names its ledger.
 
     The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
     and the reference part's buffer rereads over the later tasks (disjoint parts, in
@@ -71,7 +73,7 @@ def run_agem(
         agem,
         noise=noise,
         noise_ref=noise_ref,
-        rng_for=lambda t, part: release_rng(labels, backbone, "agem_head", t, part),
+        rng_for=lambda t, part: release_rng(labels, backbone, learner, t, part),
         split_seed=seed,
     )
     extra = {
@@ -81,7 +83,7 @@ def run_agem(
         "agem": agem_cfg,
     }
     return finish_run(
-        "agem_head",
+        learner,
         labels,
         seed,
         preds,
@@ -97,13 +99,14 @@ def run_agem(
     )
 
 
-def run_desai(
+def run_agem_as_published(
     train: tuple[np.ndarray, np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
     scenario: Scenario,
     labels: dict,
     seed: int,
     *,
+    learner: str,
     dpsgd_cfg: dict,
     agem_cfg: dict,
     noise_cache: dict | None = None,
@@ -114,7 +117,8 @@ def run_desai(
     """One run of Desai et al.'s DP-CL as published (paper 002 Alg. 1): σ calibrated by Lemma 2's claim,
     the ledger holding our tightest accounting of the actual rereads (PLD, uniform block choice) and
     the claim beside it (``published_claim`` with its three-valued verdicts; guarantee_holds: false
-    unless the run's target is certified)."""
+    unless the run's target is certified). ``learner`` (its registered name) keys its noise streams and
+    names its ledger."""
     from ..learners.agem import AGEMConfig
     from ..learners.desai import desai_claim, lemma2_noise, run_desai_head
     from ..training.heads import DPSGDConfig
@@ -134,7 +138,7 @@ def run_desai(
         cfg,
         agem,
         noise=noise,
-        rng_for=lambda t, part: release_rng(labels, backbone, "desai_head", t, part),
+        rng_for=lambda t, part: release_rng(labels, backbone, learner, t, part),
         split_seed=seed,
     )
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
@@ -143,7 +147,7 @@ def run_desai(
     if claim is not None:  # the verdicts (public parameters only) for Fig. 3 and the tables
         extra["published_claim"] = claim_summary(claim)
     return finish_run(
-        "desai_head",
+        learner,
         labels,
         seed,
         preds,
@@ -155,9 +159,6 @@ def run_desai(
         diagnostics={"desai_tasks": stats},
         claim=claim,
     )
-
-
-AGEM_LEARNERS = {"agem_head": run_agem, "desai_head": run_desai}
 
 
 def claim_summary(claim: dict) -> dict:
@@ -193,19 +194,19 @@ def agem_sweep(
     threads: int | None = None,
     tuned: dict[str, str] | None = None,
     targets: dict | None = None,
-    learners: list[str] | tuple[str, ...] = ("agem_head",),
+    learners: list[str] | tuple[str, ...],
 ) -> None:
-    """All (ε, label method) runs of one seed of the memory-buffer learners (``agem_head``: the enhanced
-    DP-A-GEM, App. D.4; ``desai_head``: paper 002 as published); ``runs`` items: {labels, outputs:
-    {learner: (metrics, privacy, diagnostics)}} or, for ``agem_head`` alone, {labels, metrics, privacy,
-    diagnostics}.
+    """All (ε, label method) runs of one seed of the memory-buffer learners (job ``agem`` of the learner
+    registry: the enhanced DP-A-GEM, App. D.4, and Desai et al.'s DP-CL as published, paper 002), each
+    made by its registered stage function; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
+    diagnostics)}} or, for a single learner, {labels, metrics, privacy, diagnostics}.
 
     ``tuned`` maps ε tags to DP-A-GEM's own tuning results (:func:`dpcl.learners.agem.tune_agem_head`):
     its DP-SGD config scaled to a task and its buffer rate, which replaces ``agem.buffer_sample_rate``.
     """
-    unknown = sorted(set(learners) - set(AGEM_LEARNERS))
-    if unknown:
-        raise ValueError(f"unknown learners {unknown}; this stage runs {sorted(AGEM_LEARNERS)}")
+    from ..learners.registry import stage_function
+
+    stages = {learner: stage_function(learner, "agem") for learner in learners}
     for run, train, test, sc, labels, tuned_path, cache, backbone in feature_runs(
         train_path, test_path, scenario_path, runs, threads, tuned
     ):
@@ -213,12 +214,13 @@ def agem_sweep(
             t0 = time.perf_counter()
             cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
             agem = tuned_agem(agem_cfg, tuned_path)
-            metrics, privacy, diag = AGEM_LEARNERS[learner](
+            metrics, privacy, diag = stages[learner](
                 train,
                 test,
                 sc,
                 labels,
                 int(sc.seed),
+                learner=learner,
                 dpsgd_cfg=cfg,
                 agem_cfg=agem,
                 noise_cache=cache,

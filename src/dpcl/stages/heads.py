@@ -219,7 +219,7 @@ def tune_head_learners(
             )
         res = with_run_configs(res, plan) | {"seed": sc.seed}
         write_json(outputs[eps_tag(eps)], res)
-        who = "heads" if agem_buffer_fraction is None else "agem_head"
+        who = "heads" if agem_buffer_fraction is None else "agem (DP-A-GEM with its buffer rate)"
         log(
             f"tuned {who} seed {sc.seed} eps {eps_tag(eps)} ({protocol} protocol, factor "
             f"{res['plan']['factor_per_task']:.3g}): validation accuracy "

@@ -31,7 +31,7 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     import pandas as pd
 
     from ..audits.audit import audit_table, audit_verdict
-    from ..audits.learners import AUDITED, learner_audit_table
+    from ..audits.learners import learner_audit_table
     from ..io import write_text
     from ..learners import registry
     from ..report.privacy_tables import audit_table_markdown
@@ -42,10 +42,10 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
         learners = pd.DataFrame(
             [
                 {
-                    "mechanism": AUDITED[r["learner"]][0],
+                    "mechanism": registry.get(r["learner"]).audit.name,
                     # a method reproduced as published whose claim does not hold (registry: dp False)
                     "broken": not registry.get(r["learner"]).dp,
-                    "tag": AUDITED[r["learner"]][1],
+                    "tag": registry.get(r["learner"]).audit.tag,
                     "claimed_epsilon": r["claimed_epsilon"],
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": r["trials"],

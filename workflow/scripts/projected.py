@@ -1,4 +1,5 @@
-"""L2DP-ML and fm_agem runs of one seed (thin wrapper: dpcl.stages.l2dpml.l2dpml_sweep)."""
+"""Runs of one seed of the learners of registry job "projected" (thin wrapper:
+dpcl.stages.projected.projected_sweep)."""
 
 from dpcl.worker import run_in_warm_worker
 
@@ -6,24 +7,23 @@ run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported pro
 
 from dpcl.io import tee_stderr
 from dpcl.stages.common import runs_by_learner
-from dpcl.stages.l2dpml import l2dpml_sweep
+from dpcl.stages.projected import projected_sweep
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 learners = sm.params.learners
 runs = runs_by_learner(sm.input.labels, sm.output.metrics, sm.output.privacy, sm.output.diagnostics, learners)
-l2dpml_sweep(
+projected_sweep(
     sm.input.train,
     sm.input.test,
     sm.input.tune,
     sm.input.scenario,
     runs,
     learners,
-    l2dpml_cfg=dict(sm.params.l2dpml),
-    fm_cfg=dict(sm.params.fm_agem),
+    blocks={name: dict(block) for name, block in sm.params.blocks.items()},
     threads=sm.threads,
     targets=sm.params.targets,
-    tuning=dict(sm.params.tuning),  # FM-A-GEM's grid search (tuning.enabled, tuning.protocol)
+    tuning=dict(sm.params.tuning),  # a learner that tunes in its job (tuning.enabled, tuning.protocol)
     dataset=sm.wildcards.dataset,
     dataset_cfg=dict(sm.params.dataset_cfg),
 )

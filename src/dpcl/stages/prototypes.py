@@ -1,5 +1,6 @@
-"""Stage of ``workflow/rules/cosine.smk``: the DP cosine classifier (paper 000 Alg. 1) over every
-(ε, label method) of one seed."""
+"""Stage of ``workflow/rules/prototypes.smk``: the learners of registry job ``prototypes`` (noisy class
+sums on cached features: the DP cosine classifier, paper 000 Alg. 1) over every (ε, label method) of one
+seed, each run made by the learner's registered stage function (:attr:`LearnerSpec.stage`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ def run_cosine(
     labels: dict,
     seed: int,
     *,
+    learner: str,
     backbone: str = "features",
     target: Budget | None = None,
 ) -> tuple[dict, dict, dict, dict]:
@@ -37,7 +39,8 @@ def run_cosine(
 
     ``train`` = (features, labels, original indices sorted ascending), ``test`` =
     (features, labels), ``labels`` = the label-release file of this (ε, method), ``backbone``
-    names the features (part of the noise stream's key), ``target`` the config's (ε, δ).
+    names the features and ``learner`` the registered learner (both part of the noise stream's key),
+    ``target`` the config's (ε, δ).
     """
     tb = labels["training_budget"]
     t_eps = parse_eps(tb["epsilon"])
@@ -47,7 +50,7 @@ def run_cosine(
     preds: list[list[np.ndarray]] = []
     records = []
     for t, (x, y) in enumerate(task_data):
-        rec = clf.update(x, y, spaces[t], sigma, release_rng(labels, backbone, "cosine", t, "gaussian"))
+        rec = clf.update(x, y, spaces[t], sigma, release_rng(labels, backbone, learner, t, "gaussian"))
         rec.update(
             epsilon=t_eps,
             delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
@@ -63,7 +66,7 @@ def run_cosine(
         bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
     metrics, privacy, diag = finish_run(
-        "cosine",
+        learner,
         labels,
         seed,
         preds,
@@ -76,49 +79,59 @@ def run_cosine(
     return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
 
 
-def cosine_sweep(
+def prototypes_sweep(
     train_path: str | Path,
     test_path: str | Path,
     scenario_path: str | Path,
     runs: list[dict],
     *,
+    learners: list[str] | tuple[str, ...],
     save_model_max_labels: int = 1000,
     threads: int | None = None,
     targets: dict | None = None,
 ) -> None:
-    """Run every (ε, label method) of one seed; ``runs`` items: {labels, metrics, privacy, diagnostics}.
+    """Run every (ε, label method) of one seed of the ``prototypes`` job's ``learners``; ``runs`` items:
+    {labels, outputs: {learner: (metrics, privacy, diagnostics)}} or, for a single learner, {labels,
+    metrics, privacy, diagnostics}. A model over at most ``save_model_max_labels`` labels is saved beside
+    its metrics (model.npz).
 
     ``threads`` caps the BLAS threads (so parallel jobs do not oversubscribe the cores);
     ``targets`` (ε tag -> {epsilon, delta}) are the config's (see :func:`config_target`).
     """
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=threads):
-        _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets)
-
-
-def _cosine_sweep(train_path, test_path, scenario_path, runs, save_model_max_labels, targets) -> None:
     from ..features import load_feature_cache
+    from ..learners.registry import stage_function
 
-    tx, ty, tidx, meta = load_feature_cache(train_path)
-    ex, ey, _, _ = load_feature_cache(test_path)
-    sc = Scenario.from_dict(read_json(scenario_path))
-    for run in runs:
-        labels = read_json(run["labels"])
-        t0 = time.perf_counter()
-        metrics, privacy, model, diag = run_cosine(
-            (tx, ty, tidx),
-            (ex, ey),
-            sc,
-            labels,
-            int(sc.seed),
-            backbone=meta["backbone"],
-            target=config_target(labels, targets),
-        )
-        log(
-            f"cosine seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
-            f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
-        )
-        write_run(run, metrics, privacy, diag)
-        if model["sums"].shape[0] <= save_model_max_labels:
-            write_npz(Path(run["metrics"]).with_name("model.npz"), **model)
+    stages = {learner: stage_function(learner, "prototypes") for learner in learners}
+    with threadpool_limits(limits=threads):
+        tx, ty, tidx, meta = load_feature_cache(train_path)
+        ex, ey, _, _ = load_feature_cache(test_path)
+        sc = Scenario.from_dict(read_json(scenario_path))
+        for run in runs:
+            labels = read_json(run["labels"])
+            for learner in learners:
+                t0 = time.perf_counter()
+                metrics, privacy, model, diag = stages[learner](
+                    (tx, ty, tidx),
+                    (ex, ey),
+                    sc,
+                    labels,
+                    int(sc.seed),
+                    learner=learner,
+                    backbone=meta["backbone"],
+                    target=config_target(labels, targets),
+                )
+                log(
+                    f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: "
+                    f"final acc {100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
+                )
+                paths = (
+                    run["outputs"][learner]
+                    if "outputs" in run
+                    else (run["metrics"], run["privacy"], run.get("diagnostics"))
+                )
+                files = {"metrics": paths[0], "privacy": paths[1], "diagnostics": paths[2]}
+                write_run(files, metrics, privacy, diag)
+                if model["sums"].shape[0] <= save_model_max_labels:
+                    write_npz(Path(files["metrics"]).with_name("model.npz"), **model)
