@@ -297,7 +297,7 @@ def desai_claim(
             "reason": "non-private run (ε = inf): there is no guarantee to check",
         }
     verdicts, numbers = cached_claim_verdicts(
-        sigma, cfg.sample_rate, q_ref, cfg.steps, n_tasks, delta, claimed
+        sigma, cfg.sample_rate, q_ref, cfg.steps, n_tasks, delta, claimed=claimed
     )
     ar, d2 = verdicts
     overall = overall_verdict(verdicts)

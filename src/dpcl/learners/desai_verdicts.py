@@ -159,7 +159,7 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
         default=0.0,
     )
     close("label_release_epsilon", label)
-    verdicts, numbers = cached_claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, claimed)
+    verdicts, numbers = cached_claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, claimed=claimed)
     for key, (lo, up) in numbers.items():
         got = claim.get(key)
         if (
@@ -211,5 +211,6 @@ def _is_number(v) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def cached_claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, claimed):
+def cached_claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, *, claimed):
+    """:func:`claim_verdicts`, remembered: the claim and its verifier ask for the same numbers."""
     return claim_verdicts(sigma, q, q_ref, steps, n_tasks, delta, claimed=claimed)
