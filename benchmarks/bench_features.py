@@ -48,7 +48,7 @@ def main() -> None:
 
     def extraction() -> float:
         t0 = time.perf_counter()
-        extract_features(model, images, pre, args.batch_size, progress=False)
+        extract_features(model, images, pre, batch_size=args.batch_size, progress=False)
         return args.n / (time.perf_counter() - t0)
 
     raw()  # warm-up

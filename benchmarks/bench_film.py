@@ -77,9 +77,9 @@ def main() -> None:
             labels,
             args.classes,
             cfg,
-            sigma,
-            np.random.default_rng(1),
-            pre,
+            noise_multiplier=sigma,
+            rng=np.random.default_rng(1),
+            pre=pre,
             physical_batch=physical,
             device=args.device,
         )

@@ -137,9 +137,9 @@ def test_projection_only_when_the_dot_product_is_negative(vit, stream, monkeypat
             y1,
             6,
             cfg,
-            2.0,
-            rng(seed, "train"),
-            PRE,
+            noise_multiplier=2.0,
+            rng=rng(seed, "train"),
+            pre=PRE,
             init=None,
             active=active,
             device="cpu",
@@ -186,7 +186,17 @@ def test_empty_buffer_sample_still_draws_its_own_noise(vit, stream, monkeypatch)
         np.zeros((0, SIZE, SIZE, 3), np.uint8), np.zeros(0, np.int64), 0.5, 3.0, rng(0, "r")
     )
     _, info = train_film(
-        vit, x1, y1, 6, CFG, 1.5, rng(0, "t"), PRE, active=active, device="cpu", buffer=empty
+        vit,
+        x1,
+        y1,
+        6,
+        CFG,
+        noise_multiplier=1.5,
+        rng=rng(0, "t"),
+        pre=PRE,
+        active=active,
+        device="cpu",
+        buffer=empty,
     )
     with_buffer = list(draws)
     assert [s for s, _ in with_buffer] == [1.5, 3.0] * CFG.steps  # σC for g, σ_ref·C for g_ref, every step
@@ -196,7 +206,9 @@ def test_empty_buffer_sample_still_draws_its_own_noise(vit, stream, monkeypatch)
         not torch.allclose(a / 1.5, b / 3.0) for (_, a), (_, b) in zip(g_noise, ref_noise, strict=True)
     )
     draws.clear()
-    train_film(vit, x1, y1, 6, CFG, 1.5, rng(0, "t"), PRE, active=active, device="cpu")
+    train_film(
+        vit, x1, y1, 6, CFG, noise_multiplier=1.5, rng=rng(0, "t"), pre=PRE, active=active, device="cpu"
+    )
     assert len(draws) == CFG.steps
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(draws, g_noise, strict=True))
     with pytest.raises(ValueError, match="buffer sample_rate"):
@@ -206,9 +218,9 @@ def test_empty_buffer_sample_still_draws_its_own_noise(vit, stream, monkeypatch)
             y1,
             6,
             CFG,
-            1.5,
-            rng(0, "t"),
-            PRE,
+            noise_multiplier=1.5,
+            rng=rng(0, "t"),
+            pre=PRE,
             active=active,
             device="cpu",
             buffer=BufferMechanism(empty.images, empty.rows, 0.0, 1.0, rng(0)),

@@ -135,7 +135,7 @@ def test_cache_features_of_a_cifar_split(tmp_path):
         {},
         "tiny",
         {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 5},
-        tmp_path / "f.npz",
+        out=tmp_path / "f.npz",
         progress=False,
     )
     feats, labels, index, stored = load_feature_cache(tmp_path / "f.npz", verify=True)
@@ -391,7 +391,7 @@ def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
         cfg,
         "vit_tiny",
         {"arch": "vit_tiny_patch16_224", "weights": "random", "batch_size": 2},
-        tmp_path / "f.npz",
+        out=tmp_path / "f.npz",
         progress=False,
     )
     feats, labels, index, _ = load_feature_cache(tmp_path / "f.npz", verify=True)

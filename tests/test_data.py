@@ -234,7 +234,15 @@ def test_blurry_samples_figure_numbers(tmp_path):
     assert np.allclose(blurry_samples_per_task(labels, 5, 50, 100, seed=0), 6.0, atol=0.7)
     mid = blurry_samples_per_task(labels, 5, 50, 50, seed=0)
     assert np.all((mid > 6.0 - 0.7) & (mid < 30.0))
-    plot_blurry_samples(labels, 5, 50, [10, 50, 100], 0, "toy", [tmp_path / "f.png"])
+    plot_blurry_samples(
+        labels,
+        n_tasks=5,
+        disjoint_pct=50,
+        blurry_pcts=[10, 50, 100],
+        seed=0,
+        title="toy",
+        outputs=[tmp_path / "f.png"],
+    )
     assert (tmp_path / "f.png").stat().st_size > 1000
 
 

@@ -12,6 +12,7 @@ from dpcl.data.scenarios import disjoint_scenario
 from dpcl.io import read_json, write_json
 from dpcl.learners.agem import AGEMConfig, reference_mask
 from dpcl.learners.desai import desai_claim, lemma2_noise, run_desai_head
+from dpcl.learners.desai_verdicts import ADJ_ADD_REMOVE, ADJ_DEF2
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import PUBLIC_FIELDS, Ledger, split_public, verify_mechanism
 from dpcl.privacy.pld import epsilon_upper
@@ -205,8 +206,9 @@ def test_claim_numbers_against_dp_accounting_directly(noise_untuned):
 
     The other route composes the same per-step PLDs in another order (reads counted first), so with the
     same grid the pessimistic values agree up to the ε grid of the test (GRID_STEP); the optimistic ones
-    use a coarser value grid than :data:`LOWER_DISCRETIZATION` (1e-4 vs 2e-5), so ours may only be higher,
-    by at most the discretisation loss of the reads, about E[K]·(1e-4 − 2e-5) ≲ 0.03."""
+    use a coarser value grid than :data:`dpcl.learners.desai_verdicts.LOWER_DISCRETIZATION` (1e-4 vs
+    2e-5), so ours may only be higher, by at most the discretisation loss of the reads, about
+    E[K]·(1e-4 − 2e-5) ≲ 0.03."""
     sigma = noise_untuned["noise_multiplier"]
     assert sigma == pytest.approx(23.7988, rel=1e-3)
     c = desai_claim(noise_untuned, UNTUNED, UNTUNED_AGEM, 5)
@@ -246,7 +248,7 @@ def test_where_the_claim_first_fails(noise_untuned, n_tasks, adjacency, verdict)
     values are PLD's (upper: pessimistic; lower: optimistic on a 2e-5 grid), margins ≥ 4e-4."""
     c = desai_claim(noise_untuned, UNTUNED, UNTUNED_AGEM, n_tasks)
     v = c["verdicts"][adjacency]
-    assert v["adjacency"] == (desai_mod.ADJ_ADD_REMOVE, desai_mod.ADJ_DEF2)[adjacency]
+    assert v["adjacency"] == (ADJ_ADD_REMOVE, ADJ_DEF2)[adjacency]
     assert v["verdict"] == verdict, v
 
 

@@ -159,7 +159,7 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, mas
             )
             try:
                 assert params[-2] is net.head.weight and params[-1] is net.head.bias
-                sums, norms = clipped_grad_sum(gsm, net.head, params, x, yt, clip, active)
+                sums, norms = clipped_grad_sum(gsm, net.head, params, x, yt, clip=clip, active=active)
             finally:
                 gsm.cleanup()
     finally:
@@ -206,7 +206,9 @@ def test_noise_multiplier_matches_accountant_and_ledger_accepts_run(vit, tmp_pat
         sgd_epsilon(sigma / (1 + 3 * SIGMA_RTOL), cfg.sample_rate, cfg.steps, delta, noise["accountant"])
         > eps
     )
-    member, info = train_film(vit, x, y, 3, cfg, sigma, rng(0, "acc"), PRE, physical_batch=4, device="cpu")
+    member, info = train_film(
+        vit, x, y, 3, cfg, noise_multiplier=sigma, rng=rng(0, "acc"), pre=PRE, physical_batch=4, device="cpu"
+    )
     assert info["steps"] == cfg.steps and info["noise_multiplier"] == sigma
     assert info["accountant_history"] == [[sigma, cfg.sample_rate, cfg.steps]]
     ledger = Ledger(Budget(eps, delta))
@@ -222,18 +224,39 @@ def test_private_run_requires_finite_clip_and_valid_inputs(vit):
     cfg = DPSGDConfig(sample_rate=0.5, epochs=1.0, clip=math.inf)
     x = np.zeros((2, SIZE, SIZE, 3), np.uint8)
     with pytest.raises(ValueError, match="finite clipping bound"):
-        train_film(vit, x, np.array([0, 1]), 2, cfg, 1.0, rng(0), PRE, device="cpu")
+        train_film(vit, x, np.array([0, 1]), 2, cfg, noise_multiplier=1.0, rng=rng(0), pre=PRE, device="cpu")
     ok = DPSGDConfig(sample_rate=0.5, epochs=1.0)
     with pytest.raises(ValueError, match="uint8"):
-        train_film(vit, x.astype(np.float32), np.array([0, 1]), 2, ok, 1.0, rng(0), PRE, device="cpu")
+        train_film(
+            vit,
+            x.astype(np.float32),
+            np.array([0, 1]),
+            2,
+            ok,
+            noise_multiplier=1.0,
+            rng=rng(0),
+            pre=PRE,
+            device="cpu",
+        )
     with pytest.raises(ValueError, match="row indices"):
-        train_film(vit, x, np.array([0, 2]), 2, ok, 1.0, rng(0), PRE, device="cpu")
+        train_film(vit, x, np.array([0, 2]), 2, ok, noise_multiplier=1.0, rng=rng(0), pre=PRE, device="cpu")
     with torch.device("meta"):
         bn = timm.create_model("resnet18", pretrained=False, num_classes=0)
     with pytest.raises(ValueError, match="BatchNorm"):
-        train_film(bn, x, np.array([0, 1]), 2, ok, 1.0, rng(0), PRE, device="cpu")
+        train_film(bn, x, np.array([0, 1]), 2, ok, noise_multiplier=1.0, rng=rng(0), pre=PRE, device="cpu")
     with pytest.raises(ValueError, match="physical_batch"):
-        train_film(vit, x, np.array([0, 1]), 2, ok, 1.0, rng(0), PRE, physical_batch=0, device="cpu")
+        train_film(
+            vit,
+            x,
+            np.array([0, 1]),
+            2,
+            ok,
+            noise_multiplier=1.0,
+            rng=rng(0),
+            pre=PRE,
+            physical_batch=0,
+            device="cpu",
+        )
 
 
 def test_empty_task_still_releases_a_noisy_classifier(vit):
@@ -242,7 +265,15 @@ def test_empty_task_still_releases_a_noisy_classifier(vit):
     empty = np.zeros((0, SIZE, SIZE, 3), np.uint8)
     before = film_state(vit)
     member, info = train_film(
-        vit, empty, np.zeros(0, np.int64), 4, cfg, 1.0, rng(0, "empty"), PRE, device="cpu"
+        vit,
+        empty,
+        np.zeros(0, np.int64),
+        4,
+        cfg,
+        noise_multiplier=1.0,
+        rng=rng(0, "empty"),
+        pre=PRE,
+        device="cpu",
     )
     assert member.weight.shape == (4, DIM) and member.bias.shape == (4,)
     assert bool(torch.isfinite(member.weight).all()) and bool((member.weight != 0).all())
@@ -251,10 +282,30 @@ def test_empty_task_still_releases_a_noisy_classifier(vit):
     z = film_logits(vit, member, np.zeros((3, SIZE, SIZE), np.uint8), PRE, device="cpu")  # grey images work
     assert z.shape == (3, 4) and np.isfinite(z).all()
     # σ = 0 and no data: nothing moves (zero gradients), the member is the pre-trained start
-    m0, _ = train_film(vit, empty, np.zeros(0, np.int64), 4, cfg, 0.0, rng(0, "empty"), PRE, device="cpu")
+    m0, _ = train_film(
+        vit,
+        empty,
+        np.zeros(0, np.int64),
+        4,
+        cfg,
+        noise_multiplier=0.0,
+        rng=rng(0, "empty"),
+        pre=PRE,
+        device="cpu",
+    )
     assert not m0.weight.any() and all(torch.equal(m0.film[k], before[k]) for k in before)
     # an empty output space (every label dropped by label release) still releases noised FiLM values
-    m_none, _ = train_film(vit, empty, np.zeros(0, np.int64), 0, cfg, 1.0, rng(0, "none"), PRE, device="cpu")
+    m_none, _ = train_film(
+        vit,
+        empty,
+        np.zeros(0, np.int64),
+        0,
+        cfg,
+        noise_multiplier=1.0,
+        rng=rng(0, "none"),
+        pre=PRE,
+        device="cpu",
+    )
     assert m_none.weight.shape == (0, DIM) and any(not torch.equal(m_none.film[k], before[k]) for k in before)
     assert film_logits(vit, m_none, np.zeros((2, SIZE, SIZE), np.uint8), PRE, device="cpu").shape == (2, 0)
 
@@ -270,7 +321,16 @@ def test_tiny_film_run_learns_easy_task_at_eps_inf(vit, tmp_path):
     noise = dpsgd_noise(math.inf, 1e-5, cfg)
     before = film_state(vit)
     member, info = train_film(
-        vit, x, y, 3, cfg, noise["noise_multiplier"], rng(0, "learn"), PRE, physical_batch=16, device="cpu"
+        vit,
+        x,
+        y,
+        3,
+        cfg,
+        noise_multiplier=noise["noise_multiplier"],
+        rng=rng(0, "learn"),
+        pre=PRE,
+        physical_batch=16,
+        device="cpu",
     )
     acc = float((film_logits(vit, member, xt, PRE, device="cpu").argmax(1) == yt).mean())
     assert acc >= 0.8, acc
@@ -285,7 +345,16 @@ def test_same_seed_bit_identical_different_seed_differs(vit, tmp_path):
 
     def run(seed: int, physical_batch: int = 8):
         member, _ = train_film(
-            vit, x, y, 3, cfg, 0.8, rng(seed, "det"), PRE, physical_batch=physical_batch, device="cpu"
+            vit,
+            x,
+            y,
+            3,
+            cfg,
+            noise_multiplier=0.8,
+            rng=rng(seed, "det"),
+            pre=PRE,
+            physical_batch=physical_batch,
+            device="cpu",
         )
         return member.to_arrays()
 
@@ -464,9 +533,9 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
         rows[tr],
         3,
         c0,
-        sigma,
-        rng(3, "tuning", "film", "trial", 0),
-        PRE,
+        noise_multiplier=sigma,
+        rng=rng(3, "tuning", "film", "trial", 0),
+        pre=PRE,
         physical_batch=16,
         device="cpu",
     )
@@ -549,21 +618,21 @@ def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path
                 "lr": cfg.lr,
             },
         )
-    args = (
-        "fashion_mnist",
-        tmp_path,
-        {},
-        {},
-        tmp_path / "scenario.json",
-        tmp_path / "labels.json",
-        [tmp_path / "task0.npz", tmp_path / "task1.npz"],
-        [tmp_path / "task0.json", tmp_path / "task1.json"],
-        configured,
-        "argmax",
-        "cpu",
-        tmp_path / "metrics.json",
-        tmp_path / "privacy.json",
-    )
     with pytest.raises(ValueError, match=r"member 0 was trained with .*'sample_rate': 0.5.*\(tuned\).*rerun"):
-        film_eval_stage(*args, tuned_path=tmp_path / "tuned.json")
+        film_eval_stage(
+            "fashion_mnist",
+            tmp_path,
+            {},
+            {},
+            scenario_path=tmp_path / "scenario.json",
+            labels_path=tmp_path / "labels.json",
+            member_paths=[tmp_path / "task0.npz", tmp_path / "task1.npz"],
+            record_paths=[tmp_path / "task0.json", tmp_path / "task1.json"],
+            dpsgd_cfg=configured,
+            aggregation="argmax",
+            device="cpu",
+            out_metrics=tmp_path / "metrics.json",
+            out_privacy=tmp_path / "privacy.json",
+            tuned_path=tmp_path / "tuned.json",
+        )
     assert not (tmp_path / "metrics.json").exists()

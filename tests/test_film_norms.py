@@ -200,7 +200,7 @@ def test_per_sample_clipping_matches_one_backward_per_sample(arch):
         clip = float(ref_norms.median())  # clips about half the samples
         gsm = film_grad_sample_module(net.backbone)
         try:
-            sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip)
+            sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip)
         finally:
             gsm.cleanup()
     assert int((ref_norms > clip).sum()) >= 1 and int((ref_norms < clip).sum()) >= 1
@@ -232,7 +232,7 @@ def test_batchnorm_with_batch_statistics_is_refused():
     cfg = DPSGDConfig(sample_rate=0.5, epochs=1.0)
     x, y = images(4, seed=0), np.array([0, 1, 0, 1])
     with pytest.raises(ValueError, match=r"batch's statistics.*freeze_batchnorm"):
-        train_film(backbone, x, y, 2, cfg, 1.0, rng(0), PRE, device="cpu")
+        train_film(backbone, x, y, 2, cfg, noise_multiplier=1.0, rng=rng(0), pre=PRE, device="cpu")
     with pytest.raises(ValueError, match="BatchNormAct2d"):
         check_per_sample(backbone)
     with pytest.raises(ValueError, match="batch's statistics"):
@@ -259,7 +259,9 @@ def test_lite0_member_trains_saves_loads_and_swaps_leaving_backbone_clean(tmp_pa
     flags0 = {n: p.requires_grad for n, p in backbone.named_parameters()}
     x, y = images(8, seed=3), np.array([0, 1, 2, 0, 1, 2, 0, 1])
     cfg = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.01, clip=1.0, normaliser=4.0)
-    member, info = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
+    member, info = train_film(
+        backbone, x, y, 3, cfg, noise_multiplier=1.0, rng=rng(5), pre=PRE, physical_batch=3, device="cpu"
+    )
     assert info["trainable_parameters"] == 42_016 + 1280 * 3 + 3 == member.n_parameters()
     start = pretrained_member(backbone, 3)
     assert set(member.film) == set(start.film) and not all(
@@ -282,7 +284,9 @@ def test_lite0_member_trains_saves_loads_and_swaps_leaving_backbone_clean(tmp_pa
     # (buffer alignment), and CI once saw that. A different draw of the noise (std 1 against a
     # normaliser of 4) moves each coordinate by O(lr) = 1e-2 per Adam step; rounding moves it by
     # ~1e-7 relative, so 1e-4 (lr / 100) separates the two with room on both sides.
-    again, info_again = train_film(backbone, x, y, 3, cfg, 1.0, rng(5), PRE, physical_batch=3, device="cpu")
+    again, info_again = train_film(
+        backbone, x, y, 3, cfg, noise_multiplier=1.0, rng=rng(5), pre=PRE, physical_batch=3, device="cpu"
+    )
     assert info_again["mean_batch_size"] == info["mean_batch_size"]
     moved = max(float((member.film[k] - start.film[k]).abs().max()) for k in start.film)
     assert moved > 1e-3  # training moved some scale or shift by far more than the tolerance below

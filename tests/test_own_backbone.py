@@ -74,7 +74,7 @@ def test_hub_layout_checkpoint_end_to_end(tmp_path, hub_dir, source, name, capsy
     obtain_dataset("imagenet_r", manifest, dcfg)
     bcfg = {"arch": ARCH, "weights": str(hub_dir / name), "batch_size": 2, "channels_last": False}
     meta = cache_features(
-        "imagenet_r", manifest.parent, "test", dcfg, "mine", bcfg, tmp_path / "f.npz", progress=False
+        "imagenet_r", manifest.parent, "test", dcfg, "mine", bcfg, out=tmp_path / "f.npz", progress=False
     )
     feats, _, index, _ = load_feature_cache(tmp_path / "f.npz")
     assert tuple(meta["mean"]) == MEAN and tuple(meta["std"]) == STD

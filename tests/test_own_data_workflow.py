@@ -5,18 +5,14 @@ cheapest member, and an image folder through the real backbone."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from helpers import run_snakemake
 
 from dpcl.features import load_feature_cache
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 BACKBONE = {
     "arch": "tf_efficientnet_lite0",
@@ -24,28 +20,6 @@ BACKBONE = {
     "image_size": 96,
     "batch_size": 32,
 }
-
-
-def _snakemake(work: Path, *targets: str) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-    ]
-    cmd += [
-        *targets,
-        "--cores",
-        "2",
-        "--configfile",
-        str(work / "config.yaml"),
-    ]  # targets before --configfile
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ})
-    if res.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
 
 
 def _config(dataset: dict, learners: list[str], methods: list[str]) -> dict:
@@ -81,7 +55,7 @@ def test_npz_features_run_end_to_end_with_public_labels(tmp_path):
     dataset = {"format": "npz", "root": "feat", "public_label_names": "universe.txt", "tune_per_class": 5}
     cfg = _config(dataset, ["cosine", "peft_head"], ["oracle", "base", "public-x2", "release-f0.1"])
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    _snakemake(tmp_path, "results/tables/own.md")
+    run_snakemake(tmp_path, "results/tables/own.md")
     table = (tmp_path / "results/tables/own.md").read_text()
     assert "Cosine Classifier" in table and "PEFT Ensemble" in table and "Public Labels (2x)" in table
     # the cache holds the given features (float32) of the train subset, labels in the universe's ids
@@ -113,7 +87,7 @@ def test_image_folder_runs_end_to_end_through_the_backbone(tmp_path):
     dataset = {"format": "image_folder", "root": "img", "image_size": 32, "tune_per_class": 2}
     cfg = _config(dataset, ["cosine"], ["oracle", "base"])
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    _snakemake(tmp_path, "results/tables/own.md")
+    run_snakemake(tmp_path, "results/tables/own.md")
     assert "Cosine Classifier" in (tmp_path / "results/tables/own.md").read_text()
     log = (tmp_path / "results/logs/obtain_dataset/mine.log").read_text()
     assert "mine: skipped 1 file(s) that are not readable images" in log

@@ -12,28 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "my_learner.py"
 pytestmark = pytest.mark.slow
-
-
-def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-    ]
-    cmd += ["--cores", "2", "--configfile", str(work / "config.yaml"), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, f"snakemake failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    return res
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +51,8 @@ def own_run(tmp_path_factory):
         "active": {"enabled": False},
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    dry = _snakemake(work, "-n")
-    _snakemake(work)
+    dry = run_snakemake(work, "-n")
+    run_snakemake(work)
     return work, dry.stdout
 
 

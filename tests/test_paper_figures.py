@@ -197,12 +197,12 @@ def test_stage_reads_metrics_files_and_writes_every_figure(tmp_path):
             paths.append(str(p))
         runs[bench] = paths
     outputs = {f"fig{n}": _outs(tmp_path / "fig", f"fig{n}") for n in (4, 5, 6, 7)}
-    notes = paper_figures(runs, BENCHMARKS, outputs)
+    notes = paper_figures(runs, BENCHMARKS, outputs=outputs)
     assert notes["fig4"] == [] and notes["fig7"] == []
     for n in (4, 5, 6, 7):
         _assert_figure(tmp_path / "fig" / f"fig{n}")
     with pytest.raises(ValueError, match="not in the config"):
-        paper_figures({"nope": []}, BENCHMARKS, outputs)
+        paper_figures({"nope": []}, BENCHMARKS, outputs=outputs)
 
 
 # --- Appendix figures A3-A9 ------------------------------------------------------------------
@@ -374,7 +374,7 @@ def test_stage_writes_appendix_figures_from_metrics_files(tmp_path):
         b: {m: _outs(tmp_path / "fig", f"{b}_{m}") for m in ("accuracy", "forgetting")}
         for b in TASK_BENCHMARKS
     }
-    notes = paper_figures(runs, TASK_BENCHMARKS, outputs, task)
+    notes = paper_figures(runs, TASK_BENCHMARKS, outputs=outputs, task_outputs=task)
     assert notes["figA3"] == [] and notes["figA4"] == [] and notes["fig4"] == []
     assert notes["imr_accuracy_per_task"] == [] and notes["five_accuracy_per_task"] == []
     assert any("Non-CL" in n for n in notes["five_forgetting_per_task"])
@@ -384,7 +384,7 @@ def test_stage_writes_appendix_figures_from_metrics_files(tmp_path):
         for m in ("accuracy", "forgetting"):
             _assert_figure(tmp_path / "fig" / f"{b}_{m}")
     with pytest.raises(ValueError, match="not in the config"):
-        paper_figures({}, TASK_BENCHMARKS, outputs, {"nope": {}})
+        paper_figures({}, TASK_BENCHMARKS, outputs=outputs, task_outputs={"nope": {}})
 
 
 # --- HTML report -----------------------------------------------------------------------------
@@ -603,13 +603,15 @@ def test_stage_draws_p003_fig4_from_scenario_files_only_for_a_trio(tmp_path, mon
         write_json(tmp_path / "scenarios" / f"{bench}.json", sc.to_dict())
         scenarios[bench] = tmp_path / "scenarios" / f"{bench}.json"
     outputs = {f: _outs(tmp_path / "fig", f) for f in ("fig4", "fig5", "fig6", "fig7", "p003_fig4_blurry")}
-    notes = paper_figures(runs, TRIO, outputs, scenarios=scenarios, resources=tmp_path, datasets={"ds": {}})
+    notes = paper_figures(
+        runs, TRIO, outputs=outputs, scenarios=scenarios, resources=tmp_path, datasets={"ds": {}}
+    )
     assert notes["p003_fig4_blurry"] == [] and loads == [
         ("ds", "ds", "train")
     ]  # labels read once per data set
     _assert_figure(tmp_path / "fig" / "p003_fig4_blurry")
     # no trio (i-Blurry M = 25, 75 only): the note figure, no scenario file or data set read
     loads.clear()
-    notes = paper_figures({b: runs[b] for b in BENCHMARKS}, BENCHMARKS, outputs, scenarios=scenarios)
+    notes = paper_figures({b: runs[b] for b in BENCHMARKS}, BENCHMARKS, outputs=outputs, scenarios=scenarios)
     assert "no data set with a disjoint" in notes["p003_fig4_blurry"][0] and loads == []
     _assert_figure(tmp_path / "fig" / "p003_fig4_blurry")

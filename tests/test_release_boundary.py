@@ -110,7 +110,7 @@ def _run_everything(work):
     dcfg = {"subset_seed": 0}
     for split in ("train", "test"):
         cache_features(
-            "fashion_mnist", raw, split, dcfg, "vit", BACKBONE, res / f"{split}.npz", progress=False
+            "fashion_mnist", raw, split, dcfg, "vit", BACKBONE, out=res / f"{split}.npz", progress=False
         )
     sc = res / "scenario.json"
     build_scenario("fashion_mnist", raw, dcfg, "disjoint", 2, 0, out=sc)
@@ -202,20 +202,32 @@ def _run_everything(work):
         targets=targets,
     )
     lab = labels[FILM_RUN]
-    common = ("fashion_mnist", raw, dcfg, BACKBONE, sc, lab)
+    common = ("fashion_mnist", raw, dcfg, BACKBONE)
+    run = {"scenario_path": sc, "labels_path": lab}
     members = [str(runs / "peft_film" / "members" / f"task{t}.npz") for t in range(2)]
     records = [m.replace(".npz", ".json") for m in members]
     for t in range(2):
-        film_member_stage(*common, t, FILM_DPSGD, 16, "cpu", members[t], records[t], backbone_name="vit")
+        film_member_stage(
+            *common,
+            **run,
+            task=t,
+            dpsgd_cfg=FILM_DPSGD,
+            physical_batch=16,
+            device="cpu",
+            out_member=members[t],
+            out_record=records[t],
+            backbone_name="vit",
+        )
     film_eval_stage(
         *common,
-        members,
-        records,
-        FILM_DPSGD,
-        "argmax",
-        "cpu",
-        out("peft_film", FILM_RUN, "metrics"),
-        out("peft_film", FILM_RUN, "privacy"),
+        **run,
+        member_paths=members,
+        record_paths=records,
+        dpsgd_cfg=FILM_DPSGD,
+        aggregation="argmax",
+        device="cpu",
+        out_metrics=out("peft_film", FILM_RUN, "metrics"),
+        out_privacy=out("peft_film", FILM_RUN, "privacy"),
         targets=targets,
         out_diagnostics=out("peft_film", FILM_RUN, "diagnostics"),
     )
@@ -223,31 +235,43 @@ def _run_everything(work):
         film_baseline_stage(
             learner,
             *common,
-            FILM_DPSGD,
-            16,
-            "cpu",
-            out(learner, FILM_RUN, "metrics"),
-            out(learner, FILM_RUN, "privacy"),
-            out(learner, FILM_RUN, "model").replace(".json", ".npz"),
+            **run,
+            dpsgd_cfg=FILM_DPSGD,
+            physical_batch=16,
+            device="cpu",
+            out_metrics=out(learner, FILM_RUN, "metrics"),
+            out_privacy=out(learner, FILM_RUN, "privacy"),
+            out_model=out(learner, FILM_RUN, "model").replace(".json", ".npz"),
             agem_cfg={"buffer_fraction": 0.3},
             targets=targets,
             out_diagnostics=out(learner, FILM_RUN, "diagnostics"),
             backbone_name="vit",
         )
-    common_bn = ("fashion_mnist", raw, dcfg, BACKBONE_BN, sc, lab)
+    common_bn = ("fashion_mnist", raw, dcfg, BACKBONE_BN)
     members = [str(runs / "peft_film_lite0" / "members" / f"task{t}.npz") for t in range(2)]
     records = [m.replace(".npz", ".json") for m in members]
     for t in range(2):
-        film_member_stage(*common_bn, t, FILM_DPSGD, 16, "cpu", members[t], records[t], backbone_name="lite0")
+        film_member_stage(
+            *common_bn,
+            **run,
+            task=t,
+            dpsgd_cfg=FILM_DPSGD,
+            physical_batch=16,
+            device="cpu",
+            out_member=members[t],
+            out_record=records[t],
+            backbone_name="lite0",
+        )
     film_eval_stage(
         *common_bn,
-        members,
-        records,
-        FILM_DPSGD,
-        "argmax",
-        "cpu",
-        out("peft_film_lite0", FILM_RUN, "metrics"),
-        out("peft_film_lite0", FILM_RUN, "privacy"),
+        **run,
+        member_paths=members,
+        record_paths=records,
+        dpsgd_cfg=FILM_DPSGD,
+        aggregation="argmax",
+        device="cpu",
+        out_metrics=out("peft_film_lite0", FILM_RUN, "metrics"),
+        out_privacy=out("peft_film_lite0", FILM_RUN, "privacy"),
         targets=targets,
         out_diagnostics=out("peft_film_lite0", FILM_RUN, "diagnostics"),
     )
@@ -255,12 +279,13 @@ def _run_everything(work):
         film_baseline_stage(
             learner,
             *common_bn,
-            FILM_DPSGD,
-            16,
-            "cpu",
-            out(f"{learner}_lite0", FILM_RUN, "metrics"),
-            out(f"{learner}_lite0", FILM_RUN, "privacy"),
-            out(f"{learner}_lite0", FILM_RUN, "model").replace(".json", ".npz"),
+            **run,
+            dpsgd_cfg=FILM_DPSGD,
+            physical_batch=16,
+            device="cpu",
+            out_metrics=out(f"{learner}_lite0", FILM_RUN, "metrics"),
+            out_privacy=out(f"{learner}_lite0", FILM_RUN, "privacy"),
+            out_model=out(f"{learner}_lite0", FILM_RUN, "model").replace(".json", ".npz"),
             agem_cfg={"buffer_fraction": 0.3},
             targets=targets,
             out_diagnostics=out(f"{learner}_lite0", FILM_RUN, "diagnostics"),

@@ -2,44 +2,19 @@
 
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
-
-
-def _snakemake(workdir, *args, check=True, env=None):
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "--snakefile",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        "--configfile",
-        str(workdir / "config.yaml"),
-        *args,
-    ]
-    res = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=900, env=None if env is None else {**os.environ, **env}
-    )
-    if check and res.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
-    return res
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +63,7 @@ def tiny_run(tmp_path_factory):
         },
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    res = _snakemake(work)
+    res = run_snakemake(work)
     return work, res
 
 
@@ -187,14 +162,14 @@ def test_run_outputs_are_consistent(tiny_run):
 
 def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_path):
     work, _ = tiny_run
-    dry = _snakemake(work, "-n")
+    dry = run_snakemake(work, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
     # Re-running from scratch in another folder gives bit-identical results, and so does every
     # job in a fresh interpreter instead of a child of the warm worker (dpcl.worker)
     other = tmp_path / "again"
     other.mkdir()
     shutil.copy(work / "config.yaml", other / "config.yaml")
-    _snakemake(other, env={"DPCL_WARM_WORKER": "0"})
+    run_snakemake(other, env={"DPCL_WARM_WORKER": "0"})
 
     # every file a run writes, but logs and the non-private diagnostics, which
     # hold timings: features, labels, runs, tuning results, tables, PNG/PDF figures, report.html
@@ -220,7 +195,7 @@ def test_snakemake_report_has_the_captioned_results(tiny_run):
     report.html, each with its caption and provenance."""
     work, _ = tiny_run
     zipped = work / "report.zip"
-    _snakemake(work, "--report", str(zipped))
+    run_snakemake(work, "--report", str(zipped))
     with zipfile.ZipFile(zipped) as z:
         names = {Path(n).name for n in z.namelist()}
         page = z.read(next(n for n in z.namelist() if n.endswith("report/report.html"))).decode()
@@ -252,7 +227,7 @@ def test_bad_config_is_rejected_with_the_key_named(tmp_path):
             }
         )
     )
-    res = _snakemake(tmp_path, "-n", check=False)
+    res = run_snakemake(tmp_path, "-n", check=False)
     assert res.returncode != 0
     assert "config key 'epsilons[1]'" in res.stdout + res.stderr
     assert not (tmp_path / "results").exists()
@@ -261,7 +236,7 @@ def test_bad_config_is_rejected_with_the_key_named(tmp_path):
 def test_paper_config_plans_offline(tmp_path):
     """config/paper.yaml validates and its whole DAG resolves without the network (a dry run)."""
     shutil.copy(REPO / "config" / "paper.yaml", tmp_path / "config.yaml")
-    res = _snakemake(tmp_path, "-n")
+    res = run_snakemake(tmp_path, "-n")
     log = res.stdout + res.stderr
     total = int(log[log.index("Job stats:") :].split("total", 1)[1].split()[0])
     assert 3_000 < total < 4_000  # one film_member job per run (980), not per (run, task) member
@@ -333,7 +308,7 @@ def test_active_learning_workflow(tiny_run):
 def test_dpal_config_plans_offline(tmp_path):
     """config/dpal.yaml (paper 004's full grid) validates and its active DAG resolves (a dry run)."""
     shutil.copy(REPO / "config" / "dpal.yaml", tmp_path / "config.yaml")
-    res = _snakemake(tmp_path, "-n", "active_all")
+    res = run_snakemake(tmp_path, "-n", "active_all")
     log = res.stdout + res.stderr
     for rule in ("features", "active_schedule", "active_runs", "active_report"):
         assert f"rule {rule}" in log, rule

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import yaml
-from test_workflow import _snakemake
+from helpers import run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
@@ -49,7 +49,7 @@ def film_run(tmp_path_factory):
         "benchmarks": {"film_bench": {"dataset": "fashion_mnist", "backbone": "vit", "n_tasks": 2}},
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    res = _snakemake(work)
+    res = run_snakemake(work)
     return work, res
 
 
@@ -170,7 +170,7 @@ def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):
     cfg = yaml.safe_load((work / "config.yaml").read_text())
     cfg["tuning"] = {"enabled": False}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    out = _snakemake(tmp_path, "-n")
+    out = run_snakemake(tmp_path, "-n")
     log = out.stdout + out.stderr
     assert "rule film_member" in log and "rule film_baseline" in log and "rule tune_film" not in log
 
@@ -206,11 +206,11 @@ def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_r
         },  # 2 seeds x 1 x 1 = 2 member jobs (5 tasks each)
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    out = _snakemake(tmp_path, "-n")
+    out = run_snakemake(tmp_path, "-n")
     jobs = _job_counts(out.stdout + out.stderr)
     assert jobs["film_member"] == 4 + 2 and jobs["film_eval"] == 4 + 2 and jobs["film_baseline"] == 4
     assert jobs["report"] == 3 + 2  # per (benchmark, learner run there)
     cfg["benchmarks"]["small"]["label_methods"] = ["public-x10"]  # not a global label method
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    bad = _snakemake(tmp_path, "-n", check=False)
+    bad = run_snakemake(tmp_path, "-n", check=False)
     assert bad.returncode != 0 and "benchmarks.small.label_methods" in bad.stdout + bad.stderr

@@ -114,6 +114,7 @@ def extract_features(
     model,
     images: np.ndarray,
     pre: Preprocessing,
+    *,
     batch_size: int = 256,
     threads: int | None = None,
     progress: bool = True,

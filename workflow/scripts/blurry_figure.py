@@ -13,13 +13,13 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 b = sm.params.bench
 blurry_figure(
-    sm.params.dataset,
-    Path(sm.input[0]).parent,
-    sm.params.dataset_cfg,
-    b["n_tasks"],
-    b["disjoint_pct"],
-    b["blurry_figure_pcts"],
-    sm.params.seed,
-    sm.wildcards.benchmark,
-    list(sm.output),
+    dataset=sm.params.dataset,
+    root=Path(sm.input[0]).parent,
+    dataset_cfg=sm.params.dataset_cfg,
+    n_tasks=b["n_tasks"],
+    disjoint_pct=b["disjoint_pct"],
+    blurry_pcts=b["blurry_figure_pcts"],
+    seed=sm.params.seed,
+    title=sm.wildcards.benchmark,
+    outputs=list(sm.output),
 )

@@ -12,12 +12,12 @@ from dpcl.stages.features import cache_features
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 cache_features(
-    sm.wildcards.dataset,
-    Path(sm.input[0]).parent,
-    sm.wildcards.split,
-    sm.params.dataset_cfg,
-    sm.wildcards.backbone,
-    sm.params.backbone_cfg,
-    sm.output[0],
+    dataset=sm.wildcards.dataset,
+    root=Path(sm.input[0]).parent,
+    split=sm.wildcards.split,
+    dataset_cfg=sm.params.dataset_cfg,
+    backbone_name=sm.wildcards.backbone,
+    backbone_cfg=sm.params.backbone_cfg,
+    out=sm.output[0],
     threads=sm.threads,
 )

@@ -13,16 +13,16 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
 film_members_stage(
-    w.dataset,
-    Path(sm.input.manifest).parent,
-    dict(p.dataset_cfg),
-    dict(p.backbone_cfg),
-    sm.input.scenario,
-    sm.input.labels,
-    dict(p.dpsgd),
-    int(p.physical_batch),
-    p.device,
-    sm.output.members,
+    dataset=w.dataset,
+    root=Path(sm.input.manifest).parent,
+    dataset_cfg=dict(p.dataset_cfg),
+    backbone_cfg=dict(p.backbone_cfg),
+    scenario_path=sm.input.scenario,
+    labels_path=sm.input.labels,
+    dpsgd_cfg=dict(p.dpsgd),
+    physical_batch=int(p.physical_batch),
+    device=p.device,
+    out_dir=sm.output.members,
     tuned_path=getattr(sm.input, "tuned", None),
     backbone_name=w.backbone,
 )

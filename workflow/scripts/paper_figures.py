@@ -10,14 +10,16 @@ from dpcl.stages.paper_figures import paper_figures
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 paper_figures(
-    dict(sm.params.runs),
-    dict(sm.params.benchmarks),
-    {
+    runs=dict(sm.params.runs),
+    benchmarks=dict(sm.params.benchmarks),
+    outputs={
         fig: list(sm.output[fig])
         for fig in ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")
     },
-    {bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()},
-    dict(sm.params.scenarios),
-    sm.params.resources,
-    dict(sm.params.datasets),
+    task_outputs={
+        bench: {m: list(p) for m, p in outs.items()} for bench, outs in dict(sm.params.task_figures).items()
+    },
+    scenarios=dict(sm.params.scenarios),
+    resources=sm.params.resources,
+    datasets=dict(sm.params.datasets),
 )

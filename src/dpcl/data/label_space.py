@@ -177,6 +177,7 @@ def output_label_spaces(
     n_base: int,
     budget: Budget,
     seed: int,
+    *,
     run_key: tuple = (),
     parent: np.ndarray | None = None,
 ) -> dict:

@@ -50,6 +50,7 @@ def fetch(
     dest: str | Path,
     urls: tuple[str, ...],
     local_dir: str | Path | None = None,
+    *,
     verify: bool = True,
     retries: int = 3,
     dataset: str = "",
@@ -170,7 +171,10 @@ def obtain_mnist(
 ) -> dict[str, Path]:
     """Place the four MNIST idx.gz files in ``dest`` (local copy or md5-checked download)."""
     files = MNIST_FILES if files is None else files
-    return {k: fetch(f, dest, urls, local_dir, verify, retries, "mnist") for k, f in files.items()}
+    return {
+        k: fetch(f, dest, urls, local_dir, verify=verify, retries=retries, dataset="mnist")
+        for k, f in files.items()
+    }
 
 
 def load_idx_split(
@@ -215,7 +219,10 @@ def obtain_svhn(
 ) -> dict[str, Path]:
     """Place train_32x32.mat and test_32x32.mat in ``dest`` (local copy or md5-checked download)."""
     files = SVHN_FILES if files is None else files
-    return {k: fetch(f, dest, urls, local_dir, verify, retries, "svhn") for k, f in files.items()}
+    return {
+        k: fetch(f, dest, urls, local_dir, verify=verify, retries=retries, dataset="svhn")
+        for k, f in files.items()
+    }
 
 
 def load_svhn(root: str | Path, split: str) -> ImageDataset:
@@ -280,7 +287,7 @@ def obtain_notmnist(
     count and names are logged and recorded in dataset.json.
     """
     dest = Path(dest)
-    archive = fetch(file, dest, urls, local_dir, verify, retries, "notmnist")
+    archive = fetch(file, dest, urls, local_dir, verify=verify, retries=retries, dataset="notmnist")
     try:
         zf = zipfile.ZipFile(archive)
     except zipfile.BadZipFile as exc:
@@ -361,6 +368,7 @@ def decode_square(data: bytes, size: int) -> np.ndarray:
 def obtain_imagenet_r(
     dest: str | Path,
     local_dir: str | Path | None = None,
+    *,
     split_seed: int = 0,
     image_size: int = 224,
     test_fraction: float = 0.2,
@@ -381,7 +389,7 @@ def obtain_imagenet_r(
     from tqdm.auto import tqdm
 
     dest = Path(dest)
-    archive = fetch(file, dest, urls, local_dir, verify, retries, "imagenet_r")
+    archive = fetch(file, dest, urls, local_dir, verify=verify, retries=retries, dataset="imagenet_r")
     try:
         tar = tarfile.open(archive, "r:*")
     except tarfile.TarError as exc:

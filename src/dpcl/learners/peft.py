@@ -259,7 +259,9 @@ def run_film_learner(
         xs, ys = zip(*task_data, strict=True)
         x, y = np.concatenate(xs), np.concatenate(ys)
         keep, rows = label_rows(union, y)
-        member, info = train_film(backbone, x[keep], rows, len(union), cfg, sigma, rng_for(0), pre, **kw)
+        member, info = train_film(
+            backbone, x[keep], rows, len(union), cfg, noise_multiplier=sigma, rng=rng_for(0), pre=pre, **kw
+        )
         rec = {**noise, **info, "data": "images of all tasks at once", "samples": int(keep.sum())}
         union_arr = np.asarray(union, dtype=np.int64)
         final = [
@@ -279,7 +281,9 @@ def run_film_learner(
         o_t = sorted(label_spaces[t])
         if learner == "peft_film":
             keep, rows = label_rows(o_t, y)
-            member, info = train_film(backbone, x[keep], rows, len(o_t), cfg, sigma, rng_for(t), pre, **kw)
+            member, info = train_film(
+                backbone, x[keep], rows, len(o_t), cfg, noise_multiplier=sigma, rng=rng_for(t), pre=pre, **kw
+            )
             members.append((member, np.asarray(o_t, dtype=np.int64)))
         else:
             active[o_t] = True
@@ -290,9 +294,9 @@ def run_film_learner(
                 y[keep],
                 n_universe,
                 cfg,
-                sigma,
-                rng_for(t),
-                pre,
+                noise_multiplier=sigma,
+                rng=rng_for(t),
+                pre=pre,
                 init=model,
                 active=active,
                 **kw,

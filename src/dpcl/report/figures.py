@@ -228,6 +228,7 @@ def blurry_samples_per_task(
 
 def plot_blurry_samples(
     labels: np.ndarray,
+    *,
     n_tasks: int,
     disjoint_pct: float,
     blurry_pcts: list[float],

@@ -43,6 +43,7 @@ def p003_fig4_groups(
 def paper_figures(
     runs: dict[str, list[str | Path]],
     benchmarks: dict[str, dict],
+    *,
     outputs: dict[str, list[str | Path]],
     task_outputs: dict[str, dict[str, list[str | Path]]] | None = None,
     scenarios: dict[str, str | Path] | None = None,

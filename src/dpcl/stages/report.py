@@ -79,6 +79,7 @@ def blurry_figure(
     dataset: str,
     root: str | Path,
     dataset_cfg: dict,
+    *,
     n_tasks: int,
     disjoint_pct: float,
     blurry_pcts: list[float],
@@ -90,4 +91,12 @@ def blurry_figure(
     from ..report.figures import plot_blurry_samples
 
     ds, idx = dataset_subset(dataset, root, "train", dataset_cfg)
-    plot_blurry_samples(ds.labels[idx], n_tasks, disjoint_pct, blurry_pcts, seed, title, outputs)
+    plot_blurry_samples(
+        ds.labels[idx],
+        n_tasks=n_tasks,
+        disjoint_pct=disjoint_pct,
+        blurry_pcts=blurry_pcts,
+        seed=seed,
+        title=title,
+        outputs=outputs,
+    )

@@ -369,6 +369,7 @@ def clipped_grad_sum(
     params: list[torch.Tensor],
     x: torch.Tensor,
     y: torch.Tensor,
+    *,
     clip: float,
     active: torch.Tensor | None = None,
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -476,7 +477,7 @@ def _poisson_grad_sum(
         x = preprocess_batch(images[idx], pre).to(dev)
         y = torch.as_tensor(rows[idx], device=dev)
         if gsm is not None:
-            chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip, act_t)
+            chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip, active=act_t)
             n_clipped += int((norms > clip).sum())
         else:
             loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
@@ -518,10 +519,10 @@ def train_film(
     rows: np.ndarray,
     n_out: int,
     cfg: DPSGDConfig,
+    *,
     noise_multiplier: float,
     rng: np.random.Generator,
     pre: Preprocessing,
-    *,
     physical_batch: int = 32,
     init: FilmMember | None = None,
     active: np.ndarray | None = None,

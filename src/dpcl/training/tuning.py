@@ -279,9 +279,9 @@ def tune_film(
             yy[tr],
             n_classes,
             cfg,
-            sigma,
-            gen,
-            pre,
+            noise_multiplier=sigma,
+            rng=gen,
+            pre=pre,
             physical_batch=physical_batch,
             device=device,
         )
