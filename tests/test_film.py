@@ -624,6 +624,7 @@ def test_eval_refuses_members_trained_with_another_config_than_the_runs(tmp_path
             tmp_path,
             {},
             {},
+            learner="peft_film",
             scenario_path=tmp_path / "scenario.json",
             labels_path=tmp_path / "labels.json",
             member_paths=[tmp_path / "task0.npz", tmp_path / "task1.npz"],

@@ -91,6 +91,7 @@ def test_film_stages_refuse_a_permuted_scenario(tmp_path):
             tmp_path,
             {},
             {},
+            learner="peft_film",
             scenario_path=tmp_path / "sc.json",
             labels_path=tmp_path / "labels.json",
             task=0,

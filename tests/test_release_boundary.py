@@ -203,7 +203,7 @@ def _run_everything(work):
     )
     lab = labels[FILM_RUN]
     common = ("fashion_mnist", raw, dcfg, BACKBONE)
-    run = {"scenario_path": sc, "labels_path": lab}
+    run = {"scenario_path": sc, "labels_path": lab, "learner": "peft_film"}
     members = [str(runs / "peft_film" / "members" / f"task{t}.npz") for t in range(2)]
     records = [m.replace(".npz", ".json") for m in members]
     for t in range(2):
@@ -235,7 +235,7 @@ def _run_everything(work):
         film_baseline_stage(
             learner,
             *common,
-            **run,
+            **{k: v for k, v in run.items() if k != "learner"},
             dpsgd_cfg=FILM_DPSGD,
             physical_batch=16,
             device="cpu",
@@ -279,7 +279,7 @@ def _run_everything(work):
         film_baseline_stage(
             learner,
             *common_bn,
-            **run,
+            **{k: v for k, v in run.items() if k != "learner"},
             dpsgd_cfg=FILM_DPSGD,
             physical_batch=16,
             device="cpu",

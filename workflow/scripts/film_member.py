@@ -13,6 +13,7 @@ sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
 film_members_stage(
+    learner=w.learner,
     dataset=w.dataset,
     root=Path(sm.input.manifest).parent,
     dataset_cfg=dict(p.dataset_cfg),

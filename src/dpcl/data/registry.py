@@ -54,6 +54,7 @@ class DatasetSpec:
     composite: tuple[str, ...] = ()
     precomputed: bool = False
     own: bool = False
+    display: str | None = None  #: its name in tables and figures (default: the config key)
 
 
 # --- obtain functions: config keys applied ------------------------------------------------------
@@ -120,8 +121,11 @@ _ENTRIES = (
         10,
         FASHION_MNIST_CLASSES,
         nominal_train_size=60_000,
+        display="Fashion-MNIST",
     ),
-    DatasetSpec("cifar10", _obtain_cifar("cifar10"), load_cifar10, 10, nominal_train_size=50_000),
+    DatasetSpec(
+        "cifar10", _obtain_cifar("cifar10"), load_cifar10, 10, nominal_train_size=50_000, display="CIFAR-10"
+    ),
     DatasetSpec(
         "cifar100",
         _obtain_cifar("cifar100"),
@@ -129,6 +133,7 @@ _ENTRIES = (
         100,
         hierarchy="CIFAR-100: 100 fine classes in 20 coarse superclasses",
         nominal_train_size=50_000,
+        display="CIFAR-100",
     ),
     DatasetSpec(
         "mnist",
@@ -137,6 +142,7 @@ _ENTRIES = (
         10,
         sources.MNIST_CLASSES,
         nominal_train_size=60_000,
+        display="MNIST",
     ),
     DatasetSpec(
         "svhn",
@@ -145,6 +151,7 @@ _ENTRIES = (
         10,
         sources.SVHN_CLASSES,
         nominal_train_size=73_257,
+        display="SVHN",
     ),
     DatasetSpec(
         "notmnist",
@@ -152,9 +159,17 @@ _ENTRIES = (
         sources.load_notmnist,
         10,
         sources.NOTMNIST_CLASSES,
+        display="notMNIST",
     ),
     # ImageNet-R: 80 % of its 30,000 images (paper 000 App. E)
-    DatasetSpec("imagenet_r", _obtain_imagenet_r, sources.load_imagenet_r, 200, nominal_train_size=24_000),
+    DatasetSpec(
+        "imagenet_r",
+        _obtain_imagenet_r,
+        sources.load_imagenet_r,
+        200,
+        nominal_train_size=24_000,
+        display="ImageNet-R",
+    ),
     DatasetSpec(
         "five_datasets",
         _obtain_with(sources.obtain_five_datasets),
@@ -162,6 +177,7 @@ _ENTRIES = (
         50,
         paper_tuning_classes=FIVE_DATASETS_TUNING_CLASSES,
         composite=sources.FIVE_DATASETS,
+        display="5-datasets",
     ),
 )
 BUILTIN: dict[str, DatasetSpec] = {e.name: e for e in _ENTRIES}
@@ -197,6 +213,12 @@ def base_name(name: str) -> str:
             "or your own data with a 'format' key (image_folder or npz)"
         )
     return base
+
+
+def display_name(kind: str) -> str:
+    """The name of data set ``kind`` (a built-in's name without variant suffix) in tables and figures."""
+    entry = BUILTIN.get(kind)
+    return entry.display if entry is not None and entry.display else kind
 
 
 def spec(name: str, cfg: dict | None = None) -> DatasetSpec:

@@ -48,6 +48,7 @@ SPECS = (
         figure_label="DP-A-GEM (enhanced, FiLM)",
         adapter="film",
         job="film_baseline",
+        stage="dpcl.stages.film:run_buffered_model",
         methods="agem",
         module="agem_film",
         fig3="compared",

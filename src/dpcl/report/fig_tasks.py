@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.registry import display_name
 from .fig_common import (
     TASK_METHOD,
     _eps_name,
@@ -38,7 +39,6 @@ _NO_BASE = (
     "no runs with label method 'base' (Base Dataset, the setting of App. F): add base to label_methods "
     "(Cosine Classifier) and head_label_methods (DP-SGD learners)"
 )
-_DATASET_NAMES = {"cifar100": "CIFAR-100", "imagenet_r": "ImageNet-R", "five_datasets": "5-dataset"}
 
 
 def _learner_name(learner: str) -> str:
@@ -116,7 +116,7 @@ def plot_task_metric(
     )
     over = "task orders" if scenario == "datasets" else "seeds"
     title = (
-        f"{head}: median {what} per task, {bench} ({_DATASET_NAMES.get(dataset, dataset)}, {scenario}); "
+        f"{head}: median {what} per task, {bench} ({display_name(dataset)}, {scenario}); "
         f"Base Dataset, error bars min/max over {over}"
     )
     if not records:
@@ -246,7 +246,7 @@ def plot_figA4_privacy_utility(
         ds = str(cfg.get("dataset", "")).split("__", 1)[0]
         ax.set_xticks(np.arange(len(epsilons)), [_eps_name(e) for e in epsilons])
         ax.set_xlim(-0.4, len(epsilons) - 0.6)
-        ax.set_title(f"{bench} ({_DATASET_NAMES.get(ds, ds)}, {cfg.get('scenario', 'disjoint')})", fontsize=9)
+        ax.set_title(f"{bench} ({display_name(ds)}, {cfg.get('scenario', 'disjoint')})", fontsize=9)
         ax.set_xlabel(
             "privacy budget (δ = "
             + ", ".join(

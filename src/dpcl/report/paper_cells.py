@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.registry import display_name
 from .names import canonical_method, eps_key, eps_name, label_methods_key, learner_name, release_fraction
 from .reference import PAPER_LEARNERS
 from .reference import TABLES as SOURCES
@@ -38,16 +39,6 @@ def classifiers() -> set[str]:
     return {s.name for s in registry.specs() if s.fig3 == "ours"}
 
 
-DATASET_NAMES = {
-    "cifar100": "CIFAR-100",
-    "imagenet_r": "ImageNet-R",
-    "five_datasets": "5-datasets",
-    "fashion_mnist": "Fashion-MNIST",
-    "mnist": "MNIST",
-    "svhn": "SVHN",
-    "notmnist": "notMNIST",
-    "cifar10": "CIFAR-10",
-}
 PAPER_FRACTIONS = (0.025, 0.0359, 0.0599, 0.1, 0.2, 0.3, 0.5)  # Tables A4/A5 columns
 _eps_key = eps_key
 _eps_name = eps_name
@@ -108,7 +99,7 @@ class Bench:
 
     @property
     def display(self) -> str:
-        return f"{DATASET_NAMES.get(self.ref_dataset, self.ref_dataset)} ({self.name})"
+        return f"{display_name(self.ref_dataset)} ({self.name})"
 
 
 @dataclass

@@ -34,13 +34,13 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..data.registry import display_name
 from .names import canonical_method, eps_title, public_multiplier
 from .paper_cells import (
     _MEAN_NOTE,
     _NO_BASE_NOTE,
     _ORDER_NOTE,
     _REF_NOTE,
-    DATASET_NAMES,
     PAPER_FRACTIONS,
     REF_LEARNER,
     TABLE_IDS,
@@ -367,9 +367,7 @@ def table_a7(benches, runs, ref) -> PaperTable:
     ]
     backbones = {g[2] for g in groups}
     for (dataset, n, backbone), by_m in groups.items():
-        label = f"{DATASET_NAMES.get(dataset, dataset)}, N = {n:g}" + (
-            f" ({backbone})" if len(backbones) > 1 else ""
-        )
+        label = f"{display_name(dataset)}, N = {n:g}" + (f" ({backbone})" if len(backbones) > 1 else "")
         rows: set[tuple[str, str]] = set()
         for b in by_m.values():
             ours_learners = {k[0] for k in runs[b.name].keys()}
@@ -608,7 +606,7 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
     shown = {g: s for g, s in groups.items() if s.keys() - {"disjoint"}} or groups
     by_name = {b.name: b for b in benches}
     kinds = [by_name[next(iter(s.values()))].ref_dataset for s in shown.values()]
-    names = [DATASET_NAMES.get(k, k) for k in kinds]  # the data set's name, with the group where it repeats
+    names = [display_name(k) for k in kinds]  # the data set's name, with the group where it repeats
     for (title, settings), name in zip(shown.items(), names, strict=True):
         _f2_group(
             t, settings, by_name, runs, r, name if names.count(name) == 1 else f"{name} ({title})", title

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,7 @@ def film_member_stage(
     dataset_cfg: dict,
     backbone_cfg: dict,
     *,
+    learner: str,
     scenario_path: str | Path,
     labels_path: str | Path,
     task: int,
@@ -137,6 +139,7 @@ def film_member_stage(
     record (sample count, clipped fraction, batch size, time); the evaluation job splits it
     into the ledger's public entry and the run's diagnostics."""
     run = _MemberRun(
+        learner,
         dataset,
         root,
         dataset_cfg,
@@ -158,6 +161,7 @@ def film_members_stage(
     dataset_cfg: dict,
     backbone_cfg: dict,
     *,
+    learner: str,
     scenario_path: str | Path,
     labels_path: str | Path,
     dpsgd_cfg: dict,
@@ -172,6 +176,7 @@ def film_members_stage(
     noise streams and files), loading the images, the backbone and σ once. The workflow runs
     one such job per run: 980 jobs for the paper grid's 9,800 members rather than 9,800."""
     run = _MemberRun(
+        learner,
         dataset,
         root,
         dataset_cfg,
@@ -197,6 +202,7 @@ class _MemberRun:
 
     def __init__(
         self,
+        learner,
         dataset,
         root,
         dataset_cfg,
@@ -213,14 +219,13 @@ class _MemberRun:
         _refuse_permuted(self.sc)
         self.labels = read_json(labels_path)
         self.n_tasks = len(self.sc.train_indices)
-        dpsgd_cfg, self.protocol = resolve_dpsgd(
-            dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], "peft_film"
-        )
+        dpsgd_cfg, self.protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], learner)
         self.cfg = DPSGDConfig.from_block(dpsgd_cfg)
         self.noise = _noise(self.labels, self.cfg)
         self.backbone, self.pre = load_film_backbone(backbone_cfg)
         _, self.tasks = _task_images(dataset, root, dataset_cfg, self.sc)
-        self.rng_for = _rng_for("peft_film", self.labels, _backbone_key(backbone_name, backbone_cfg))
+        self.learner = learner
+        self.rng_for = _rng_for(learner, self.labels, _backbone_key(backbone_name, backbone_cfg))
 
     def train(self, task: int, physical_batch: int, device: str, out_member, out_record) -> None:
         from ..training.film import train_film
@@ -255,7 +260,7 @@ class _MemberRun:
             "tuned": self.protocol is not None,
         }
         log(
-            f"peft_film seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
+            f"{self.learner} seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
             f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)"
         )
         write_npz(out_member, **member.to_arrays())
@@ -268,6 +273,7 @@ def film_eval_stage(
     dataset_cfg: dict,
     backbone_cfg: dict,
     *,
+    learner: str,
     scenario_path: str | Path,
     labels_path: str | Path,
     member_paths: list[str | Path],
@@ -297,7 +303,7 @@ def film_eval_stage(
             f"expected {n_tasks} members and records, got {len(member_paths)} and {len(record_paths)}"
         )
     records = [read_json(p) for p in record_paths]
-    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], "peft_film")
+    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
     cfg = DPSGDConfig.from_block(dpsgd_cfg)
     for t, rec in enumerate(records):
         if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
@@ -345,7 +351,7 @@ def film_eval_stage(
         "trainable_parameters": [r["trainable_parameters"] for r in records],
     }
     metrics, privacy, diag = finish_run(
-        "peft_film",
+        learner,
         labels,
         int(sc.seed),
         by_rule[aggregation],
@@ -356,7 +362,7 @@ def film_eval_stage(
         hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
     )
     log(
-        f"peft_film seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
         f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})"
     )
     write_run(
@@ -365,6 +371,41 @@ def film_eval_stage(
         privacy,
         diag,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselineRun:
+    """One FiLM baseline run (job ``film_baseline``) as :func:`film_baseline_stage` hands it to the
+    learner's stage function (:attr:`LearnerSpec.stage`)."""
+
+    dataset: str
+    root: str | Path
+    dataset_cfg: dict
+    backbone_cfg: dict
+    scenario: Scenario
+    labels: dict
+    cfg: object  #: the run's DPSGDConfig (tuned or configured)
+    dpsgd_cfg: dict  #: its config block, as privacy.json records it
+    protocol: str | None  #: the tuning protocol, None when untuned
+    agem_cfg: dict  #: the config's agem block (only a learner that declares it gets it)
+    physical_batch: int
+    device: str
+    out: dict  #: {metrics, privacy, diagnostics} paths
+    out_model: str | Path
+    target: object  #: the config's (ε, δ) of the run
+    backbone_key: str  #: names the backbone in the noise streams' keys
+
+    def task_data(self, *, with_ids: bool = False):
+        """(label spaces, per-task R_task(D_t) images and rows [and sample ids], the test sets)."""
+        _, tasks = _task_images(self.dataset, self.root, self.dataset_cfg, self.scenario)
+        spaces = [sorted(t["labels"]) for t in self.labels["tasks"]]
+        data = []
+        for (x, y), o_t, ids in zip(tasks, spaces, self.scenario.train_indices, strict=True):
+            keep, y_kept = remap_task_data(y, o_t, self.labels.get("remap"))
+            data.append(
+                (x[keep], y_kept, np.asarray(ids, dtype=np.int64)[keep]) if with_ids else (x[keep], y_kept)
+            )
+        return spaces, data, _test_sets(self.dataset, self.root, self.dataset_cfg, self.scenario, self.labels)
 
 
 def film_baseline_stage(
@@ -388,51 +429,49 @@ def film_baseline_stage(
     out_diagnostics: str | Path | None = None,
     backbone_name: str | None = None,
 ) -> None:
-    """One Naive, Non-CL (App. F.1) or DP-A-GEM (App. D.4) FiLM run: a single model through (or
-    over) all tasks (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`;
-    ``agem_cfg`` is the config's ``agem`` block, used by ``agem_film`` only)."""
-    from ..learners.peft import run_film_learner
+    """One FiLM baseline run (registry job ``film_baseline``: a single model through, or over, all
+    tasks, e.g. Naive and Non-CL, App. F.1, or DP-A-GEM, App. D.4), made by the learner's registered
+    stage function (hyperparameters from ``tuned_path`` when given, see
+    :func:`dpcl.stages.common.resolve_dpsgd`; ``agem_cfg`` is the config's ``agem`` block, for a learner
+    that declares it)."""
+    from ..learners.registry import stage_function
     from ..training.heads import DPSGDConfig
 
-    allowed = ("naive_film", "noncl_film", "agem_film")
-    if learner not in allowed:
-        raise ValueError(f"film_baseline_stage runs one of {list(allowed)}, not {learner!r}")
+    stage = stage_function(learner, "film_baseline")
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
     dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-    cfg = DPSGDConfig.from_block(dpsgd_cfg)
-    target = config_target(labels, targets)
-    bkey = _backbone_key(backbone_name, backbone_cfg)
-    out = {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics}
-    if learner == "agem_film":
-        return _agem_film_run(
-            dataset,
-            root,
-            dataset_cfg,
-            backbone_cfg,
-            sc,
-            labels,
-            cfg,
-            dpsgd_cfg,
-            protocol,
-            agem_cfg or {},
-            physical_batch,
-            device,
-            out,
-            out_model,
-            target,
-            bkey,
-        )
+    run = BaselineRun(
+        dataset=dataset,
+        root=root,
+        dataset_cfg=dataset_cfg,
+        backbone_cfg=backbone_cfg,
+        scenario=sc,
+        labels=labels,
+        cfg=DPSGDConfig.from_block(dpsgd_cfg),
+        dpsgd_cfg=dpsgd_cfg,
+        protocol=protocol,
+        agem_cfg=agem_cfg or {},
+        physical_batch=physical_batch,
+        device=device,
+        out={"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics},
+        out_model=out_model,
+        target=config_target(labels, targets),
+        backbone_key=_backbone_key(backbone_name, backbone_cfg),
+    )
+    stage(run, learner=learner)
+
+
+def run_single_model(run: BaselineRun, *, learner: str) -> None:
+    """One Naive or Non-CL FiLM run (App. F.1, :func:`dpcl.learners.peft.run_film_learner`): metrics.json,
+    privacy.json and model.npz (the final FiLM values + head)."""
+    from ..learners.peft import run_film_learner
+
+    labels, sc, cfg = run.labels, run.scenario, run.cfg
     noise = _noise(labels, cfg)
-    backbone, pre = load_film_backbone(backbone_cfg)
-    _, tasks = _task_images(dataset, root, dataset_cfg, sc)
-    spaces = [sorted(t["labels"]) for t in labels["tasks"]]
-    task_data = []
-    for (x, y), o_t in zip(tasks, spaces, strict=True):
-        keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))
-        task_data.append((x[keep], y_kept))
-    tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
+    backbone, pre = load_film_backbone(run.backbone_cfg)
+    spaces, task_data, tests = run.task_data()
     t0 = time.perf_counter()
     preds, records, members = run_film_learner(
         learner,
@@ -444,13 +483,17 @@ def film_baseline_stage(
         pre=pre,
         cfg=cfg,
         noise=noise,
-        rng_for=_rng_for(learner, labels, bkey),
-        physical_batch=physical_batch,
-        device=device,
+        rng_for=_rng_for(learner, labels, run.backbone_key),
+        physical_batch=run.physical_batch,
+        device=run.device,
         progress=True,
     )
     seconds = round(time.perf_counter() - t0, 1)
-    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "tuned": protocol is not None}
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "dpsgd": run.dpsgd_cfg,
+        "tuned": run.protocol is not None,
+    }
     metrics, privacy, diag = finish_run(
         learner,
         labels,
@@ -459,8 +502,8 @@ def film_baseline_stage(
         records,
         [y for _, y in tests],
         extra=extra,
-        target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        target=run.target,
+        hyperparameters=hyperparameters_note(run.dpsgd_cfg, run.protocol),
         diagnostics={"seconds": seconds},
     )
     log(
@@ -468,33 +511,17 @@ def film_baseline_stage(
         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
     )
     model, ids = members[0]
-    write_npz(out_model, label_ids=ids, **model.to_arrays())
-    write_run(out, metrics, privacy, diag)
+    write_npz(run.out_model, label_ids=ids, **model.to_arrays())
+    write_run(run.out, metrics, privacy, diag)
 
 
-def _agem_film_run(
-    dataset: str,
-    root,
-    dataset_cfg: dict,
-    backbone_cfg: dict,
-    sc: Scenario,
-    labels: dict,
-    cfg,
-    dpsgd_cfg: dict,
-    protocol: str | None,
-    agem_cfg: dict,
-    physical_batch: int,
-    device: str,
-    out: dict,
-    out_model,
-    target,
-    bkey: str,
-) -> None:
+def run_buffered_model(run: BaselineRun, *, learner: str) -> None:
     """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
     "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
     from ..learners.agem import AGEMConfig, agem_noise, privacy_summary
     from ..learners.agem_film import run_agem_film
 
+    labels, sc, cfg, agem_cfg = run.labels, run.scenario, run.cfg, run.agem_cfg
     try:
         agem = AGEMConfig.from_config(agem_cfg)
     except TypeError as e:
@@ -504,14 +531,8 @@ def _agem_film_run(
     tb = labels["training_budget"]
     eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
     noise, noise_ref = agem_noise(eps, float(tb["delta"]), cfg, agem, n_tasks)
-    backbone, pre = load_film_backbone(backbone_cfg)
-    _, tasks = _task_images(dataset, root, dataset_cfg, sc)
-    spaces = [sorted(t["labels"]) for t in labels["tasks"]]
-    task_data = []
-    for (x, y), o_t, ids in zip(tasks, spaces, sc.train_indices, strict=True):
-        keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))
-        task_data.append((x[keep], y_kept, np.asarray(ids, dtype=np.int64)[keep]))
-    tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
+    backbone, pre = load_film_backbone(run.backbone_cfg)
+    spaces, task_data, tests = run.task_data(with_ids=True)
     t0 = time.perf_counter()
     preds, records, stats, model = run_agem_film(
         task_data,
@@ -524,22 +545,22 @@ def _agem_film_run(
         agem=agem,
         noise=noise,
         noise_ref=noise_ref,
-        rng_for=lambda t, part: release_rng(labels, bkey, "agem_film", t, part),
+        rng_for=lambda t, part: release_rng(labels, run.backbone_key, learner, t, part),
         split_seed=seed,
-        physical_batch=physical_batch,
-        device=device,
+        physical_batch=run.physical_batch,
+        device=run.device,
         progress=True,
     )
     extra = {
         "noise_multiplier": noise["noise_multiplier"],
         "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-        "dpsgd": dpsgd_cfg,
-        "tuned": protocol is not None,
+        "dpsgd": run.dpsgd_cfg,
+        "tuned": run.protocol is not None,
         "agem": agem_cfg,
     }
     seconds = round(time.perf_counter() - t0, 1)
     metrics, privacy, diag = finish_run(
-        "agem_film",
+        learner,
         labels,
         seed,
         preds,
@@ -549,18 +570,18 @@ def _agem_film_run(
         summary=lambda priv, led: privacy_summary(
             priv, led, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
         ),
-        target=target,
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+        target=run.target,
+        hyperparameters=hyperparameters_note(run.dpsgd_cfg, run.protocol),
         diagnostics={"agem_tasks": stats, "seconds": seconds},
     )
     log(
-        f"agem_film seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{learner} seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
         f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
     )
     write_npz(
-        out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
+        run.out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
     )
-    write_run(out, metrics, privacy, diag)
+    write_run(run.out, metrics, privacy, diag)
 
 
 def tune_film_stage(
