@@ -16,7 +16,7 @@ from dpcl.learners.agem import AGEMConfig, agem_noise, buffer_record, project, r
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
-from dpcl.stages.agem import run_agem
+from dpcl.stages.agem import run_memory_learner
 from dpcl.training.heads import DPSGDConfig
 
 CFG = DPSGDConfig(sample_rate=0.5, epochs=4, lr=0.05, clip=1.0, normaliser=20.0)
@@ -187,12 +187,11 @@ def test_end_to_end_on_synthetic_features(tmp_path, eps, method):
     labels = _labels([y[i] for i in sc.train_indices], 6, eps, 1e-5, method, 0)
     write_json(tmp_path / "labels.json", labels)  # the on-disk format the workflow reads
     labels = read_json(tmp_path / "labels.json")
-    metrics, privacy, diag = run_agem(
+    metrics, privacy, diag = run_memory_learner(
         (x, y, ids),
         (xt, yt),
         sc,
         labels,
-        0,
         learner="agem_head",
         dpsgd_cfg=asdict(CFG),
         agem_cfg={"buffer_fraction": 0.1},
@@ -237,12 +236,11 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
     paths = []
     for seed in (0, 1, 2):
         labels = _labels([y[i] for i in sc.train_indices], 6, math.inf, 1e-5, "base", seed)
-        m, _, _ = run_agem(
+        m, _, _ = run_memory_learner(
             (x, y, np.arange(len(y))),
             (xt, yt),
             sc,
             labels,
-            seed,
             learner="agem_head",
             dpsgd_cfg=asdict(CFG),
             agem_cfg={},

@@ -16,10 +16,8 @@ from dpcl.learners.fm_agem import (
     SENSITIVITY,
     FMConfig,
     FMHead,
-    Projection,
     ReleasedTask,
     coefficients,
-    fit_projection,
     fm_sigma,
     postprocess,
     psd_project,
@@ -31,6 +29,7 @@ from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.gaussian import gaussian_sigma
 from dpcl.privacy.ledger import QUERY_SENSITIVITY, Ledger, split_public
 from dpcl.privacy.verify import verify_privacy
+from dpcl.public_pca import Projection, fit_projection
 from dpcl.seeding import rng
 
 SPACES = [[0, 1], [2, 3], [4, 5]]
@@ -134,7 +133,7 @@ def test_projection_is_public_pca_with_norm_at_most_one_and_deterministic():
     assert np.linalg.norm(small) == pytest.approx(0.01)
     q = fit_projection(xp[gen.permutation(300)], 8)  # row order does not matter, signs are fixed
     np.testing.assert_allclose(q.components, p.components, atol=1e-8)
-    with pytest.raises(ValueError, match="fm_agem.dim"):
+    with pytest.raises(ValueError, match="projection.s dim must lie in"):
         fit_projection(xp, 21)
 
 

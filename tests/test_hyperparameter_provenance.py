@@ -102,7 +102,8 @@ def _fm_runs(d, tmp, method, **kw):
 @pytest.mark.parametrize("method", ["oracle", "base"])
 def test_fm_agem_tuned_states_the_public_grid_search_and_runs_its_result(data, tmp_path, method):
     from dpcl.features import load_feature_cache
-    from dpcl.learners.fm_agem import PublicPCA, tune_fm_agem
+    from dpcl.learners.fm_agem import tune_fm_agem
+    from dpcl.public_pca import PublicPCA
     from dpcl.training.tuning_protocol import tuning_label_space, tuning_plan, tuning_rows
 
     runs = _fm_runs(

@@ -26,11 +26,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "cosine",
         "src/dpcl/audits/audit.py",
     ): "the Gaussian class-sum mechanism is audited on its implementation, the cosine classifier's class",
-    ("cosine", "src/dpcl/stages/prototypes.py"): "the learner's stage function imports its module",
-    ("agem_film", "src/dpcl/stages/film.py"): "the learner's stage function imports its module",
-    ("l2dpml", "src/dpcl/stages/projected.py"): "the learner's stage function imports its module",
-    ("fm_agem", "src/dpcl/stages/projected.py"): "the learner's stage function imports its module (and the "
-    "job's public PCA class from it)",
     ("l2dpml", "src/dpcl/learners/fm_agem.py"): "FM-A-GEM runs the label methods of L2DP-ML's config block "
     "(methods='l2dpml', the config key)",
 }

@@ -20,8 +20,8 @@ from dpcl.io import read_json, write_json
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import LedgerError
 from dpcl.privacy.verify import verify_privacy
-from dpcl.stages.agem import run_agem
-from dpcl.stages.prototypes import run_cosine
+from dpcl.stages.agem import run_memory_learner
+from dpcl.stages.prototypes import run_prototype_learner
 from dpcl.training.heads import DPSGDConfig
 
 T = 5
@@ -61,21 +61,20 @@ def ledgers(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ledgers")
     x, y, xt, yt = _data()
     sc = disjoint_scenario(y, T, seed=0)
-    _, cos, _, _ = run_cosine(
-        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "base"), 0, learner="cosine"
+    _, cos, _, _ = run_prototype_learner(
+        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "base"), learner="cosine"
     )
-    _, agem, _ = run_agem(
+    _, agem, _ = run_memory_learner(
         (x, y, np.arange(len(y))),
         (xt, yt),
         sc,
         _labels(sc, y, 1.0, "release-f0.1"),
-        0,
         learner="agem_head",
         dpsgd_cfg=asdict(CFG),
         agem_cfg={"buffer_fraction": 0.2},
     )
-    _, oracle, _, _ = run_cosine(
-        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), 0, learner="cosine"
+    _, oracle, _, _ = run_prototype_learner(
+        (x, y, np.arange(len(y))), (xt, yt), sc, _labels(sc, y, 1.0, "oracle"), learner="cosine"
     )
     out = {}
     for name, p in (("cosine", cos), ("agem", agem), ("oracle", oracle)):
@@ -232,8 +231,8 @@ def test_cli_verifies_and_rejects(ledgers, tmp_path, capsys):
 
 def _cosine_noise(x, y, xt, yt, sc, stream, backbone):
     labels = _labels(sc, y, 1.0, "base", stream=stream)
-    _, _, model, _ = run_cosine(
-        (x, y, np.arange(len(y))), (xt, yt), sc, labels, 0, backbone=backbone, learner="cosine"
+    _, _, model, _ = run_prototype_learner(
+        (x, y, np.arange(len(y))), (xt, yt), sc, labels, learner="cosine", backbone=backbone
     )
     from dpcl.learners.cosine import normalize_rows
 

@@ -14,7 +14,7 @@ from dpcl.data.scenarios import Scenario, feature_permutation, make_scenario
 from dpcl.learners.cosine import normalize_rows
 from dpcl.privacy.accounting import Budget
 from dpcl.stages.common import task_inputs
-from dpcl.stages.prototypes import run_cosine
+from dpcl.stages.prototypes import run_prototype_learner
 
 
 def _labels(sc, y, eps=math.inf, method="base"):
@@ -70,7 +70,9 @@ def test_stages_see_each_task_through_its_permutation_and_the_cosine_sums_match(
         p = feature_permutation(1, t, 8)
         assert np.array_equal(xs, x[sc.train_indices[t]][:, p]) and np.array_equal(ys, y[sc.train_indices[t]])
         assert np.array_equal(xts, xt[:, p]) and np.array_equal(yts, yt)  # all test data, task t's view
-    metrics, _, model, _ = run_cosine((x, y, np.arange(len(y))), (xt, yt), sc, labels, 0, learner="cosine")
+    metrics, _, model, _ = run_prototype_learner(
+        (x, y, np.arange(len(y))), (xt, yt), sc, labels, learner="cosine"
+    )
     expected = np.zeros((4, 8))
     for t, idx in enumerate(sc.train_indices):  # ε = inf: sums of the permuted unit features
         np.add.at(expected, y[idx], normalize_rows(x[idx][:, feature_permutation(1, t, 8)]))

@@ -301,14 +301,14 @@ def test_stage_label_files_carry_the_remap_spec(cifar_run):
 
 def test_cosine_stage_trains_on_exactly_the_remapped_task_data(cifar_run):
     from dpcl.learners.cosine import normalize_rows
-    from dpcl.stages.prototypes import run_cosine
+    from dpcl.stages.prototypes import run_prototype_learner
 
     sc, files, train, test, (ftr, fte) = cifar_run
     idx = np.arange(len(train.labels))
     for method in ("public-x2-c50-parent", "public-x1-c0-parent", "public-x2-c50-unknown"):
         labels = files[method]
-        metrics, _, model, _ = run_cosine(
-            (ftr, train.labels, idx), (fte, test.labels), sc, labels, 0, learner="cosine"
+        metrics, _, model, _ = run_prototype_learner(
+            (ftr, train.labels, idx), (fte, test.labels), sc, labels, learner="cosine"
         )
         expected = np.zeros((labels["label_universe"], ftr.shape[1]))
         for t, rows in enumerate(sc.train_indices):  # ε = inf: the sums are the data sums, no noise

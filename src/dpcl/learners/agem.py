@@ -66,6 +66,12 @@ LEDGER_SPEC = LedgerSpec(
 
 LEARNER = "agem_head"
 
+#: the search behind a tuned DP-A-GEM (and Desai et al.) run (privacy.json "hyperparameters")
+AGEM_SEARCH = (
+    "DP-A-GEM's Optuna search (its two-task loop with the buffer rate, in the Base Dataset label space "
+    "whatever the run's label method: dpcl.learners.agem.tune_agem_head)"
+)
+
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (
     LearnerSpec(
@@ -78,7 +84,7 @@ SPECS = (
         module="agem",
         fig3="compared",
         config_blocks=("agem",),
-        stage="dpcl.stages.agem:run_agem",
+        stage="dpcl.learners.agem:run_memory",
         audit=LearnerAudit(function="dpcl.learners.agem:audit_canary", name="DP-A-GEM learner (head)"),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
@@ -611,3 +617,51 @@ def audit_canary(
         dpsgd=asdict(replace(cfg)),
     )
     return res
+
+
+def run_memory(run) -> tuple[dict, dict, dict]:
+    """One DP-A-GEM run for one (ε, label method) in the ``agem`` job (``run``: a
+    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is a :class:`dpcl.stages.agem.MemoryJob`):
+    (metrics, privacy ledger, diagnostics).
+
+    The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
+    and the reference part's buffer rereads over the later tasks (disjoint parts, in
+    parallel); it raises if any individual's total exceeds the target.
+    """
+    labels, scenario, job = run.labels, run.scenario, run.job
+    dpsgd_cfg, agem_cfg = job.dpsgd_cfg, job.agem_cfg
+    cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    agem.validate()
+    n_tasks = len(scenario.train_indices)
+    eps, delta = run.epsilon, run.delta
+    noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, job.noise_cache)
+    spaces, task_data, test_sets = run.inputs(with_ids=True)
+    preds, records, stats = run_agem_head(
+        task_data,
+        test_sets,
+        spaces,
+        int(labels["label_universe"]),
+        cfg,
+        agem,
+        noise=noise,
+        noise_ref=noise_ref,
+        rng_for=run.rng_for,
+        split_seed=run.seed,
+    )
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+        "dpsgd": dpsgd_cfg,
+        "agem": agem_cfg,
+    }
+    return run.finish(
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra=extra,
+        summary=lambda p, tasks: privacy_summary(
+            p, tasks, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
+        ),
+        hyperparameters=run.note(dpsgd_cfg, job.protocol, AGEM_SEARCH),
+        diagnostics={"agem_tasks": stats},
+    )

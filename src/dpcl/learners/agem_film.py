@@ -23,6 +23,7 @@ and ``rng_for(t, "reference")``, so no noise is shared between g and g_ref.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,7 @@ SPECS = (
         figure_label="DP-A-GEM (enhanced, FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.stages.film:run_buffered_model",
+        stage="dpcl.learners.agem_film:run_film_baseline",
         methods="agem",
         module="agem_film",
         fig3="compared",
@@ -160,3 +161,70 @@ def run_agem_film(
             ]
         )
     return preds, records, stats, model
+
+
+def run_film_baseline(run, *, learner: str) -> None:
+    """One FiLM DP-A-GEM run (App. D.4) in the ``film_baseline`` job (``run``: a
+    :class:`dpcl.stages.film.BaselineRun`): metrics.json, privacy.json with the head-only run's "agem"
+    block, and model.npz (the final FiLM values + head over the label universe)."""
+    import time
+
+    from ..io import log
+    from .agem import AGEMConfig, agem_noise, privacy_summary
+
+    labels, sc, cfg, agem_cfg = run.labels, run.scenario, run.cfg, run.agem_cfg
+    try:
+        agem = AGEMConfig.from_config(agem_cfg)
+    except TypeError as e:
+        raise ValueError(f"config key 'agem': {e}; allowed keys: buffer_fraction, buffer_sample_rate") from e
+    agem.validate()
+    seed, n_tasks = int(sc.seed), len(sc.train_indices)
+    tb = labels["training_budget"]
+    eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
+    noise, noise_ref = agem_noise(eps, float(tb["delta"]), cfg, agem, n_tasks)
+    backbone, pre = run.backbone()
+    spaces, task_data, tests = run.task_data(with_ids=True)
+    t0 = time.perf_counter()
+    preds, records, stats, model = run_agem_film(
+        task_data,
+        tests,
+        spaces,
+        int(labels["label_universe"]),
+        backbone,
+        pre,
+        cfg=cfg,
+        agem=agem,
+        noise=noise,
+        noise_ref=noise_ref,
+        rng_for=run.rng_for(learner, part=True),
+        split_seed=seed,
+        physical_batch=run.physical_batch,
+        device=run.device,
+        progress=True,
+    )
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
+        "dpsgd": run.dpsgd_cfg,
+        "tuned": run.protocol is not None,
+        "agem": agem_cfg,
+    }
+    seconds = round(time.perf_counter() - t0, 1)
+    metrics, privacy, diag = run.finish(
+        learner,
+        preds,
+        records,
+        [y for _, y in tests],
+        extra=extra,
+        summary=lambda priv, led: privacy_summary(
+            priv, led, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
+        ),
+        hyperparameters=run.note(),
+        diagnostics={"agem_tasks": stats, "seconds": seconds},
+    )
+    log(
+        f"{learner} seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
+    )
+    label_ids = np.arange(int(labels["label_universe"]), dtype=np.int64)
+    run.write({"label_ids": label_ids, **model.to_arrays()}, metrics, privacy, diag)

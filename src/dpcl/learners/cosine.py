@@ -10,6 +10,8 @@ Prediction: argmax over ∪_{k≤t} O_k of cos(f(x*), s_o).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..privacy.gaussian import gaussian_sigma
@@ -27,7 +29,7 @@ SPECS = (
         display="Cosine Classifier",
         adapter="prototypes",
         job="prototypes",
-        stage="dpcl.stages.prototypes:run_cosine",
+        stage="dpcl.learners.cosine:run_prototypes",
         methods="label_methods",
         module="cosine",
         fig3="ours",
@@ -248,3 +250,40 @@ def _screen_error(mode: str, dim: int) -> float:
         u = 2.0**-8
         return 1.25 * (2 * u + u * u + u * 1.05 + acc)
     return 1.25 * (acc + 2.0**-24)
+
+
+def run_prototypes(run) -> tuple[dict, dict, dict, dict]:
+    """One DP cosine-classifier run through all tasks in the ``prototypes`` job (``run``: a
+    :class:`dpcl.stages.common.LearnerRun`): (metrics, privacy ledger, model arrays, diagnostics)."""
+    labels, scenario = run.labels, run.scenario
+    tb = labels["training_budget"]
+    t_eps = run.epsilon
+    sigma = cosine_sigma(t_eps, float(tb["delta"]))
+    clf = CosineClassifier(int(labels["label_universe"]), run.train[0].shape[1])
+    spaces, task_data, test_sets = run.inputs()  # R_t^task(D_t), Eq. 8
+    preds: list[list[np.ndarray]] = []
+    records = []
+    for t, (x, y) in enumerate(task_data):
+        rec = clf.update(x, y, spaces[t], sigma, run.rng_for(t, "gaussian"))
+        rec.update(
+            epsilon=t_eps,
+            delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
+            data=f"features of R_task(D_{t})",
+            samples=int(len(y)),
+            dropped=int(len(scenario.train_indices[t]) - len(y)),
+        )
+        records.append(rec)
+        if scenario.feature_permutation:  # every test set through its own task's permutation
+            preds.append([clf.predict(xt) for xt, _ in test_sets[: t + 1]])
+            continue
+        pred = clf.predict(np.concatenate([xt for xt, _ in test_sets[: t + 1]]))  # one pass over all seen
+        bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
+        preds.append(np.split(pred, bounds))
+    metrics, privacy, diag = run.finish(
+        preds,
+        records,
+        [yt for _, yt in test_sets],
+        extra={"sigma": sigma},
+    )
+    privacy["sigma"] = sigma
+    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag

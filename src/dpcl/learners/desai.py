@@ -106,7 +106,7 @@ from ..privacy.verdict import overall_verdict
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
-from .agem import AGEMConfig, _noisy_clipped_sum, split_task
+from .agem import AGEM_SEARCH, AGEMConfig, _noisy_clipped_sum, split_task
 from .aggregation import aggregate
 from .desai_verdicts import cached_claim_verdicts, reread_history, verify_claim
 from .registry import LearnerSpec
@@ -143,7 +143,7 @@ SPECS = (
         published_claim="Desai Lemma 2",
         fig3="compared",
         config_blocks=("agem",),
-        stage="dpcl.stages.agem:run_agem_as_published",
+        stage="dpcl.learners.desai:run_memory",
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )
@@ -549,3 +549,46 @@ def run_desai_head(
     if out is not None:
         out["head"] = head
     return preds, records, stats
+
+
+def run_memory(run) -> tuple[dict, dict, dict]:
+    """One run of Desai et al.'s DP-CL as published (Alg. 1) in the ``agem`` job (``run``: a
+    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is a :class:`dpcl.stages.agem.MemoryJob`): σ
+    calibrated by Lemma 2's claim, the ledger holding our tightest accounting of the actual rereads (PLD,
+    uniform block choice) and the claim beside it (``published_claim`` with its three-valued verdicts;
+    guarantee_holds: false unless the run's target is certified)."""
+    from ..privacy.verdict import claim_summary
+
+    labels, scenario, job = run.labels, run.scenario, run.job
+    dpsgd_cfg, agem_cfg = job.dpsgd_cfg, job.agem_cfg
+    cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
+    agem.validate()
+    n_tasks = len(scenario.train_indices)
+    eps, delta = run.epsilon, run.delta
+    noise = lemma2_noise(eps, delta, cfg, agem.ref_rate(cfg), job.noise_cache)
+    spaces, task_data, test_sets = run.inputs(with_ids=True)
+    preds, records, stats = run_desai_head(
+        task_data,
+        test_sets,
+        spaces,
+        int(labels["label_universe"]),
+        cfg,
+        agem,
+        noise=noise,
+        rng_for=run.rng_for,
+        split_seed=run.seed,
+    )
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
+    label_eps = max((float(e["epsilon"]) for e in labels["ledger"]), default=0.0)  # public label release
+    claim = desai_claim(noise, cfg, agem, n_tasks, label_eps) if math.isfinite(eps) else None
+    if claim is not None:  # the verdicts (public parameters only) for Fig. 3 and the tables
+        extra["published_claim"] = claim_summary(claim)
+    return run.finish(
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra=extra,
+        hyperparameters=run.note(dpsgd_cfg, job.protocol, AGEM_SEARCH),  # DP-A-GEM's study
+        diagnostics={"desai_tasks": stats},
+        claim=claim,
+    )

@@ -6,7 +6,7 @@ is not DP (x̄_a − x̄_b = x_a − x_b exactly). This module keeps the idea - 
 head on a noisy polynomial surrogate of the loss, with A-GEM against past tasks - and makes
 it sound:
 
-1. **Public projection.** A PCA (:func:`fit_projection`) fitted on *public* features maps
+1. **Public projection.** A PCA (:func:`dpcl.public_pca.fit_projection`) fitted on *public* features maps
    x ∈ R^D to z = P(x − μ) ∈ R^dim and scales z to ‖z‖ ≤ 1 (z / max(1, ‖z‖)). Both steps are
    data-independent functions of one record, so every record has ‖z‖ ≤ 1.
 2. **Per-task functional mechanism, fresh noise.** For task t with label space O_t (K = K_t
@@ -65,6 +65,7 @@ PSD part is 0 (pure noise on an empty task) has no curvature and is not trained 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -72,6 +73,7 @@ import numpy as np
 
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
+from ..public_pca import Projection
 from ..training.projection import project
 from .aggregation import aggregate
 from .registry import LearnerAudit, LearnerSpec
@@ -93,7 +95,7 @@ SPECS = (
         module="fm_agem",
         fig3="compared",
         config_blocks=("fm_agem",),
-        stage="dpcl.stages.projected:run_functional_agem",
+        stage="dpcl.learners.fm_agem:run_projected",
         audit=LearnerAudit(
             function="dpcl.learners.fm_agem:audit_canary", name="FM-A-GEM learner (sound variant)"
         ),
@@ -168,67 +170,6 @@ class FMConfig:
         cfg = cls(**{k: v for k, v in block.items() if k in known})
         cfg.validate()
         return cfg
-
-
-@dataclass(frozen=True)
-class Projection:
-    """A public PCA: z = (x − mean) @ components, then z / max(1, ‖z‖) so that ‖z‖ ≤ 1."""
-
-    mean: np.ndarray  # (D,)
-    components: np.ndarray  # (D, dim), orthonormal columns
-
-    @property
-    def dim(self) -> int:
-        return int(self.components.shape[1])
-
-    def apply(self, x: np.ndarray) -> np.ndarray:
-        """Projected, norm-clipped features (n × dim); each row depends only on its own record."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != self.mean.shape[0]:
-            raise ValueError(f"features must be (n, {self.mean.shape[0]}), got {x.shape}")
-        if not np.isfinite(x).all():  # NaN would pass the norm clip below (max(1, NaN) is NaN)
-            raise ValueError("features must be finite (a NaN or inf entry would make the release NaN)")
-        z = (x - self.mean) @ self.components
-        return z / np.maximum(1.0, np.linalg.norm(z, axis=1, keepdims=True))
-
-
-def fit_projection(public_x: np.ndarray, dim: int) -> Projection:
-    """PCA of PUBLIC features (the public tuning split): mean and the top ``dim`` principal axes.
-
-    Deterministic: the SVD's sign ambiguity is fixed by making each axis's largest-magnitude
-    coordinate positive. Private data must never be passed here: the projection is applied to
-    every record without accounting.
-    """
-    return PublicPCA(public_x).projection(dim)
-
-
-class PublicPCA:
-    """One SVD of PUBLIC features, from which :meth:`projection` cuts the top ``dim`` axes for any
-    dim (what :func:`fit_projection` returns, without an SVD per dim)."""
-
-    def __init__(self, public_x: np.ndarray) -> None:
-        x = np.asarray(public_x, dtype=np.float64)
-        if x.ndim != 2:
-            raise ValueError(f"public features must be a 2-d array, got shape {x.shape}")
-        if not np.isfinite(x).all():
-            raise ValueError("public features must be finite (NaN or inf in the PCA's input)")
-        self.n, self.d = x.shape
-        self.mean = x.mean(axis=0)
-        self._vt = np.linalg.svd(x - self.mean, full_matrices=False)[2] if self.n > 1 else None
-        self._cache: dict[int, Projection] = {}
-
-    def projection(self, dim: int) -> Projection:
-        n, d = self.n, self.d
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or not 1 <= dim <= min(d, n - 1):
-            raise ValueError(
-                f"fm_agem.dim must lie in 1..min(D, n_public − 1) = {min(d, n - 1)}, got {dim!r}"
-            )
-        if dim not in self._cache:
-            comp = self._vt[:dim].T.copy()  # (D, dim)
-            lead = np.abs(comp).argmax(axis=0)
-            comp *= np.where(comp[lead, np.arange(dim)] < 0, -1.0, 1.0)
-            self._cache[dim] = Projection(mean=self.mean, components=comp)
-        return self._cache[dim]
 
 
 def coefficients(z: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -546,7 +487,7 @@ def run_fm_agem(
     """Train FM-A-GEM through the tasks: (predictions[t][i], one record per task, task stats).
 
     ``task_data[t]`` = (features, labels in O_t); ``test_sets[i]`` = (features, labels);
-    ``projection`` is fitted on public data (:func:`fit_projection`); (ε, δ) is each task's
+    ``projection`` is fitted on public data (:func:`dpcl.public_pca.fit_projection`); (ε, δ) is each task's
     training budget (ε = ∞: non-private); ``rng_for(t, "coefficients")`` gives task t's noise.
     predictions[t][i] are labels for task i's test set after task t, over the labels seen so far.
     """
@@ -605,3 +546,73 @@ def audit_canary(
         "for its label",
     )
     return res
+
+
+def run_projected(run):
+    """One run of FM-A-GEM in the ``projected`` job (``run``: a :class:`dpcl.stages.common.LearnerRun`
+    whose ``job`` is the job's :class:`dpcl.stages.projected.ProjectedJob`) on the job's PCA-projected
+    features: (metrics, privacy ledger, diagnostics). With the job's tuning enabled its (dim, lr, steps)
+    are a grid search per (training budget, label space) on the job's tuning set (:func:`tune_fm_agem`),
+    whose values replace the block's."""
+    from ..io import log
+    from ..training.tuning_protocol import tuning_label_space
+
+    eps, delta, block, job, labels, learner = run.epsilon, run.delta, run.block, run.job, run.labels, LEARNER
+    spaces, task_data, test_sets = run.inputs()
+    tuned = None
+    if job.tuning and job.tuning.get("enabled", True):
+        space = tuning_label_space(labels["method"])
+        key = (learner, "tuned", eps, delta, space)
+        if key not in job.cache:
+            t0 = time.perf_counter()
+            xs, ys, rows, plan = job.tuning_data()
+            job.cache[key] = r = tune_fm_agem(
+                xs[rows],
+                ys[rows],
+                plan.tasks,
+                space,
+                eps,
+                delta,
+                seed=run.seed,
+                projection_for=job.projection,
+                max_dim=min(job.tune_x.shape[1], len(job.tune_x) - 1),  # the public PCA's axes
+            )
+            log(
+                f"tuned {learner} seed {run.seed} eps {eps:g} ({space} label space, "
+                f"{job.tuning.get('protocol', 'public')} protocol): {r['best']}, validation accuracy "
+                f"{100 * r['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
+            )
+        tuned = job.cache[key]
+        block = {**block, **tuned["best"]}
+        values = {**tuned["best"], "label_space": space, "grid": tuned["grid"], "repeats": tuned["repeats"]}
+        note = run.note(values, job.tuning.get("protocol", "public"), FM_SEARCH)
+    else:
+        block = dict(block)
+        fixed, measured = FMConfig.from_config(block), FMConfig()
+        # any value left at (or set to) a measured default was chosen with private data
+        private = (
+            FM_DEFAULTS_CHOSEN
+            if any(getattr(fixed, k) == getattr(measured, k) for k in ("dim", "lr", "steps"))
+            else None
+        )
+        note = run.note(block, None, fixed_with_private_data=private)
+    cfg = FMConfig.from_config(block)
+    preds, records, stats = run_fm_agem(
+        task_data,
+        test_sets,
+        spaces,
+        run.n_universe,
+        job.projection(cfg.dim),
+        cfg,
+        epsilon=eps,
+        delta=delta,
+        rng_for=run.rng_for,
+    )
+    return run.finish(
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra={learner: block},
+        hyperparameters=note,
+        diagnostics={f"{learner}_tasks": stats, **({f"{learner}_tuning": tuned} if tuned else {})},
+    )

@@ -67,7 +67,7 @@ SPECS = (
         dp=False,
         fig3="compared",
         config_blocks=("l2dpml",),
-        stage="dpcl.stages.projected:run_as_published",
+        stage="dpcl.learners.l2dpml:run_projected",
         audit=LearnerAudit(
             function="dpcl.learners.l2dpml:audit_canary",
             name="L2DP-ML learner",
@@ -485,3 +485,36 @@ def audit_canary(
         "theta_1 and so is no a-priori budget",
     )
     return res
+
+
+def run_projected(run):
+    """One run of L2DP-ML as published (Alg. 2) in the ``projected`` job (``run``: a
+    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is the job's :class:`dpcl.stages.projected.ProjectedJob`)
+    on the job's PCA-projected features: (metrics, privacy ledger, diagnostics); the ledger records
+    ε = ∞ with Theorem 2's claim and its three-valued verdicts beside it (:func:`theorem2_claim`)."""
+    from ..privacy.verdict import claim_summary
+
+    eps, delta, block, job = run.epsilon, run.delta, run.block, run.job
+    spaces, task_data, test_sets = run.inputs()
+    cfg = L2DPMLConfig.from_config(block)
+    proj = job.projection(cfg.input_dim)
+    data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
+    tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
+    preds, records, stats, _ = run_l2dpml(data, tests, spaces, run.n_universe, cfg, eps, rng_for=run.rng_for)
+    claim = (
+        theorem2_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, job.cache))
+        if math.isfinite(eps)
+        else None
+    )
+    extra = {LEARNER: block}
+    if claim is not None:
+        extra["published_claim"] = claim_summary(claim)
+    return run.finish(
+        preds,
+        records,
+        [y for _, y in test_sets],
+        extra=extra,
+        hyperparameters=run.note(block, None),
+        diagnostics={f"{LEARNER}_tasks": stats},
+        claim=claim,
+    )

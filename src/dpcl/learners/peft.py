@@ -92,7 +92,7 @@ SPECS = (
         display="Naive (FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.stages.film:run_single_model",
+        stage="dpcl.learners.peft:run_film_baseline",
         methods="baseline_label_methods",
         module="peft",
         resources={"mem_mb": 8000, "runtime": 1440},
@@ -102,7 +102,7 @@ SPECS = (
         display="Non-CL (FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.stages.film:run_single_model",
+        stage="dpcl.learners.peft:run_film_baseline",
         methods="baseline_label_methods",
         module="peft",
         trains_on="all_tasks",
@@ -320,3 +320,54 @@ def run_film_learner(
     if learner == "naive_film":
         members = [(model, np.arange(n_universe, dtype=np.int64))]
     return preds, records, members
+
+
+def run_film_baseline(run, *, learner: str) -> None:
+    """One Naive or Non-CL FiLM run (App. F.1, :func:`run_film_learner`) in the ``film_baseline`` job
+    (``run``: a :class:`dpcl.stages.film.BaselineRun`): metrics.json, privacy.json and model.npz (the final
+    FiLM values + head)."""
+    import time
+
+    from ..io import log
+
+    labels, sc, cfg = run.labels, run.scenario, run.cfg
+    noise = run.noise()
+    backbone, pre = run.backbone()
+    spaces, task_data, tests = run.task_data()
+    t0 = time.perf_counter()
+    preds, records, members = run_film_learner(
+        learner,
+        task_data,
+        tests,
+        spaces,
+        int(labels["label_universe"]),
+        backbone,
+        pre=pre,
+        cfg=cfg,
+        noise=noise,
+        rng_for=run.rng_for(learner),
+        physical_batch=run.physical_batch,
+        device=run.device,
+        progress=True,
+    )
+    seconds = round(time.perf_counter() - t0, 1)
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "dpsgd": run.dpsgd_cfg,
+        "tuned": run.protocol is not None,
+    }
+    metrics, privacy, diag = run.finish(
+        learner,
+        preds,
+        records,
+        [y for _, y in tests],
+        extra=extra,
+        hyperparameters=run.note(),
+        diagnostics={"seconds": seconds},
+    )
+    log(
+        f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
+        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
+    )
+    model, ids = members[0]
+    run.write({"label_ids": ids, **model.to_arrays()}, metrics, privacy, diag)

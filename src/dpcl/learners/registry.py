@@ -9,7 +9,10 @@ comparison a learner appears in), the ledger verifier (:func:`ledger_spec`) and 
 Light by design: the Snakefile imports this module, so the learner modules it imports must not
 import torch or opacus at module level (``tests/test_learner_registry.py`` checks it).
 
-Adding a learner: its module (training code, ``LEDGER_SPEC`` and ``SPECS``), its entry in
+Adding a learner: its module (training code, ``LEDGER_SPEC``, ``SPECS`` and the stage function that
+makes one of its runs in its job: ``run(LearnerRun)`` for the jobs on cached features,
+:class:`dpcl.stages.common.LearnerRun`; ``run(BaselineRun, learner=...)`` for the FiLM baselines; a
+user's learner brings ``run(RunInputs) -> RunResult`` instead, :mod:`dpcl.learners.api`), its entry in
 :data:`MODULES`, its test, and its name in the config's ``learners`` list.
 """
 
@@ -74,8 +77,9 @@ class LearnerSpec:
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
     run: Callable | None = None  #: job "features": run(RunInputs) -> RunResult (dpcl.learners.api)
-    #: the stage function that makes one of its runs inside its job, as "module:function" (imported on
-    #: first use, so that the registry stays light); the job passes the learner's name as ``learner=``
+    #: the function (in its own module) that makes one of its runs inside its job, as "module:function"
+    #: (imported on first use, so that the registry stays light); the job hands it the run's inputs and
+    #: helpers (:class:`dpcl.stages.common.LearnerRun`, or the FiLM baselines' ``BaselineRun``)
     stage: str | None = None
     audit: LearnerAudit | None = None  #: its canary audit, if it has one (the privacy audit table runs it)
     #: a note the paper tables (Tables A3-A7, F1) add where it has rows (what its published counterpart is)

@@ -73,3 +73,13 @@ def overall_verdict(verdicts: list[Verdict]) -> str:
     if VIOLATED in got:
         return VIOLATED
     return CERTIFIED if all(g == CERTIFIED for g in got) else NOT_CERTIFIED
+
+
+def claim_summary(claim: dict) -> dict:
+    """A published claim's verdicts for a run's metrics: overall, and per adjacency."""
+    return {
+        "source": claim["source"],
+        "claimed_epsilon": claim["claimed_epsilon"],
+        "verdict": claim["verdict"],
+        "verdicts": {v["adjacency"]: v["verdict"] for v in claim["verdicts"]},
+    }

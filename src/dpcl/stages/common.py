@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -404,3 +406,61 @@ def runs_by_learner(
     for i, (learner, r) in enumerate(order):
         runs[r]["outputs"][learner] = (metrics[i], privacy[i], diagnostics[i])
     return runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnerRun:
+    """One (ε, label method) run of a learner inside a built-in job, as the job's stage hands it to the
+    learner's stage function (:attr:`dpcl.learners.registry.LearnerSpec.stage`, in the learner's own
+    module). The job reads the files and owns the release boundary; the learner trains through the
+    helpers bound here (its inputs R_t^task(D_t), its noise streams, the verified ledger), so that its
+    module needs no stage import.
+
+    ``job`` holds what the job adds for its learners (documented by each job's stage module: e.g. the
+    public PCA of the projected job, the tuned DP-SGD config of the memory-buffer job)."""
+
+    learner: str
+    labels: dict
+    scenario: Scenario
+    train: tuple[np.ndarray, np.ndarray, np.ndarray]  #: cached training features, labels, sample ids
+    test: tuple[np.ndarray, np.ndarray]
+    backbone: str = "features"  #: names the features in the noise streams' keys
+    target: Budget | None = None  #: the config's (ε, δ) of the run
+    block: dict = field(default_factory=dict)  #: the learner's own config block
+    job: Any = None
+
+    @property
+    def seed(self) -> int:
+        return int(self.scenario.seed)
+
+    @property
+    def epsilon(self) -> float:
+        """The run's training budget ε (what the label release left; inf: non-private)."""
+        return parse_eps(self.labels["training_budget"]["epsilon"])
+
+    @property
+    def delta(self) -> float:
+        return float(self.labels["training_budget"]["delta"])
+
+    @property
+    def n_universe(self) -> int:
+        return int(self.labels["label_universe"])
+
+    def inputs(self, *, with_ids: bool = False):
+        """(label spaces O_t, per-task R_t^task(D_t), per-task test sets): :func:`task_inputs`."""
+        return task_inputs(self.train, self.test, self.scenario, self.labels, with_ids=with_ids)
+
+    def rng_for(self, task: int, mechanism: str) -> np.random.Generator:
+        """The noise stream of one mechanism of this run (:func:`release_rng`)."""
+        return release_rng(self.labels, self.backbone, self.learner, task, mechanism)
+
+    def finish(self, preds, records, test_y, **kw) -> tuple[dict, dict, dict]:
+        """(metrics, verified privacy ledger, diagnostics): :func:`finish_run` for this run."""
+        return finish_run(
+            self.learner, self.labels, self.seed, preds, records, test_y, target=self.target, **kw
+        )
+
+    @staticmethod
+    def note(*args, **kw) -> dict:
+        """privacy.json's account of how the hyperparameters were chosen: :func:`hyperparameters_note`."""
+        return hyperparameters_note(*args, **kw)

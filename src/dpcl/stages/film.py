@@ -395,6 +395,40 @@ class BaselineRun:
     target: object  #: the config's (ε, δ) of the run
     backbone_key: str  #: names the backbone in the noise streams' keys
 
+    @property
+    def seed(self) -> int:
+        return int(self.scenario.seed)
+
+    def backbone(self):
+        """(backbone with frozen normalisation statistics, its preprocessing): :func:`load_film_backbone`."""
+        return load_film_backbone(self.backbone_cfg)
+
+    def noise(self) -> dict:
+        """The run's DP-SGD noise (σ for its training budget and config)."""
+        return _noise(self.labels, self.cfg)
+
+    def rng_for(self, learner: str, *, part: bool = False):
+        """The noise streams of ``learner``'s run: ``rng_for(t)`` for task t's DP-SGD, or with ``part``
+        ``rng_for(t, part)`` for one named mechanism of task t."""
+        if part:
+            return lambda t, name: release_rng(self.labels, self.backbone_key, learner, t, name)
+        return _rng_for(learner, self.labels, self.backbone_key)
+
+    def finish(self, learner: str, preds, records, test_y, **kw) -> tuple[dict, dict, dict]:
+        """(metrics, verified privacy ledger, diagnostics): :func:`dpcl.stages.common.finish_run`."""
+        return finish_run(learner, self.labels, self.seed, preds, records, test_y, target=self.target, **kw)
+
+    def note(self, search: str | None = None) -> dict:
+        """privacy.json's account of the run's hyperparameters (:func:`dpcl.stages.common.hyperparameters_note`)."""
+        if search is None:
+            return hyperparameters_note(self.dpsgd_cfg, self.protocol)
+        return hyperparameters_note(self.dpsgd_cfg, self.protocol, search)
+
+    def write(self, model: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
+        """model.npz (``model``: its arrays), then the run's privacy, diagnostics and metrics files."""
+        write_npz(self.out_model, **model)
+        write_run(self.out, metrics, privacy, diagnostics)
+
     def task_data(self, *, with_ids: bool = False):
         """(label spaces, per-task R_task(D_t) images and rows [and sample ids], the test sets)."""
         _, tasks = _task_images(self.dataset, self.root, self.dataset_cfg, self.scenario)
@@ -461,127 +495,6 @@ def film_baseline_stage(
         backbone_key=_backbone_key(backbone_name, backbone_cfg),
     )
     stage(run, learner=learner)
-
-
-def run_single_model(run: BaselineRun, *, learner: str) -> None:
-    """One Naive or Non-CL FiLM run (App. F.1, :func:`dpcl.learners.peft.run_film_learner`): metrics.json,
-    privacy.json and model.npz (the final FiLM values + head)."""
-    from ..learners.peft import run_film_learner
-
-    labels, sc, cfg = run.labels, run.scenario, run.cfg
-    noise = _noise(labels, cfg)
-    backbone, pre = load_film_backbone(run.backbone_cfg)
-    spaces, task_data, tests = run.task_data()
-    t0 = time.perf_counter()
-    preds, records, members = run_film_learner(
-        learner,
-        task_data,
-        tests,
-        spaces,
-        int(labels["label_universe"]),
-        backbone,
-        pre=pre,
-        cfg=cfg,
-        noise=noise,
-        rng_for=_rng_for(learner, labels, run.backbone_key),
-        physical_batch=run.physical_batch,
-        device=run.device,
-        progress=True,
-    )
-    seconds = round(time.perf_counter() - t0, 1)
-    extra = {
-        "noise_multiplier": noise["noise_multiplier"],
-        "dpsgd": run.dpsgd_cfg,
-        "tuned": run.protocol is not None,
-    }
-    metrics, privacy, diag = finish_run(
-        learner,
-        labels,
-        int(sc.seed),
-        preds,
-        records,
-        [y for _, y in tests],
-        extra=extra,
-        target=run.target,
-        hyperparameters=hyperparameters_note(run.dpsgd_cfg, run.protocol),
-        diagnostics={"seconds": seconds},
-    )
-    log(
-        f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
-    )
-    model, ids = members[0]
-    write_npz(run.out_model, label_ids=ids, **model.to_arrays())
-    write_run(run.out, metrics, privacy, diag)
-
-
-def run_buffered_model(run: BaselineRun, *, learner: str) -> None:
-    """One FiLM DP-A-GEM run (App. D.4): metrics.json, privacy.json with the head-only run's
-    "agem" block, and model.npz (the final FiLM values + head over the label universe)."""
-    from ..learners.agem import AGEMConfig, agem_noise, privacy_summary
-    from ..learners.agem_film import run_agem_film
-
-    labels, sc, cfg, agem_cfg = run.labels, run.scenario, run.cfg, run.agem_cfg
-    try:
-        agem = AGEMConfig.from_config(agem_cfg)
-    except TypeError as e:
-        raise ValueError(f"config key 'agem': {e}; allowed keys: buffer_fraction, buffer_sample_rate") from e
-    agem.validate()
-    seed, n_tasks = int(sc.seed), len(sc.train_indices)
-    tb = labels["training_budget"]
-    eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
-    noise, noise_ref = agem_noise(eps, float(tb["delta"]), cfg, agem, n_tasks)
-    backbone, pre = load_film_backbone(run.backbone_cfg)
-    spaces, task_data, tests = run.task_data(with_ids=True)
-    t0 = time.perf_counter()
-    preds, records, stats, model = run_agem_film(
-        task_data,
-        tests,
-        spaces,
-        int(labels["label_universe"]),
-        backbone,
-        pre,
-        cfg=cfg,
-        agem=agem,
-        noise=noise,
-        noise_ref=noise_ref,
-        rng_for=lambda t, part: release_rng(labels, run.backbone_key, learner, t, part),
-        split_seed=seed,
-        physical_batch=run.physical_batch,
-        device=run.device,
-        progress=True,
-    )
-    extra = {
-        "noise_multiplier": noise["noise_multiplier"],
-        "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-        "dpsgd": run.dpsgd_cfg,
-        "tuned": run.protocol is not None,
-        "agem": agem_cfg,
-    }
-    seconds = round(time.perf_counter() - t0, 1)
-    metrics, privacy, diag = finish_run(
-        learner,
-        labels,
-        seed,
-        preds,
-        records,
-        [y for _, y in tests],
-        extra=extra,
-        summary=lambda priv, led: privacy_summary(
-            priv, led, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
-        ),
-        target=run.target,
-        hyperparameters=hyperparameters_note(run.dpsgd_cfg, run.protocol),
-        diagnostics={"agem_tasks": stats, "seconds": seconds},
-    )
-    log(
-        f"{learner} seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
-    )
-    write_npz(
-        run.out_model, label_ids=np.arange(int(labels["label_universe"]), dtype=np.int64), **model.to_arrays()
-    )
-    write_run(run.out, metrics, privacy, diag)
 
 
 def tune_film_stage(

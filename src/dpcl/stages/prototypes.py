@@ -4,7 +4,6 @@ seed, each run made by the learner's registered stage function (:attr:`LearnerSp
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -12,71 +11,43 @@ import numpy as np
 
 from ..data.scenarios import Scenario
 from ..io import log, read_json, write_npz
-from ..learners.cosine import CosineClassifier, cosine_sigma
 from ..privacy.accounting import Budget
 from .common import (
+    LearnerRun,
     config_target,
-    finish_run,
-    parse_eps,
-    release_rng,
-    task_inputs,
     write_run,
 )
 
 
-def run_cosine(
+def run_prototype_learner(
     train: tuple[np.ndarray, np.ndarray, np.ndarray],
     test: tuple[np.ndarray, np.ndarray],
     scenario: Scenario,
     labels: dict,
-    seed: int,
     *,
     learner: str,
     backbone: str = "features",
     target: Budget | None = None,
 ) -> tuple[dict, dict, dict, dict]:
-    """One DP cosine-classifier run through all tasks: (metrics, privacy ledger, model, diagnostics).
+    """One run of a ``prototypes`` learner through all tasks, made by its registered stage function:
+    (metrics, privacy ledger, model arrays, diagnostics).
 
-    ``train`` = (features, labels, original indices sorted ascending), ``test`` =
-    (features, labels), ``labels`` = the label-release file of this (ε, method), ``backbone``
-    names the features and ``learner`` the registered learner (both part of the noise stream's key),
-    ``target`` the config's (ε, δ).
-    """
-    tb = labels["training_budget"]
-    t_eps = parse_eps(tb["epsilon"])
-    sigma = cosine_sigma(t_eps, float(tb["delta"]))
-    clf = CosineClassifier(int(labels["label_universe"]), train[0].shape[1])
-    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)  # R_t^task(D_t), Eq. 8
-    preds: list[list[np.ndarray]] = []
-    records = []
-    for t, (x, y) in enumerate(task_data):
-        rec = clf.update(x, y, spaces[t], sigma, release_rng(labels, backbone, learner, t, "gaussian"))
-        rec.update(
-            epsilon=t_eps,
-            delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
-            data=f"features of R_task(D_{t})",
-            samples=int(len(y)),
-            dropped=int(len(scenario.train_indices[t]) - len(y)),
-        )
-        records.append(rec)
-        if scenario.feature_permutation:  # every test set through its own task's permutation
-            preds.append([clf.predict(xt) for xt, _ in test_sets[: t + 1]])
-            continue
-        pred = clf.predict(np.concatenate([xt for xt, _ in test_sets[: t + 1]]))  # one pass over all seen
-        bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
-        preds.append(np.split(pred, bounds))
-    metrics, privacy, diag = finish_run(
-        learner,
-        labels,
-        seed,
-        preds,
-        records,
-        [yt for _, yt in test_sets],
-        extra={"sigma": sigma},
+    ``train`` = (features, labels, original indices sorted ascending), ``test`` = (features, labels),
+    ``labels`` = the label-release file of this (ε, method), ``backbone`` names the features and
+    ``learner`` the registered learner (both part of the noise stream's key), ``target`` the config's
+    (ε, δ)."""
+    from ..learners.registry import stage_function
+
+    run = LearnerRun(
+        learner=learner,
+        labels=labels,
+        scenario=scenario,
+        train=train,
+        test=test,
+        backbone=backbone,
         target=target,
     )
-    privacy["sigma"] = sigma
-    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag
+    return stage_function(learner, "prototypes")(run)
 
 
 def prototypes_sweep(
@@ -103,7 +74,8 @@ def prototypes_sweep(
     from ..features import load_feature_cache
     from ..learners.registry import stage_function
 
-    stages = {learner: stage_function(learner, "prototypes") for learner in learners}
+    for learner in learners:
+        stage_function(learner, "prototypes")  # a clear error before any work
     with threadpool_limits(limits=threads):
         tx, ty, tidx, meta = load_feature_cache(train_path)
         ex, ey, _, _ = load_feature_cache(test_path)
@@ -112,12 +84,11 @@ def prototypes_sweep(
             labels = read_json(run["labels"])
             for learner in learners:
                 t0 = time.perf_counter()
-                metrics, privacy, model, diag = stages[learner](
+                metrics, privacy, model, diag = run_prototype_learner(
                     (tx, ty, tidx),
                     (ex, ey),
                     sc,
                     labels,
-                    int(sc.seed),
                     learner=learner,
                     backbone=meta["backbone"],
                     target=config_target(labels, targets),
