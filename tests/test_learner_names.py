@@ -22,10 +22,6 @@ SRC = ROOT / "src" / "dpcl"
 # Files that still name a learner in code: (learner, file relative to the repository) -> reason. This
 # list may only shrink: an entry that no longer names its learner fails the test too.
 ALLOWED: dict[tuple[str, str], str] = {
-    (
-        "cosine",
-        "src/dpcl/audits/audit.py",
-    ): "the Gaussian class-sum mechanism is audited on its implementation, the cosine classifier's class",
     ("l2dpml", "src/dpcl/learners/fm_agem.py"): "FM-A-GEM runs the label methods of L2DP-ML's config block "
     "(methods='l2dpml', the config key)",
 }

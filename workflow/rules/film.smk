@@ -2,7 +2,7 @@
 # PEFT ensemble: one job per run trains its members (independent given the released label
 # spaces; data and backbone loaded once; the paper grid's 980 runs spread over a cluster's
 # GPUs), then one evaluation job per run.
-# Naive / Non-CL / DP-A-GEM (agem_film, App. D.4) FiLM baselines: one job per run. Rules
+# Naive / Non-CL / DP-A-GEM (App. D.4) FiLM baselines: one job per run. Rules
 # are always defined (the SLURM profile names them); they run only when `learners` lists a
 # *_film learner.
 # With tuning.enabled, tune_film (one job per seed, every ε) tunes the DP-SGD

@@ -27,8 +27,8 @@ from scipy.special import ndtr
 from scipy.stats import beta, binom
 
 from ..data.label_space import output_label_spaces, parse_label_method
-from ..learners.cosine import CosineClassifier
 from ..privacy.accounting import Budget
+from ..privacy.class_sums import noisy_class_sums
 from ..privacy.gaussian import gaussian_delta
 from ..privacy.label_release import keep_probabilities, laplace_threshold, release_labels, tsgd_threshold
 from ..seeding import rng
@@ -261,11 +261,12 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
 def _projections(
     sigma: float, dim: int, trials: int, with_extra: bool, gen: np.random.Generator
 ) -> np.ndarray:
-    """Released class sums of a real :class:`CosineClassifier`, projected on the extra feature.
+    """Released class sums of the real mechanism (:func:`dpcl.privacy.class_sums.noisy_class_sums`, what the
+    DP cosine classifier adds to its prototypes), projected on the extra feature.
 
     Every class holds one example with feature u = e_1 (D); D' adds one example with
-    feature v = e_0 to every class. Each of the ``trials`` labels gets its own noise in
-    ``update`` (Eq. 9), so the labels are independent runs. Returns ⟨s_o − s_o(D), v⟩.
+    feature v = e_0 to every class. Each of the ``trials`` labels gets its own noise
+    (Eq. 9), so the labels are independent runs. Returns ⟨s_o − s_o(D), v⟩.
     """
     u, v = np.eye(dim)[1], np.eye(dim)[0]
     labels = np.arange(trials)
@@ -273,9 +274,8 @@ def _projections(
     if with_extra:
         labels = np.concatenate([labels, labels])
         feats = np.concatenate([feats, np.tile(v, (trials, 1))])
-    clf = CosineClassifier(trials, dim)
-    clf.update(feats, labels, labels[:trials], sigma, gen)
-    return clf.sums.astype(np.float64) @ v - float(u @ v)
+    _, sums = noisy_class_sums(feats, labels, labels[:trials], sigma, gen, dim=dim)
+    return sums.astype(np.float64) @ v - float(u @ v)
 
 
 def _best_threshold(x_d: np.ndarray, x_dp: np.ndarray, delta: float, alpha: float) -> float:

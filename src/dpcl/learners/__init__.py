@@ -3,8 +3,9 @@ ensemble, Alg. 2, head-only and FiLM, with the Naive / Non-CL baselines, Alg. A1
 ``agem_film`` (the enhanced DP-A-GEM baseline, App. D.4) and ``aggregation`` (Eq. 11, App. D.2).
 Each learner's module declares its :class:`~dpcl.learners.registry.LearnerSpec` (``SPECS``).
 
-May import: training/, privacy/, data/ (label spaces), seeding. Never stages/ (no workflow, no files)
-or report/ (no presentation).
+May import: training/, privacy/, data/ (label spaces), public_pca, seeding, io (log lines); audits/ only
+inside a learner's own canary audit function. Never stages/ (no workflow, no files: a learner's run
+function gets the stage's helpers on the run object it is handed) or report/ (no presentation).
 """
 
 from __future__ import annotations

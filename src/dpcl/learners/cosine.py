@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ..privacy.class_sums import SENSITIVITY, noisy_class_sums, normalize_rows
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
 from .registry import LearnerSpec
@@ -36,15 +37,6 @@ SPECS = (
         resources={"mem_mb": 2000, "runtime": 30},
     ),
 )
-
-SENSITIVITY = 1.0
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit L2 norm; all-zero rows stay zero (norm ≤ 1 either way)."""
-    x = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
 def cosine_sigma(epsilon: float, delta: float) -> float:
@@ -77,27 +69,9 @@ class CosineClassifier:
         caller); a label outside O_t is a bug and raises.
         """
         o_t = np.asarray(sorted(set(int(o) for o in label_space)), dtype=np.int64)
-        labels = np.asarray(labels, dtype=np.int64)
         if o_t.size and (o_t[0] < 0 or o_t[-1] >= len(self.sums)):
             raise ValueError(f"label space exceeds the classifier's universe of {len(self.sums)} labels")
-        if labels.size and not np.isin(labels, o_t).all():
-            raise ValueError(
-                "training labels outside the task's output label space: drop or remap them first"
-            )
-        if sigma < 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
-        # One N(0, σ²I) draw per label of O_t (rows in sorted label order), then the data sums.
-        # Noise is drawn in float32, like opacus's.
-        if sigma > 0:
-            task_sums = rng.standard_normal((len(o_t), self.sums.shape[1]), dtype=np.float32)
-            task_sums *= np.float32(sigma)
-        else:
-            task_sums = np.zeros((len(o_t), self.sums.shape[1]), dtype=np.float32)
-        if labels.size:  # Σ f(x)/‖f(x)‖ per present label, accumulated in float64
-            present, inverse = np.unique(labels, return_inverse=True)
-            data_sums = np.zeros((len(present), self.sums.shape[1]), dtype=np.float64)
-            np.add.at(data_sums, inverse, normalize_rows(features))
-            task_sums[np.searchsorted(o_t, present)] += data_sums.astype(np.float32)
+        o_t, task_sums = noisy_class_sums(features, labels, o_t, sigma, rng, dim=self.sums.shape[1])
         if o_t.size and o_t[-1] - o_t[0] + 1 == len(o_t):  # contiguous ids: update a slice in place
             self.sums[o_t[0] : o_t[-1] + 1] += task_sums
         else:

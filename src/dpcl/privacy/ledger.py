@@ -61,7 +61,7 @@ QUERY_SENSITIVITY: dict[str, float] = {
     "label_counts": 1.0,
     # Σ clip_C(g_i) over a Poisson sample: one individual changes it by ≤ C; noise std σ·C
     "clipped_gradient_sums": 1.0,  # in units of the clipping bound C
-    # (Σ (e_y − 1/K) zᵀ, upper triangle of Σ z zᵀ) with ‖z‖ ≤ 1: √(1 + 1) (fm_agem)
+    # (Σ (e_y − 1/K) zᵀ, upper triangle of Σ z zᵀ) with ‖z‖ ≤ 1: √(1 + 1) (FM-A-GEM)
     "taylor_coefficients_projected_features": math.sqrt(2.0),
 }
 DEFAULT_QUERY = {
