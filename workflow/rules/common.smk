@@ -53,7 +53,9 @@ def _method_list(key):
 
 
 # the label methods of each config list a learner may take them from (LearnerSpec.methods)
-METHOD_LISTS = {key: _method_list(key) for key in learners.METHOD_LISTS}
+METHOD_LISTS = {
+    learners.method_list_key(k): _method_list(learners.method_list_key(k)) for k in learners.METHOD_LISTS
+}
 
 
 def methods_for(learner, name=None):

@@ -41,7 +41,10 @@ ADAPTERS = ("prototypes", "head", "film", "functional")
 #: that brings its own ``run`` function (:mod:`dpcl.learners.api`, one job per learner and seed)
 JOBS = ("prototypes", "heads", "agem", "projected", "film_peft", "film_baseline", "features")
 #: the config list a learner's label methods come from (:func:`label_methods_key`)
-METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "l2dpml")
+METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "projected")
+#: where a list of :data:`METHOD_LISTS` lives in the config when its name is not its config key: the
+#: ``projected`` job's learners share the ``label_methods`` of L2DP-ML's config block
+_METHOD_LIST_KEYS = {"projected": "l2dpml"}
 #: a learner's role in Fig. 3: None (not drawn), "ours" (paper 000's methods, drawn beside the compared
 #: ones) or "compared" (a memory-buffer or published method: the figure is drawn when one of them runs)
 FIG3_ROLES = (None, "ours", "compared")
@@ -285,9 +288,17 @@ def audit_function(name: str) -> Callable:
     return _import(spec.audit.function)
 
 
+def method_list_key(methods: str) -> str:
+    """The config key of method list ``methods`` (:data:`METHOD_LISTS`): a top-level list, or a config
+    block whose ``label_methods`` it is."""
+    if methods not in METHOD_LISTS:
+        raise ValueError(f"unknown method list {methods!r}; known: {METHOD_LISTS}")
+    return _METHOD_LIST_KEYS.get(methods, methods)
+
+
 def label_methods_key(name: str) -> str:
-    """Which config list learner ``name`` takes its label methods from (:data:`METHOD_LISTS`)."""
-    return get(name).methods
+    """Which config list learner ``name`` takes its label methods from (its config key)."""
+    return method_list_key(get(name).methods)
 
 
 def ledger_spec(name: str) -> LedgerSpec:
