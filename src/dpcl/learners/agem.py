@@ -1,7 +1,7 @@
 """Enhanced DP-A-GEM (Desai et al. 2021) head-only on cached features: a baseline.
 
 Paper 000 Sec. 6.1 ("Comparison with Desai et al.", Fig. 3) and App. D.4. One linear head
-over the label universe (softmax restricted to ∪_{k≤t} O_k, like ``naive_head``) is
+over the label universe (softmax restricted to ∪_{k≤t} O_k, like the Naive baseline's head) is
 trained task after task with DP-SGD. Each task's data D_t is split into disjoint parts
 D_t^train and D_t^ref; the reference parts of past tasks form the memory buffer. At every
 step of task t ≥ 1 the learner computes two DP gradients (App. D.4, items 1-2):

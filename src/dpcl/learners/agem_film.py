@@ -4,7 +4,7 @@ Fig. 3, App. D.4, "to fine-tune the same ViT-B model (with PEFT)").
 The FiLM twin of :mod:`dpcl.learners.agem` (read its docstring for the mechanism and the
 accounting; every convention is shared, not copied): one FiLM model (every normalisation layer's scale
 and bias + a head over the label universe, softmax restricted to ∪_{k≤t} O_k, like
-``naive_film``) trained task after task. Each task's kept data is split by a seeded coin per
+the Naive FiLM baseline) trained task after task. Each task's kept data is split by a seeded coin per
 sample id (:func:`~dpcl.learners.agem.split_task`) into a train part and a reference part;
 the reference parts of past tasks, as **raw images**, form the memory buffer (the documented
 non-DP state of this baseline). Every step of task t draws

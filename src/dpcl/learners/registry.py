@@ -67,7 +67,7 @@ class LearnerAudit:
 class LearnerSpec:
     """What the pipeline needs to know about one learner (its training code stays in its module)."""
 
-    name: str  #: the config and file-path name, e.g. "peft_head"
+    name: str  #: the config and file-path name
     display: str  #: the name in tables, e.g. "PEFT Ensemble (head-only)"
     adapter: str  #: one of :data:`ADAPTERS`
     job: str  #: one of :data:`JOBS`
