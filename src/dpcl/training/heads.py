@@ -19,6 +19,7 @@ the Poisson-subsampled Gaussian mechanism composed ``steps`` times, accounted by
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,7 @@ def train_head(
     active: np.ndarray | None = None,
     record_rates: np.ndarray | None = None,
     steps: int | None = None,
+    observe: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
 ) -> dict:
     """Train ``head`` in place with DP-SGD (``noise_multiplier = 0``: the non-private twin).
 
@@ -120,6 +122,10 @@ def train_head(
     record i joins each batch independently with probability record_rates[i]; the noisy sum
     is still divided by the public ``cfg.normaliser``, the planned expected batch size), and
     ``steps`` overrides the configured step count (a schedule's segment).
+
+    ``observe(step, g_w, g_b)``, if given, sees copies of each step's privatized gradient sums (clipped,
+    noised, before the normaliser and Adam), with ``head`` still at the step's starting point: what
+    DP-SGD releases to a white-box adversary (:mod:`dpcl.audits.whitebox`). Instrumentation only.
     """
     cfg.validate()
     if noise_multiplier < 0:
@@ -164,6 +170,8 @@ def train_head(
             std = noise_multiplier * cfg.clip
             g_w += std * rng.standard_normal(g_w.shape)
             g_b += std * rng.standard_normal(g_b.shape)
+        if observe is not None:
+            observe(step, g_w.copy(), g_b.copy())
         g_w /= cfg.normaliser
         g_b /= cfg.normaliser
         # Adam (Kingma & Ba 2015), bias-corrected

@@ -1,0 +1,122 @@
+"""White-box audits of the DP-SGD heads (dpcl.audits.whitebox) on the pipeline's own train_head: a correct
+head stays at or below its claim and the weight audit reaches at least half of it; noise at σ/2 and a
+gradient branch that escapes clipping are caught at ε = 1 (lower bound above the claim).
+
+The broken variants live here only: a one-step copy of train_head's step whose correct form is checked
+to release exactly what train_head releases, then the bug. Every audit uses a fixed seed; each bound
+holds with confidence 95 %, and the margins below are several standard errors of the counts wide.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpcl.audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
+from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms, train_head
+
+DELTA = 1e-5
+
+
+def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: float = 1.0):
+    """One DP-SGD step of the linear head as train_head takes it (same random draws in the same order),
+    with an optional bug: a branch that escapes clipping, or noise scaled by ``noise_scale``."""
+
+    def train(head, x, y, cfg, sigma, gen, *, observe):
+        batch = (
+            np.flatnonzero(gen.random(len(y)) < cfg.sample_rate) if len(y) else np.zeros(0, dtype=np.int64)
+        )
+        g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+        if batch.size:
+            xb = np.asarray(x, dtype=np.float64)[batch]
+            d = logit_grads(head.w, head.b, xb, np.asarray(y)[batch], None)
+            c = np.minimum(1.0, cfg.clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
+            g_w += (d * c if clip_weights else d).T @ xb
+            g_b += (d * c if clip_bias else d).sum(axis=0)
+        std = noise_scale * sigma * cfg.clip
+        g_w += std * gen.standard_normal(g_w.shape)
+        g_b += std * gen.standard_normal(g_b.shape)
+        observe(1, g_w, g_b)
+        return {}
+
+    return train
+
+
+def test_the_correct_step_releases_exactly_what_train_head_releases():
+    gen = np.random.default_rng(0)
+    x, y = gen.normal(size=(12, 5)) * 3, gen.integers(0, 3, 12)
+    seen = {}
+    for name, fn in (("train_head", train_head), ("copy", _step())):
+        seen[name] = out = []
+        fn(
+            LinearHead(5, 3),
+            x,
+            y,
+            AUDIT_DPSGD,
+            2.0,
+            np.random.default_rng(7),
+            observe=lambda s, w, b, out=out: out.append((w, b)),
+        )
+    (w1, b1), (w2, b2) = seen["train_head"][0], seen["copy"][0]
+    np.testing.assert_allclose(w1, w2, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(b1, b2, rtol=1e-12, atol=1e-15)
+
+
+def test_observing_changes_nothing():
+    gen = np.random.default_rng(1)
+    x, y = gen.normal(size=(20, 4)), gen.integers(0, 3, 20)
+    heads = [LinearHead(4, 3), LinearHead(4, 3)]
+    train_head(heads[0], x, y, AUDIT_DPSGD, 1.5, np.random.default_rng(3))
+    train_head(heads[1], x, y, AUDIT_DPSGD, 1.5, np.random.default_rng(3), observe=lambda *a: None)
+    assert np.array_equal(heads[0].w, heads[1].w) and np.array_equal(heads[0].b, heads[1].b)
+
+
+def test_a_correct_head_stays_at_or_below_its_claim_and_reaches_half_of_it():
+    row = audit_head_weights(1.0, DELTA, canaries=5000, runs=40, seed=0)  # 75,000 bound trials per world
+    assert 0.5 <= row["epsilon_lower_bound"] <= 1.0
+    assert min(row["trials_per_world"]) > 74_000 and row["steps"] == 1 and row["sample_rate"] == 1.0
+    assert audit_head_bias(1.0, DELTA, trials=2000, seed=0)["epsilon_lower_bound"] <= 1.0
+
+
+def test_noise_at_half_sigma_is_caught():
+    row = audit_head_weights(1.0, DELTA, canaries=5000, runs=20, seed=1, train=_step(noise_scale=0.5))
+    assert row["epsilon_lower_bound"] > 1.0
+
+
+@pytest.mark.parametrize("branch", ["weights", "bias"])
+def test_a_branch_escaping_clipping_is_caught(branch):
+    if branch == "weights":
+        row = audit_head_weights(1.0, DELTA, canaries=2000, runs=2, seed=2, train=_step(clip_weights=False))
+    else:
+        row = audit_head_bias(1.0, DELTA, trials=1000, seed=2, train=_step(clip_bias=False))
+    assert row["epsilon_lower_bound"] > 1.0
+
+
+def test_the_audit_refuses_a_function_that_releases_another_number_of_steps():
+    def two_steps(head, x, y, cfg, sigma, gen, *, observe):
+        observe(1, head.w.copy(), head.b.copy())
+        observe(2, head.w.copy(), head.b.copy())
+
+    with pytest.raises(RuntimeError, match="released 2 steps"):
+        audit_head_bias(1.0, DELTA, trials=2, seed=0, train=two_steps)
+
+
+def test_the_audit_table_has_the_white_box_rows(tmp_path):
+    from dpcl.stages.privacy import privacy_audit
+
+    cfg = {
+        "epsilons": [1.0],
+        "trials": 1000,
+        "learner_trials": 0,
+        "whitebox_runs": 4,
+        "whitebox_canaries": 500,
+        "whitebox_bias_trials": 100,
+        "seed": 0,
+    }
+    privacy_audit(cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md")
+    md = (tmp_path / "a.md").read_text()
+    for branch in ("weights", "bias"):
+        line = next(line for line in md.splitlines() if f"DP-SGD heads, {branch} (white-box)" in line)
+        assert "(PEFT, Naive, Non-CL) | 1 |" in line and "certified (add/remove)" in line
+        assert "q = 1, 1 step, C = 0.1" in line
+    assert "does not test Poisson sampling" in md
