@@ -113,7 +113,9 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
         "whitebox_bias_trials": 100,
         "seed": 0,
     }
-    privacy_audit(cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md")
+    figs = [tmp_path / "a.png", tmp_path / "a.pdf"]
+    privacy_audit(cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md", out_figures=figs)
+    assert all(f.stat().st_size > 1000 for f in figs)  # claims against lower bounds
     md = (tmp_path / "a.md").read_text()
     for branch in ("weights", "bias"):
         line = next(line for line in md.splitlines() if f"DP-SGD heads, {branch} (white-box)" in line)

@@ -120,7 +120,7 @@ def report_files(learner, name):
 def privacy_files():
     figures = [
         f"{R}/figures/{stem}.{ext}"
-        for stem in ("fig2_label_drop_probability", "figA1_drop_lower_bound")
+        for stem in ("fig2_label_drop_probability", "figA1_drop_lower_bound", "privacy_audit_claims")
         for ext in ("png", "pdf")
     ]
     tables = [

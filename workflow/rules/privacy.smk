@@ -62,6 +62,12 @@ rule privacy_audit:
             f"{R}/tables/privacy_audit.csv", caption="../report/privacy_audit.rst", category="5. Privacy"
         ),
         md=f"{R}/tables/privacy_audit.md",
+        png=report(
+            f"{R}/figures/privacy_audit_claims.png",
+            caption="../report/privacy_audit_figure.rst",
+            category="5. Privacy",
+        ),
+        pdf=f"{R}/figures/privacy_audit_claims.pdf",
     log:
         f"{R}/logs/privacy_audit.log",
     conda:

@@ -9,4 +9,6 @@ from dpcl.stages.privacy import privacy_audit
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-privacy_audit(sm.params.cfg, sm.params.delta, sm.output.csv, sm.output.md)
+privacy_audit(
+    sm.params.cfg, sm.params.delta, sm.output.csv, sm.output.md, out_figures=[sm.output.png, sm.output.pdf]
+)

@@ -22,6 +22,11 @@ CAPTIONS: list[tuple[str, str]] = [
     (r"^fig2_label_drop_probability$", "Fig. 2: probability that k-TSGD label release drops a new label"),
     (r"^figA1_drop_lower_bound$", "Fig. A1: lower bound on dropping a label for any (ε, δ)-DP release"),
     (r"^privacy_audit$", "Empirical privacy audit of the mechanisms (lower bounds on ε)"),
+    (
+        r"^privacy_audit_claims$",
+        "Privacy audit: claimed ε against the audited lower bound per mechanism and learner (log axes; a "
+        "correct implementation stays on or below the diagonal, crosses mark refuted claims)",
+    ),
     (r"^fig4$", "Fig. 4: comparison of label methods (final accuracy; median, 2nd/4th best seed)"),
     (r"^fig5$", "Fig. 5: Release Labels, accuracy and released labels vs the budget fraction f"),
     (r"^fig6$", "Fig. 6: Public Labels of every size beside the baselines"),

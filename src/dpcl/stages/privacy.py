@@ -25,10 +25,13 @@ def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str
     write_text(out_md, attack_table_markdown(df))
 
 
-def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path) -> None:
+def privacy_audit(
+    cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path, *, out_figures: list[str | Path] = ()
+) -> None:
     """The empirical audit table: Clopper-Pearson lower bounds on ε against the claimed ε, for the
     mechanisms, (``learner_trials`` > 0) for whole learners (L2DP-ML as published, DP-A-GEM, FM-A-GEM) and
-    (``whitebox_runs`` > 0) white-box audits of the DP-SGD heads (:mod:`dpcl.audits.whitebox`)."""
+    (``whitebox_runs`` > 0) white-box audits of the DP-SGD heads (:mod:`dpcl.audits.whitebox`); with
+    ``out_figures`` also the figure of claims against lower bounds (:func:`dpcl.report.fig_audit.plot_audit_claims`)."""
     import pandas as pd
 
     from ..audits.audit import audit_table, audit_verdict
@@ -90,6 +93,10 @@ def privacy_audit(cfg: dict, delta: float, out_csv: str | Path, out_md: str | Pa
     md = audit_table_markdown(df, notes)
     write_text(out_csv, df.to_csv(index=False))
     write_text(out_md, md)
+    if out_figures:
+        from ..report.fig_audit import plot_audit_claims
+
+        plot_audit_claims(df, list(out_figures))
 
 
 def _whitebox_rows(cfg: dict, delta: float):
