@@ -87,7 +87,7 @@ def test_every_rule_declares_threads_memory_and_runtime(tmp_path):
     """The workstation run plans the same jobs with the rules' own resources."""
     out = _dry_run(tmp_path, "--cores", "2")
     jobs = _jobs(out)
-    core = {"obtain_dataset", "features", "scenario", "label_spaces", "cosine", "report"}
+    core = {"obtain_dataset", "features", "scenario", "label_spaces", "prototypes", "report"}
     assert {r for r, _ in jobs} >= core
     for rule, res in jobs:
         if rule != "all":

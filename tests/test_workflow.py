@@ -75,7 +75,7 @@ def test_every_rule_runs_and_writes_outputs(tiny_run):
         "features",
         "scenario",
         "label_spaces",
-        "cosine",
+        "prototypes",
         "tune_heads",
         "heads",
         "tune_agem",
