@@ -1,7 +1,6 @@
-"""White-box audits (dpcl.audits.whitebox) of the DP-SGD heads on the pipeline's own train_head and of
-FM-A-GEM's release on its own release_coefficients: a correct implementation stays at or below its claim
-and the weight audit reaches at least half of it; noise at σ/2 and a gradient branch that escapes
-clipping are caught at ε = 1 (lower bound above the claim).
+"""White-box audits of the DP-SGD heads (dpcl.audits.whitebox) on the pipeline's own train_head: a correct
+head stays at or below its claim and the weight audit reaches at least half of it; noise at σ/2 and a
+gradient branch that escapes clipping are caught at ε = 1 (lower bound above the claim).
 
 The broken variants live here only: a one-step copy of train_head's step whose correct form is checked
 to release exactly what train_head releases, then the bug. Every audit uses a fixed seed; each bound
@@ -13,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpcl.audits.whitebox import AUDIT_DPSGD, audit_fm_release, audit_head_bias, audit_head_weights
+from dpcl.audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
 from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms, train_head
 
 DELTA = 1e-5
@@ -112,28 +111,14 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
         "whitebox_runs": 4,
         "whitebox_canaries": 500,
         "whitebox_bias_trials": 100,
-        "whitebox_fm_runs": 8,
         "seed": 0,
     }
     figs = [tmp_path / "a.png", tmp_path / "a.pdf"]
     privacy_audit(cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md", out_figures=figs)
     assert all(f.stat().st_size > 1000 for f in figs)  # claims against lower bounds
     md = (tmp_path / "a.md").read_text()
-    assert "| FM-A-GEM release (white-box) | 1 |" in md
     for branch in ("weights", "bias"):
         line = next(line for line in md.splitlines() if f"DP-SGD heads, {branch} (white-box)" in line)
         assert "(PEFT, Naive, Non-CL) | 1 |" in line and "certified (add/remove)" in line
         assert "q = 1, 1 step, C = 0.1" in line
     assert "does not test Poisson sampling" in md
-
-
-def test_fm_release_stays_at_or_below_its_claim_and_noise_at_half_sigma_is_caught():
-    from dpcl.learners.fm_agem import release_coefficients
-
-    def half_noise(z, rows, k, sigma, gen):
-        return release_coefficients(z, rows, k, sigma / 2, gen)
-
-    correct = audit_fm_release(1.0, DELTA, canaries=500, runs=160, seed=0)
-    assert 0.25 <= correct["epsilon_lower_bound"] <= 1.0  # 30,000 bound trials per world: about 0.4
-    broken = audit_fm_release(1.0, DELTA, canaries=500, runs=160, seed=1, release=half_noise)
-    assert broken["epsilon_lower_bound"] > 1.0

@@ -79,8 +79,7 @@ def privacy_audit(
             "accountant for the claim at that setting, C = 0.1); the adversary sees every privatized gradient "
             "sum. Weights: Dirac canaries on coordinates of their own, each included by a fair coin, so one "
             "training gives thousands of independent trials; bias: a zero-feature canary, one trial per "
-            "training. FM-A-GEM: unit-vector canaries in its per-task coefficient release, which the adversary "
-            "sees. The threshold is fitted on the first quarter of the trials and the bound computed on "
+            "training. The threshold is fitted on the first quarter of the trials and the bound computed on "
             "the rest. The audit shows that the code adds the noise and clipping its ledger states at this "
             "setting; it does not test Poisson sampling, the step count or the composition over many steps."
         )
@@ -107,13 +106,7 @@ def _whitebox_rows(cfg: dict, delta: float):
     import pandas as pd
 
     from ..audits.audit import audit_verdict
-    from ..audits.whitebox import (
-        AUDIT_DPSGD,
-        FM_CANARIES,
-        audit_fm_release,
-        audit_head_bias,
-        audit_head_weights,
-    )
+    from ..audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
 
     rows = []
     for eps in cfg["epsilons"]:
@@ -150,27 +143,6 @@ def _whitebox_rows(cfg: dict, delta: float):
                     "alpha": r["alpha"],
                     "verdict": audit_verdict(
                         r["claimed_epsilon"], r["epsilon_lower_bound"], certified_by_accountant=True
-                    ),
-                }
-            )
-        if cfg.get("whitebox_fm_runs", 0):
-            f = audit_fm_release(
-                eps, delta, canaries=FM_CANARIES, runs=int(cfg["whitebox_fm_runs"]), seed=cfg["seed"]
-            )
-            rows.append(
-                {
-                    "mechanism": "FM-A-GEM release (white-box)",
-                    "broken": False,
-                    "tag": "",
-                    "claimed_epsilon": f["claimed_epsilon"],
-                    "epsilon_lower_bound": f["epsilon_lower_bound"],
-                    "trials": min(f["trials_per_world"]),
-                    "setting": f"the released Taylor coefficients, sigma = {f['sigma']:.4g} (sensitivity sqrt 2); "
-                    f"{FM_CANARIES} unit-vector canaries per release x {cfg['whitebox_fm_runs']} releases, fair coins",
-                    "delta": delta,
-                    "alpha": f["alpha"],
-                    "verdict": audit_verdict(
-                        f["claimed_epsilon"], f["epsilon_lower_bound"], certified_by_accountant=True
                     ),
                 }
             )
