@@ -1,5 +1,6 @@
-"""White-box audits of the DP-SGD heads (dpcl.audits.whitebox) on the pipeline's own train_head: a correct
-head stays at or below its claim and the weight audit reaches at least half of it; noise at σ/2 and a
+"""White-box audits (dpcl.audits.whitebox) of the DP-SGD heads on the pipeline's own train_head and of
+FM-A-GEM's release on its own release_coefficients: a correct implementation stays at or below its claim
+(ε at δ and μ) and the weight audit reaches at least half of its ε and 90 % of its μ; noise at σ/2 and a
 gradient branch that escapes clipping are caught at ε = 1 (lower bound above the claim).
 
 The broken variants live here only: a one-step copy of train_head's step whose correct form is checked
@@ -74,6 +75,9 @@ def test_observing_changes_nothing():
 def test_a_correct_head_stays_at_or_below_its_claim_and_reaches_half_of_it():
     row = audit_head_weights(1.0, DELTA, canaries=5000, runs=40, seed=0)  # 75,000 bound trials per world
     assert 0.5 <= row["epsilon_lower_bound"] <= 1.0
+    # the μ route: the true μ is 0.995 of the claim (the canary's gradient has 1 % of its norm in the
+    # shared bias); with 75,000 trials per world the bound sits about 0.02 below it
+    assert 0.9 * row["claimed_mu"] <= row["mu_lower_bound"] <= row["claimed_mu"]
     assert min(row["trials_per_world"]) > 74_000 and row["steps"] == 1 and row["sample_rate"] == 1.0
     assert audit_head_bias(1.0, DELTA, trials=2000, seed=0)["epsilon_lower_bound"] <= 1.0
 
@@ -81,6 +85,7 @@ def test_a_correct_head_stays_at_or_below_its_claim_and_reaches_half_of_it():
 def test_noise_at_half_sigma_is_caught():
     row = audit_head_weights(1.0, DELTA, canaries=5000, runs=20, seed=1, train=_step(noise_scale=0.5))
     assert row["epsilon_lower_bound"] > 1.0
+    assert row["mu_lower_bound"] > 1.5 * row["claimed_mu"]  # the true μ is twice the claim
 
 
 @pytest.mark.parametrize("branch", ["weights", "bias"])
@@ -117,8 +122,27 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
     privacy_audit(cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md", out_figures=figs)
     assert all(f.stat().st_size > 1000 for f in figs)  # claims against lower bounds
     md = (tmp_path / "a.md").read_text()
+    heads = "(PEFT Ensemble (head-only), Naive (head-only), Non-CL (head-only)) | 1 |"
     for branch in ("weights", "bias"):
         line = next(line for line in md.splitlines() if f"DP-SGD heads, {branch} (white-box)" in line)
-        assert "(PEFT, Naive, Non-CL) | 1 |" in line and "certified (add/remove)" in line
+        assert heads in line and "certified (add/remove)" in line
         assert "q = 1, 1 step, C = 0.1" in line
-    assert "does not test Poisson sampling" in md
+    line = next(line for line in md.splitlines() if "FM-A-GEM, coefficient release (white-box)" in line)
+    assert "(FM-A-GEM (sound variant)) | 1 |" in line and "certified (add/remove)" in line
+    assert "μ: lower bound / claim" in md and "do not test Poisson sampling" in md
+    assert md.count("DP-SGD heads, weights") == 1  # three learners share the audit: it runs once
+
+
+def test_fm_release_stays_at_or_below_its_claim_and_noise_at_half_sigma_is_caught():
+    from dpcl.learners.fm_agem import audit_release, release_coefficients
+
+    def half_noise(z, rows, k, sigma, gen):
+        return release_coefficients(z, rows, k, sigma / 2, gen)
+
+    audit = {"whitebox_runs": 40}  # 160 releases of 500 canaries: 30,000 bound trials per world
+    (correct,) = audit_release(1.0, DELTA, audit=audit, seed=0)
+    assert 0.25 <= correct["epsilon_lower_bound"] <= 1.0  # about 0.5
+    # the true μ is √1.98/σ, 0.995 of the claimed √2/σ; the bound sits about 0.03 below it
+    assert 0.85 * correct["claimed_mu"] <= correct["mu_lower_bound"] <= correct["claimed_mu"]
+    (broken,) = audit_release(1.0, DELTA, audit=audit, seed=1, release=half_noise)
+    assert broken["epsilon_lower_bound"] > 1.0 and broken["mu_lower_bound"] > 1.5 * broken["claimed_mu"]

@@ -422,12 +422,23 @@ def audit_table(
 AUDIT_ADJACENCY = "add/remove"
 
 
-def audit_verdict(claimed: float, lower: float, certified_by_accountant: bool) -> str:
+def audit_verdict(
+    claimed: float,
+    lower: float,
+    certified_by_accountant: bool,
+    *,
+    claimed_mu: float | None = None,
+    mu_lower: float | None = None,
+) -> str:
     """The three-valued verdict (:mod:`dpcl.privacy.verdict`) of an audit row, with its adjacency: the
     audit's Clopper-Pearson bound is the lower bound; the upper bound is the claim itself where the
-    mechanism's own accountant certifies it (a correctly calibrated mechanism), else there is none."""
+    mechanism's own accountant certifies it (a correctly calibrated mechanism), else there is none. A
+    white-box audit whose claim is a claimed μ (:mod:`dpcl.audits.gdp`) also passes its μ bound: above the
+    claimed μ, the claim is violated whatever the ε bound says."""
     from ..privacy.verdict import classify
 
+    if claimed_mu is not None and mu_lower is not None and float(mu_lower) > float(claimed_mu):
+        return f"violated ({AUDIT_ADJACENCY}; the μ bound contradicts the accountant)"
     upper = float(claimed) if certified_by_accountant else None
     if upper is not None and float(lower) > upper:  # the audit refutes what the accountant certified
         return f"violated ({AUDIT_ADJACENCY}; contradicts the accountant)"

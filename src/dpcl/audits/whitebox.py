@@ -40,6 +40,7 @@ from scipy.special import ndtr
 from ..seeding import rng
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .audit import attainable_lower_bound, epsilon_lower_bound
+from .gdp import gdp_bound
 
 #: the audit setting's DP-SGD: q = 1, one step, C = 0.1 (the step's noise is σ·C); C is below every
 #: canary's gradient norm (≥ ‖softmax(0) − e_y‖ = 0.82 with 3 outputs), so a correct implementation clips
@@ -83,9 +84,10 @@ def _run(train: Callable, x: np.ndarray, y: np.ndarray, sigma: float, gen: np.ra
     return seen[0]
 
 
-def _bound(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, alpha: float) -> dict:
+def bound_trials(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, alpha: float) -> dict:
     """Threshold chosen on the first ``calibrate`` trials of each world, the Clopper-Pearson lower bound
-    on ε computed on the rest, which the threshold never saw.
+    on ε computed on the rest, which the threshold never saw; beside it the f-DP route's lower bound on
+    μ (:func:`dpcl.audits.gdp.gdp_bound`, the same split) for audits whose claim is a claimed μ.
 
     The statistic is Gaussian in both worlds with a common spread (a shifted projection of Gaussian
     noise), so the calibration trials give its two means and spread, and the threshold is the one whose
@@ -106,7 +108,7 @@ def _bound(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, al
         if b > best:
             t, best = float(c), b
     k_d, k_dp = int((z_out > t).sum()), int((z_in > t).sum())
-    return {
+    return gdp_bound(np.r_[cal_out, z_out], np.r_[cal_in, z_in], calibrate, alpha) | {
         "threshold": t,
         "counts": [k_d, k_dp],
         "trials_per_world": [int(len(z_out)), int(len(z_in))],
@@ -156,10 +158,11 @@ def audit_head_weights(
             (z_in if coins[k] else z_out).append(float(g_w[:, cols[k]] @ gk / (gk @ gk)))
     # the threshold is chosen on the first quarter of the runs (their canaries of both worlds)
     calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
-    row = _bound(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
+    row = bound_trials(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
     return row | {
         "audit": "head weights: Dirac canaries, many per run",
         "claimed_epsilon": float(epsilon),
+        "claimed_mu": AUDIT_DPSGD.steps**0.5 / sigma,
         "delta": float(delta),
         "noise_multiplier": float(sigma),
         "sample_rate": AUDIT_DPSGD.sample_rate,
@@ -194,10 +197,11 @@ def audit_head_bias(
                 train, x, y, sigma, rng(seed, "audit", "whitebox", "bias", float(epsilon), world, i)
             )
             z[world].append(float(g_b @ g / (g @ g)))
-    row = _bound(np.array(z[False]), np.array(z[True]), max(1, trials // 4), delta, alpha)
+    row = bound_trials(np.array(z[False]), np.array(z[True]), max(1, trials // 4), delta, alpha)
     return row | {
         "audit": "head bias: zero-feature canary, one per run",
         "claimed_epsilon": float(epsilon),
+        "claimed_mu": AUDIT_DPSGD.steps**0.5 / sigma,
         "delta": float(delta),
         "noise_multiplier": float(sigma),
         "sample_rate": AUDIT_DPSGD.sample_rate,
@@ -205,3 +209,21 @@ def audit_head_bias(
         "alpha": float(alpha),
         "threat_model": "white-box: every privatized gradient sum; add/remove one canary",
     }
+
+
+def audit_heads(epsilon: float, delta: float, *, audit: dict, seed: int) -> list[dict]:
+    """The white-box audit rows of ``train_head`` (weights and bias) at claimed (ε, δ), sized by the
+    config's ``audit`` block (``whitebox_runs``, ``whitebox_canaries``, ``whitebox_bias_trials``): the
+    registry's white-box audit of every learner that trains its heads with it."""
+    runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"])
+    w = audit_head_weights(epsilon, delta, canaries=canaries, runs=runs, seed=seed)
+    b = audit_head_bias(epsilon, delta, trials=int(audit["whitebox_bias_trials"]), seed=seed)
+    common = f"q = 1, 1 step, C = {AUDIT_DPSGD.clip:g}, sigma = {w['noise_multiplier']:.4g}"
+    return [
+        w
+        | {
+            "part": "weights",
+            "setting": f"{common}; {canaries} Dirac canaries per training x {runs} trainings, fair coins",
+        },
+        b | {"part": "bias", "setting": f"{common}; a zero-feature canary, one per training"},
+    ]

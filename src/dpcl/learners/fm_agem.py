@@ -74,6 +74,7 @@ import numpy as np
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..public_pca import Projection
+from ..seeding import rng
 from ..training.projection import project
 from .aggregation import aggregate
 from .registry import LearnerAudit, LearnerSpec
@@ -99,6 +100,7 @@ SPECS = (
         audit=LearnerAudit(
             function="dpcl.learners.fm_agem:audit_canary", name="FM-A-GEM learner (sound variant)"
         ),
+        whitebox=LearnerAudit(function="dpcl.learners.fm_agem:audit_release", name="FM-A-GEM"),
         resources={"mem_mb": 2000, "runtime": 30},
     ),
 )
@@ -546,6 +548,78 @@ def audit_canary(
         "for its label",
     )
     return res
+
+
+#: the white-box audit's outputs (‖e_y − 1/K‖ → 1, so a canary's contribution to the released vector
+#: approaches the mechanism's sensitivity √2 as K grows: √(1 + (K − 1)/K))
+AUDIT_OUTPUTS = 50
+#: canaries per release: the release's noise grows with the square of its dimension, so many releases of
+#: a few hundred canaries cost less per trial than one large one
+AUDIT_CANARIES = 500
+#: releases of the white-box audit per unit of the config's ``audit.whitebox_runs``
+AUDIT_RELEASES_PER_RUN = 4
+
+
+def audit_release(
+    epsilon: float,
+    delta: float,
+    *,
+    audit: dict,
+    seed: int,
+    release: Callable | None = None,
+    alpha: float = 0.05,
+) -> list[dict]:
+    """White-box audit of the per-task release (:func:`release_coefficients`, the function
+    :meth:`FMHead.learn_task` calls) at claimed (ε, δ), σ from :func:`fm_sigma`: the adversary sees the
+    released coefficients (Ã_t, b̃_t). Canary j is the unit vector e_j (‖z‖ = 1, the norm bound the
+    sensitivity rests on) with label j mod K, included by a fair coin; it adds 1 to Ã_t[j, j] and
+    e_y − 1/K to b̃_t's column j and nothing else, so every canary is an independent trial. The
+    statistic projects those entries on the canary's contribution. ``audit`` is the config's audit block
+    (``whitebox_runs`` × :data:`AUDIT_RELEASES_PER_RUN` releases of :data:`AUDIT_CANARIES` canaries);
+    ``release`` is the function under audit (tests pass broken variants). Claimed μ: √2/σ, the
+    sensitivity over the noise."""
+    from ..audits.whitebox import bound_trials
+
+    release = release_coefficients if release is None else release
+    runs = int(audit["whitebox_runs"]) * AUDIT_RELEASES_PER_RUN
+    canaries = AUDIT_CANARIES
+    if runs < 1:
+        raise ValueError(f"the audit needs at least one release, got {runs}")
+    sigma = fm_sigma(epsilon, delta)
+    labels = np.arange(canaries) % AUDIT_OUTPUTS
+    contrib_b = np.eye(AUDIT_OUTPUTS) - 1.0 / AUDIT_OUTPUTS  # column y: e_y − 1/K
+    norm2 = 1.0 + float(contrib_b[:, 0] @ contrib_b[:, 0])
+    z_in, z_out = [], []
+    for r in range(runs):
+        coins = rng(seed, "audit", "whitebox", LEARNER, float(epsilon), r, "coins").random(canaries) < 0.5
+        chosen = np.flatnonzero(coins)
+        z = np.zeros((len(chosen), canaries))
+        z[np.arange(len(chosen)), chosen] = 1.0
+        a, b = release(
+            z,
+            labels[chosen],
+            AUDIT_OUTPUTS,
+            sigma,
+            rng(seed, "audit", "whitebox", LEARNER, float(epsilon), r),
+        )
+        stat = (np.diag(a) + np.einsum("kj,kj->j", b, contrib_b[:, labels])) / norm2
+        z_in.extend(stat[coins].tolist())
+        z_out.extend(stat[~coins].tolist())
+    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
+    row = bound_trials(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
+    return [
+        row
+        | {
+            "part": "coefficient release",
+            "claimed_epsilon": float(epsilon),
+            "claimed_mu": SENSITIVITY / sigma,
+            "delta": float(delta),
+            "alpha": float(alpha),
+            "setting": f"the released Taylor coefficients, sigma = {sigma:.4g} (sensitivity sqrt 2); "
+            f"{canaries} unit-vector canaries per release x {runs} releases, fair coins",
+            "threat_model": "white-box: the released Taylor coefficients of the task; add/remove one canary",
+        }
+    ]
 
 
 def run_projected(run):

@@ -25,7 +25,7 @@ from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .aggregation import RULES, EnsembleVotes, aggregate
-from .registry import LearnerSpec
+from .registry import LearnerAudit, LearnerSpec
 
 #: the ledger of the PEFT ensemble and its Naive / Non-CL baselines, head-only or FiLM (checked by
 #: dpcl.privacy.verify against the plan): one DP-SGD run on each task's data
@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM lear
 LEARNERS = ("peft_head", "naive_head", "noncl_head")
 FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
 
+#: the white-box audit of train_head, which every head learner runs (dpcl.audits.whitebox)
+HEADS_WHITEBOX = LearnerAudit(function="dpcl.audits.whitebox:audit_heads", name="DP-SGD heads")
+
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (
     LearnerSpec(
@@ -55,6 +58,7 @@ SPECS = (
         ensemble=True,
         paper_table_note="The paper's PEFT Ensemble rows are FiLM (peft_film); PEFT (head-only) has no "
         "published counterpart in this table.",
+        whitebox=HEADS_WHITEBOX,
         resources={"mem_mb": 2000, "runtime": 60},
     ),
     LearnerSpec(
@@ -64,6 +68,7 @@ SPECS = (
         job="heads",
         methods="baseline_label_methods",
         module="peft",
+        whitebox=HEADS_WHITEBOX,
         resources={"mem_mb": 2000, "runtime": 60},
     ),
     LearnerSpec(
@@ -74,6 +79,7 @@ SPECS = (
         methods="baseline_label_methods",
         module="peft",
         trains_on="all_tasks",
+        whitebox=HEADS_WHITEBOX,
         resources={"mem_mb": 2000, "runtime": 60},
     ),
     LearnerSpec(

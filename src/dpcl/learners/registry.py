@@ -54,9 +54,16 @@ TRAINS_ON = ("task", "all_tasks")
 
 @dataclass(frozen=True, kw_only=True)
 class LearnerAudit:
-    """A learner's empirical privacy audit (:mod:`dpcl.audits.learners`): its function, as
-    "module:function" with signature ``(epsilon, delta, trials, seed) -> row``, and the name and tag of
-    its rows in the audit table."""
+    """A learner's empirical privacy audit: its function, as "module:function", and the name and tag of
+    its rows in the audit table (a white-box audit's tag defaults to the display names of the learners
+    that share it).
+
+    - a canary audit (:attr:`LearnerSpec.audit`, :mod:`dpcl.audits.learners`): ``(epsilon, delta, trials,
+      seed) -> row``;
+    - a white-box audit (:attr:`LearnerSpec.whitebox`, :mod:`dpcl.audits.whitebox`): ``(epsilon, delta,
+      *, audit, seed) -> [row, ...]`` with ``audit`` the config's audit block; each row has ``part``,
+      ``claimed_epsilon``, ``claimed_mu``, ``epsilon_lower_bound``, ``mu_lower_bound``,
+      ``trials_per_world``, ``alpha`` and ``setting``."""
 
     function: str
     name: str
@@ -85,6 +92,9 @@ class LearnerSpec:
     #: helpers (:class:`dpcl.stages.common.LearnerRun`, or the FiLM baselines' ``BaselineRun``)
     stage: str | None = None
     audit: LearnerAudit | None = None  #: its canary audit, if it has one (the privacy audit table runs it)
+    #: its white-box audit, if it has one: the adversary sees what its mechanism releases at every step
+    #: (learners that share one training function name the same audit; the table runs it once)
+    whitebox: LearnerAudit | None = None
     #: a note the paper tables (Tables A3-A7, F1) add where it has rows (what its published counterpart is)
     paper_table_note: str | None = None
     config_blocks: tuple[str, ...] = ()  #: the learner's own config blocks (e.g. ("agem",)) its jobs read
@@ -104,10 +114,12 @@ class LearnerSpec:
                 )
         if self.stage is not None and (not isinstance(self.stage, str) or self.stage.count(":") != 1):
             raise ValueError(f"learner {self.name!r}: stage must be 'module:function', got {self.stage!r}")
-        if self.audit is not None and (
-            not isinstance(self.audit, LearnerAudit) or self.audit.function.count(":") != 1
-        ):
-            raise ValueError(f"learner {self.name!r}: audit must be a LearnerAudit naming 'module:function'")
+        for key in ("audit", "whitebox"):
+            a = getattr(self, key)
+            if a is not None and (not isinstance(a, LearnerAudit) or a.function.count(":") != 1):
+                raise ValueError(
+                    f"learner {self.name!r}: {key} must be a LearnerAudit naming 'module:function'"
+                )
         if (self.job == "features") != callable(self.run):
             raise ValueError(
                 f"learner {self.name!r}: a learner of job 'features' needs a run function and only it has one"
@@ -286,6 +298,16 @@ def audit_function(name: str) -> Callable:
     if spec.audit is None:
         raise ValueError(f"learner {name!r} declares no audit (LearnerSpec.audit)")
     return _import(spec.audit.function)
+
+
+def whitebox_audits() -> list[tuple[LearnerAudit, Callable, tuple[LearnerSpec, ...]]]:
+    """The white-box audits (:attr:`LearnerSpec.whitebox`), each once with the learners that name it, in
+    registry order: (audit, its function, learners)."""
+    groups: dict[str, list[LearnerSpec]] = {}
+    for s in specs():
+        if s.whitebox is not None:
+            groups.setdefault(s.whitebox.function, []).append(s)
+    return [(g[0].whitebox, _import(f), tuple(g)) for f, g in groups.items()]
 
 
 def method_list_key(methods: str) -> str:

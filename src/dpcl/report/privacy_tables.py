@@ -41,6 +41,7 @@ def attack_table_markdown(df: pd.DataFrame) -> str:
 def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """Markdown rendering of :func:`audit_table`; ``notes``: further paragraphs under it."""
     rows = []
+    has_mu = "mu_lower_bound" in df.columns
     for r in df.itertuples():
         lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
         tag = (
@@ -48,11 +49,21 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
             if isinstance(getattr(r, "tag", None), str) and r.tag
             else (" (broken on purpose)" if r.broken else "")
         )
+        mu = getattr(r, "mu_lower_bound", math.nan)
         rows.append(
             [
                 f"{r.mechanism}{tag}",
                 f"{r.claimed_epsilon:g}",
                 lb,
+                *(
+                    [
+                        "—"
+                        if not (isinstance(mu, float) and math.isfinite(mu))
+                        else f"{mu:.3f} / {r.claimed_mu:.3f} ({r.epsilon_gdp:.3f})"
+                    ]
+                    if has_mu
+                    else []
+                ),
                 str(r.trials),
                 str(r.verdict),
                 str(r.setting),
@@ -68,5 +79,21 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
         "(a class count n vs n + 1, a canary present or absent). Learners: a canary individual in one task, "
         "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners)."
     )
-    columns = ["mechanism", "claimed ε", "empirical lower bound on ε", "trials/side", "verdict", "setting"]
+    columns = [
+        "mechanism",
+        "claimed ε",
+        "empirical lower bound on ε",
+        *(["μ: lower bound / claim (ε of G_μ at δ)"] if has_mu else []),
+        "trials/side",
+        "verdict",
+        "setting",
+    ]
+    if has_mu:
+        note += (
+            " The μ column is the f-DP route of the white-box audits (dpcl.audits.gdp): in their setting "
+            "(sampling rate 1) the claim is exactly μ-GDP, and error rates near one half bound μ with a "
+            "Clopper-Pearson confidence of the same level; a μ bound above the claimed μ refutes the claim. "
+            "The ε in brackets is the ε at δ of the μ-GDP curve at that bound: a lower bound on ε for "
+            "Gaussian-shaped mechanisms only, so the ε column stays the assumption-free bound."
+        )
     return to_markdown(Table("", columns, rows, [note, *notes], notes_style="plain", heading=None))

@@ -29,8 +29,8 @@ def privacy_audit(
     cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path, *, out_figures: list[str | Path] = ()
 ) -> None:
     """The empirical audit table: Clopper-Pearson lower bounds on ε against the claimed ε, for the
-    mechanisms, (``learner_trials`` > 0) for whole learners (L2DP-ML as published, DP-A-GEM, FM-A-GEM) and
-    (``whitebox_runs`` > 0) white-box audits of the DP-SGD heads (:mod:`dpcl.audits.whitebox`); with
+    mechanisms, (``learner_trials`` > 0) for whole learners (their canary audits) and (``whitebox_runs`` > 0)
+    the learners' white-box audits (the registry's ``whitebox``, :mod:`dpcl.audits.whitebox`); with
     ``out_figures`` also the figure of claims against lower bounds (:func:`dpcl.report.fig_audit.plot_audit_claims`)."""
     import pandas as pd
 
@@ -74,14 +74,16 @@ def privacy_audit(
     notes = []
     if cfg.get("whitebox_runs", 0):
         notes.append(
-            "DP-SGD heads (white-box, dpcl.audits.whitebox): the pipeline's train_head, which the PEFT "
-            "ensemble's heads and the Naive and Non-CL head baselines run, at q = 1 and one step (σ from the "
-            "accountant for the claim at that setting, C = 0.1); the adversary sees every privatized gradient "
-            "sum. Weights: Dirac canaries on coordinates of their own, each included by a fair coin, so one "
+            "White-box audits (the registry's LearnerSpec.whitebox; each learner's own training or release "
+            "function, instrumented only to hand the adversary what it releases): the adversary sees every "
+            "privatized release and chooses the canaries. DP-SGD heads (dpcl.audits.whitebox): the pipeline's "
+            "train_head at q = 1 and one step (σ from the accountant for the claim at that setting, C = 0.1); "
+            "weights: Dirac canaries on coordinates of their own, each included by a fair coin, so one "
             "training gives thousands of independent trials; bias: a zero-feature canary, one trial per "
-            "training. The threshold is fitted on the first quarter of the trials and the bound computed on "
-            "the rest. The audit shows that the code adds the noise and clipping its ledger states at this "
-            "setting; it does not test Poisson sampling, the step count or the composition over many steps."
+            "training. FM-A-GEM: unit-vector canaries in its per-task coefficient release. The threshold is "
+            "fitted on the first quarter of the trials and the bounds computed on the rest. These audits show "
+            "that the code adds the noise and clipping its ledger states at this setting; they do not test "
+            "Poisson sampling, the step count or the composition over many steps."
         )
     if cfg.get("learner_trials", 0):
         notes.append(
@@ -100,50 +102,47 @@ def privacy_audit(
 
 
 def _whitebox_rows(cfg: dict, delta: float):
-    """The white-box audit rows of the DP-SGD heads, per claimed ε: weight branch and bias branch."""
+    """The white-box audit rows, per claimed ε: every audit the registry names
+    (:func:`dpcl.learners.registry.whitebox_audits`), once, tagged with the learners that share it. The
+    verdict is violated where either lower bound exceeds its claim: ε at δ (Clopper-Pearson) or μ (the
+    f-DP route, :mod:`dpcl.audits.gdp`)."""
     import math
 
     import pandas as pd
 
     from ..audits.audit import audit_verdict
-    from ..audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
+    from ..audits.gdp import gdp_epsilon
+    from ..learners import registry
 
     rows = []
     for eps in cfg["epsilons"]:
         if not math.isfinite(eps):
             continue
-        w = audit_head_weights(
-            eps,
-            delta,
-            canaries=int(cfg["whitebox_canaries"]),
-            runs=int(cfg["whitebox_runs"]),
-            seed=cfg["seed"],
-        )
-        b = audit_head_bias(eps, delta, trials=int(cfg["whitebox_bias_trials"]), seed=cfg["seed"])
-        common = f"q = 1, 1 step, C = {AUDIT_DPSGD.clip:g}, sigma = {w['noise_multiplier']:.4g}"
-        for r, name, setting in (
-            (
-                w,
-                "DP-SGD heads, weights (white-box)",
-                f"{common}; {cfg['whitebox_canaries']} Dirac canaries per "
-                f"training x {cfg['whitebox_runs']} trainings, fair coins",
-            ),
-            (b, "DP-SGD heads, bias (white-box)", f"{common}; a zero-feature canary, one per training"),
-        ):
-            rows.append(
-                {
-                    "mechanism": name,
-                    "broken": False,
-                    "tag": "PEFT, Naive, Non-CL",
-                    "claimed_epsilon": r["claimed_epsilon"],
-                    "epsilon_lower_bound": r["epsilon_lower_bound"],
-                    "trials": min(r["trials_per_world"]),
-                    "setting": setting,
-                    "delta": delta,
-                    "alpha": r["alpha"],
-                    "verdict": audit_verdict(
-                        r["claimed_epsilon"], r["epsilon_lower_bound"], certified_by_accountant=True
-                    ),
-                }
-            )
+        for audit, function, learners in registry.whitebox_audits():
+            tag = audit.tag or ", ".join(s.display for s in learners)
+            for r in function(eps, delta, audit=cfg, seed=cfg["seed"]):
+                lower = max(r["epsilon_lower_bound"], 0.0)
+                rows.append(
+                    {
+                        "mechanism": f"{audit.name}, {r['part']} (white-box)",
+                        "broken": False,
+                        "tag": tag,
+                        "claimed_epsilon": r["claimed_epsilon"],
+                        "epsilon_lower_bound": lower,
+                        "trials": min(r["trials_per_world"]),
+                        "setting": r["setting"],
+                        "delta": delta,
+                        "alpha": r["alpha"],
+                        "claimed_mu": r["claimed_mu"],
+                        "mu_lower_bound": r["mu_lower_bound"],
+                        "epsilon_gdp": gdp_epsilon(r["mu_lower_bound"], delta),
+                        "verdict": audit_verdict(
+                            r["claimed_epsilon"],
+                            lower,
+                            certified_by_accountant=True,
+                            claimed_mu=r["claimed_mu"],
+                            mu_lower=r["mu_lower_bound"],
+                        ),
+                    }
+                )
     return pd.DataFrame(rows)
