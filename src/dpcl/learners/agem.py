@@ -86,6 +86,7 @@ SPECS = (
         config_blocks=("agem",),
         stage="dpcl.learners.agem:run_memory",
         audit=LearnerAudit(function="dpcl.learners.agem:audit_canary", name="DP-A-GEM learner (head)"),
+        whitebox=LearnerAudit(function="dpcl.learners.agem_whitebox:audit_whitebox", name="DP-A-GEM"),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )
@@ -331,11 +332,15 @@ def train_agem_task(
     gen: np.random.Generator,
     gen_ref: np.random.Generator,
     active: np.ndarray,
+    observe: Callable | None = None,
 ) -> dict:
     """One task of DP-A-GEM in place; ``buf_x is None`` means no buffer mechanism (task 0).
 
     With a buffer mechanism, g_ref is computed at every step even if the buffer happens to
     be empty (then it is pure noise), so whether the buffer is empty is never revealed.
+    ``observe(step, part, g_w, g_b, head)``, if given, receives every privatized release ("train":
+    g, "reference": g_ref) and the head it was computed at, before the step uses them: what a
+    white-box adversary sees (:mod:`dpcl.learners.agem_whitebox`); instrumentation only.
     """
     cfg.validate()
     for name, s in (("noise_multiplier", sigma), ("buffer noise_multiplier", sigma_ref)):
@@ -348,8 +353,12 @@ def train_agem_task(
     for step in range(1, cfg.steps + 1):
         g_w, g_b, c = _noisy_clipped_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
         clipped += c
+        if observe is not None:
+            observe(step, "train", g_w.copy(), g_b.copy(), head)
         if buf_x is not None:
             r_w, r_b, _ = _noisy_clipped_sum(head, buf_x, buf_y, q_ref, cfg.clip, sigma_ref, gen_ref, active)
+            if observe is not None:
+                observe(step, "reference", r_w.copy(), r_b.copy(), head)
             g = np.concatenate([g_w.ravel(), g_b])
             g, did = project(g, np.concatenate([r_w.ravel(), r_b]))
             projected += did
@@ -375,13 +384,15 @@ def run_agem_head(
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
     out: dict | None = None,
+    observe: Callable | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
     """Train DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task stats).
 
     ``task_data[t]`` = (features, labels, sample ids); ``noise``/``noise_ref`` come from
     :func:`agem_noise`; ``rng_for(t, part)`` gives the generator of task t's "train" or
     "reference" mechanism; ``split_seed`` seeds :func:`reference_mask`; a dict passed as ``out``
-    receives the final head (``out["head"]``, e.g. for an audit's score).
+    receives the final head (``out["head"]``, e.g. for an audit's score); ``observe(t, step, part,
+    g_w, g_b, head)`` receives every privatized release (:func:`train_agem_task`).
     """
     agem.validate()
     n_tasks = len(task_data)
@@ -415,6 +426,7 @@ def run_agem_head(
             gen=rng_for(t, "train"),
             gen_ref=rng_for(t, "reference"),
             active=active,
+            observe=None if observe is None else (lambda *a, t=t: observe(t, *a)),
         )
         records.append(
             task_records(

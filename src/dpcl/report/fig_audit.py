@@ -1,5 +1,6 @@
 """The audit figure: claimed ε against the audited lower bound on ε, one point per row of the privacy
-audit table (mechanism or learner, ε), log axes, the diagonal drawn. A correct implementation stays on
+audit table (mechanism or learner, ε), log axes, the diagonal drawn; a white-box row also draws a star at
+the ε of the μ-GDP curve at its μ lower bound (:mod:`dpcl.audits.gdp`). A correct implementation stays on
 or below the diagonal (with the audit's confidence); a point above it is a refuted claim: the broken
 variants (built to be caught) and methods whose published claim does not hold."""
 
@@ -21,7 +22,7 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
     :func:`dpcl.stages.privacy.privacy_audit`: mechanism, tag, broken, claimed_epsilon,
     epsilon_lower_bound, verdict)."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(10.0, 5.2))
+    fig, ax = plt.subplots(figsize=(12.5, 5.6))
     names = list(dict.fromkeys(df["mechanism"]))
     shift = 10.0 ** series_offsets(len(names), 0.012)  # side by side around each claim (log x axis)
     for k, name in enumerate(names):
@@ -37,6 +38,13 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
             claimed, lower, markersize=7, label=label, markerfacecolor="none" if broken else None, **style
         )
         ax.plot(claimed[refuted], lower[refuted], "x", color="black", markersize=11, linestyle="none")
+        if "epsilon_gdp" in rows:  # the f-DP route of the white-box rows: a star at the ε of its μ bound
+            gdp = rows["epsilon_gdp"].to_numpy(dtype=float)
+            has = np.isfinite(gdp)
+            ax.plot(
+                claimed[has], np.maximum(gdp[has], FLOOR), marker="*", markersize=9, linestyle="none",
+                color=style["color"], markeredgecolor="black", markeredgewidth=0.4,
+            )  # fmt: skip
     finite = df["epsilon_lower_bound"].replace(np.inf, np.nan).dropna()
     hi = max(float(df["claimed_epsilon"].max()), float(finite.max()) if len(finite) else 1.0) * 1.5
     lo = FLOOR / 1.5
@@ -47,6 +55,11 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
         ax.plot([c / span, c * span], [c, c], color="black", linewidth=1.2)
     ax.plot([], [], color="black", linewidth=1.2, label="the claim (its points side by side)")
     ax.plot([], [], "x", color="black", markersize=11, linestyle="none", label="refuted (violated)")
+    if "epsilon_gdp" in df and df["epsilon_gdp"].notna().any():
+        ax.plot(
+            [], [], "*", color="grey", markeredgecolor="black", markeredgewidth=0.4, markersize=9,
+            linestyle="none", label="white-box rows: ε of G_μ at the μ lower bound (f-DP route)",
+        )  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(float(df["claimed_epsilon"].min()) / 1.6, float(df["claimed_epsilon"].max()) * 1.6)
@@ -54,7 +67,9 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
     ax.set_xlabel("claimed ε")
     ax.set_ylabel("audited lower bound on ε (95 %)")
     ax.set_title(
-        f"Claimed ε vs audited lower bound (add/remove; a bound of 0 is drawn at {FLOOR:g})", fontsize=10
+        f"Claimed ε vs audited lower bound (add/remove; a bound of 0 is drawn at {FLOOR:g})",
+        fontsize=10,
+        loc="left",
     )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

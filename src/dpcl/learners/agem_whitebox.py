@@ -1,0 +1,173 @@
+"""White-box audit of DP-A-GEM (head-only, :mod:`dpcl.learners.agem`) on its own training code: its train
+part and its buffer rereads.
+
+Threat model (Nasr et al. 2021; the adversary of DP-SGD's accountant): the adversary sees every
+privatized release of :func:`~dpcl.learners.agem.run_agem_head` (each step's g of the train part and g_ref
+of the buffer, before the projection and the optimiser; ``observe``, instrumentation only) and the head
+each was computed at, and chooses the canaries. Adjacency: add/remove one individual, the ledger's.
+
+Audit setting: T = 2 tasks, q = q_ref = 1 and one step per task, C = 0.1, buffer fraction 1/2; the noise
+is what :func:`~dpcl.learners.agem.agem_noise` gives for the claimed (ε, δ): σ for the train part's
+one step, σ_ref for the buffer's (T − 1) · steps = 1 reread. Each part is then one Gaussian mechanism
+per read, so the ledger's claim for it is exactly μ-GDP with μ = √reads / σ (:mod:`dpcl.audits.gdp`).
+
+Canaries ("Dirac", Steinke, Nasr & Jagielski 2023): record k of task 0 has the value
+:data:`DIRAC_SCALE` on a feature coordinate of its own and nothing else, so its clipped gradient lands in
+one column of the head's weights that no other record touches; each is included by a fair coin. Its
+part is decided by the learner's own public coin (:func:`~dpcl.learners.agem.reference_mask` of its
+id): the audit picks ids whose coin puts half the canaries in the train part (read by task 0's step)
+and half in the reference part (kept in the buffer and reread by task 1's step). The statistic of a
+canary sums, over every release of its part the adversary observes (for the train part: its own
+task's), the projection of the released
+column on the clipped gradient a correct implementation would add at the observed head, divided by
+σC: N(0, 1) per release without the canary, whatever happened before (fresh noise, a predictable
+direction), and shifted by about 1/σ with it. Summing over all observed releases is the likelihood
+ratio test of the composition: a reread the ledger does not account for adds a shifted term and
+shows in the μ bound.
+
+Trials: the released columns of different canaries carry independent noise, so every canary is a
+trial; the first quarter of the trainings fits the thresholds and the rest give the bounds
+(:func:`dpcl.audits.whitebox.bound_trials`: ε at δ by Clopper-Pearson, and μ).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..seeding import rng
+from ..training.heads import DPSGDConfig
+from .agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head
+
+#: the audit setting: q = q_ref = 1, one step per task, C = 0.1 (below every canary's gradient norm, so a
+#: correct implementation clips every canary and a branch that escapes clipping shows)
+AUDIT_DPSGD = DPSGDConfig(sample_rate=1.0, epochs=1.0, lr=0.01, clip=0.1, normaliser=1.0)
+AUDIT_AGEM = AGEMConfig(buffer_fraction=0.5, buffer_sample_rate=1.0)
+N_TASKS = 2
+#: the label spaces of the two tasks (the canaries take the labels of task 0)
+SPACES = [[0, 1], [2, 3]]
+N_OUT = 4
+#: the canary's value on its own coordinate: large, so its gradient is clipped to C with 1 % of its norm
+#: in the shared bias
+DIRAC_SCALE = 10.0
+N_BASE, BASE_DIM = 8, 4
+PARTS = ("train", "reference")
+
+
+def _canary_ids(canaries: int, split_seed: int) -> dict[str, np.ndarray]:
+    """Ids (after the base records') whose public coin puts ``canaries`` canaries in each part."""
+    ids = np.arange(N_BASE * N_TASKS, N_BASE * N_TASKS + 8 * canaries + 64)
+    ref = reference_mask(ids, AUDIT_AGEM.buffer_fraction, split_seed)
+    out = {"train": ids[~ref][:canaries], "reference": ids[ref][:canaries]}
+    if min(len(v) for v in out.values()) < canaries:  # pragma: no cover - 8x the need at rate 1/2
+        raise RuntimeError("not enough ids for the canaries")
+    return out
+
+
+def _predicted(head, cols: np.ndarray, labels: np.ndarray, active: np.ndarray, clip: float) -> np.ndarray:
+    """The clipped weight-column gradient a correct implementation adds for each canary at ``head``
+    (canaries × outputs): δ = softmax over the active outputs − e_y, scaled by min(1, C / ‖g‖)."""
+    z = (head.w[:, cols] * DIRAC_SCALE).T + head.b
+    z[:, ~active] = -np.inf
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    p[np.arange(len(labels)), labels] -= 1.0
+    norm = np.linalg.norm(p, axis=1) * np.sqrt(DIRAC_SCALE**2 + 1.0)
+    return p * (np.minimum(1.0, clip / np.maximum(norm, 1e-12)) * DIRAC_SCALE)[:, None]
+
+
+def audit_whitebox(
+    epsilon: float, delta: float, *, audit: dict, seed: int, alpha: float = 0.05
+) -> list[dict]:
+    """The white-box audit rows of DP-A-GEM at claimed (ε, δ), train part and buffer rereads (module
+    docstring): ``audit["whitebox_runs"]`` trainings of :func:`~dpcl.learners.agem.run_agem_head` with
+    ``audit["whitebox_canaries"] // 2`` canaries per part each."""
+    from ..audits.whitebox import bound_trials
+
+    runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"]) // 2
+    if runs < 1 or canaries < 1:
+        raise ValueError(f"the audit needs runs and canaries >= 1, got {runs} and {canaries}")
+    noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
+    sigmas = {"train": float(noise["noise_multiplier"]), "reference": float(noise_ref["noise_multiplier"])}
+    reads = {"train": AUDIT_DPSGD.steps, "reference": (N_TASKS - 1) * AUDIT_DPSGD.steps}
+    split_seed = 0
+    ids = _canary_ids(canaries, split_seed)
+    width = BASE_DIM + 2 * canaries
+    cols = {p: BASE_DIM + k * canaries + np.arange(canaries) for k, p in enumerate(PARTS)}
+    labels = np.arange(canaries) % len(SPACES[0])  # task 0's labels
+    base = rng(seed, "audit", "whitebox", LEARNER, "base")
+    xb = np.zeros((N_TASKS * N_BASE, width))
+    xb[:, :BASE_DIM] = base.normal(0.0, 1.0, (N_TASKS * N_BASE, BASE_DIM))
+    yb = np.concatenate([base.choice(s, N_BASE) for s in SPACES])
+    z = {(p, w): [] for p in PARTS for w in (False, True)}
+    for r in range(runs):
+        key = (seed, "audit", "whitebox", LEARNER, float(epsilon), r)
+        coins = {p: rng(*key, "coins", p).random(canaries) < 0.5 for p in PARTS}
+        x0, y0, i0 = [xb[:N_BASE]], [yb[:N_BASE]], [np.arange(N_BASE)]
+        for p in PARTS:
+            chosen = np.flatnonzero(coins[p])
+            xc = np.zeros((len(chosen), width))
+            xc[np.arange(len(chosen)), cols[p][chosen]] = DIRAC_SCALE
+            x0.append(xc), y0.append(labels[chosen]), i0.append(ids[p][chosen])
+        data = [
+            (np.concatenate(x0), np.concatenate(y0), np.concatenate(i0)),
+            (xb[N_BASE:], yb[N_BASE:], np.arange(N_BASE, 2 * N_BASE)),
+        ]
+        stat = {p: np.zeros(canaries) for p in PARTS}
+        seen = {p: 0 for p in PARTS}
+
+        def observe(t: int, step: int, part: str, g_w, g_b, head, *, stat=stat, seen=seen) -> None:
+            if part == "train" and t > 0:  # the ledger: a train part is read by its own task's steps only
+                return
+            active = np.zeros(N_OUT, dtype=bool)
+            active[sorted({k for s in SPACES[: t + 1] for k in s})] = True
+            g = _predicted(head, cols[part], labels, active, AUDIT_DPSGD.clip)
+            o = g_w[:, cols[part]].T
+            stat[part] += np.einsum("kj,kj->k", o, g) / (
+                sigmas[part] * AUDIT_DPSGD.clip * np.maximum(np.linalg.norm(g, axis=1), 1e-12)
+            )
+            seen[part] += 1
+
+        run_agem_head(
+            data,
+            [],
+            SPACES,
+            N_OUT,
+            AUDIT_DPSGD,
+            AUDIT_AGEM,
+            noise=noise,
+            noise_ref=noise_ref,
+            rng_for=lambda t, part, key=key: rng(*key, "train", t, part),
+            split_seed=split_seed,
+            observe=observe,
+        )
+        if seen["train"] < reads["train"] or seen["reference"] < reads["reference"]:
+            raise RuntimeError(f"the training released fewer steps than the audit setting has: {seen}")
+        for p in PARTS:
+            z[p, False].extend(stat[p][~coins[p]].tolist())
+            z[p, True].extend(stat[p][coins[p]].tolist())
+    rows = []
+    for p in PARTS:
+        z_out, z_in = np.array(z[p, False]), np.array(z[p, True])
+        calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
+        row = bound_trials(z_out, z_in, calibrate, delta, alpha)
+        what = (
+            "canaries in task 0's train part, read by its step"
+            if p == "train"
+            else "canaries in task 0's reference part, reread through the buffer by task 1's step"
+        )
+        rows.append(
+            row
+            | {
+                "part": "train part" if p == "train" else "buffer rereads",
+                "claimed_epsilon": float(epsilon),
+                "claimed_mu": reads[p] ** 0.5 / sigmas[p],
+                "noise_multiplier": sigmas[p],
+                "delta": float(delta),
+                "alpha": float(alpha),
+                "setting": f"T = {N_TASKS}, q = q_ref = 1, 1 step per task, C = {AUDIT_DPSGD.clip:g}, "
+                f"sigma = {sigmas[p]:.4g}; {what}; {canaries} Dirac canaries per part and training x "
+                f"{runs} trainings, fair coins",
+                "threat_model": "white-box: every privatized gradient sum (g and g_ref); add/remove one canary",
+            }
+        )
+    return rows

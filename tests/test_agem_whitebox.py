@@ -1,0 +1,147 @@
+"""White-box audit of DP-A-GEM (dpcl.learners.agem_whitebox) on its own run_agem_head: a correct learner
+stays at or below its claim (ε at δ and μ) in both parts, and the buffer-reread audit reaches 70 % of its
+claimed μ; noise at σ/2 on the buffer, a buffer branch that escapes clipping and one buffer reread more
+than the ledger accounts are caught at ε = 1 (a lower bound above the claim).
+
+The broken variants live here only: a copy of train_agem_task's loop whose correct form is first checked
+to release exactly what train_agem_task releases, then the bug, swapped in for the real function while
+the audit runs. Each bound holds with confidence 95 % (fixed seeds); the μ margins below are several
+standard errors wide (about 0.012 per world at 30,000 bound trials).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcl.learners import agem as agem_mod
+from dpcl.learners.agem import agem_noise, project
+from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
+from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms
+
+DELTA = 1e-5
+AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
+
+
+def _noisy_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
+    n = len(y)
+    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+    if batch.size:
+        xb = x[batch]
+        d = logit_grads(head.w, head.b, xb, y[batch], active)
+        if clipped:
+            d *= np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
+        g_w += d.T @ xb
+        g_b += d.sum(axis=0)
+    if sigma > 0:
+        g_w += sigma * clip * gen.standard_normal(g_w.shape)
+        g_b += sigma * clip * gen.standard_normal(g_b.shape)
+    return g_w, g_b
+
+
+def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
+    """train_agem_task's loop (same draws in the same order), with an optional bug in the buffer branch:
+    its noise scaled by ``ref_noise``, its clipping skipped, or ``rereads`` reads of the buffer a step."""
+
+    def train(head, x, y, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, gen, gen_ref, active, observe=None):
+        m = [np.zeros_like(head.w), np.zeros_like(head.b)]
+        v = [np.zeros_like(head.w), np.zeros_like(head.b)]
+        b1, b2 = cfg.betas
+        for step in range(1, cfg.steps + 1):
+            g_w, g_b = _noisy_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
+            if observe is not None:
+                observe(step, "train", g_w.copy(), g_b.copy(), head)
+            if buf_x is not None:
+                for _ in range(rereads):
+                    r_w, r_b = _noisy_sum(
+                        head,
+                        buf_x,
+                        buf_y,
+                        q_ref,
+                        cfg.clip,
+                        ref_noise * sigma_ref,
+                        gen_ref,
+                        active,
+                        clipped=clip_ref,
+                    )
+                    if observe is not None:
+                        observe(step, "reference", r_w.copy(), r_b.copy(), head)
+                g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
+                g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+            for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
+                g = g / cfg.normaliser
+                m[k] = b1 * m[k] + (1 - b1) * g
+                v[k] = b2 * v[k] + (1 - b2) * g * g
+                p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+        return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0}
+
+    return train
+
+
+def _releases(train) -> list:
+    gen = np.random.default_rng(0)
+    x, y = gen.normal(size=(12, 5)) * 3, gen.integers(0, 2, 12)
+    bx, by = gen.normal(size=(6, 5)) * 3, gen.integers(0, 2, 6)
+    cfg = AUDIT_DPSGD.__class__(sample_rate=0.5, epochs=2.0, lr=0.1, clip=0.1, normaliser=1.0)
+    out: list = []
+    train(
+        LinearHead(5, 2), x, y, bx, by, cfg, sigma=1.5, q_ref=0.5, sigma_ref=2.0,
+        gen=np.random.default_rng(1), gen_ref=np.random.default_rng(2), active=np.ones(2, dtype=bool),
+        observe=lambda *a: out.append((a[0], a[1], a[2], a[3])),
+    )  # fmt: skip
+    return out
+
+
+def test_the_copy_releases_exactly_what_train_agem_task_releases_and_observing_changes_nothing():
+    real, copy = _releases(agem_mod.train_agem_task), _releases(_task())
+    assert len(real) == len(copy) == 8  # 4 steps, g and g_ref each
+    for (s1, p1, w1, b1), (s2, p2, w2, b2) in zip(real, copy, strict=True):
+        assert (s1, p1) == (s2, p2)
+        np.testing.assert_allclose(w1, w2, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(b1, b2, rtol=1e-12, atol=1e-15)
+    heads = []
+    noise, noise_ref = agem_noise(2.0, DELTA, AUDIT_DPSGD, AUDIT_AGEM, 2)
+    for observe in (None, lambda *a: None):
+        gen = np.random.default_rng(3)
+        x, y, ids = gen.normal(size=(30, 4)), gen.integers(0, 4, 30), np.arange(30)
+        out: dict = {}
+        agem_mod.run_agem_head(
+            [(x[:15], y[:15] % 2, ids[:15]), (x[15:], 2 + y[15:] % 2, ids[15:])], [], [[0, 1], [2, 3]], 4,
+            AUDIT_DPSGD, AUDIT_AGEM, noise=noise, noise_ref=noise_ref,
+            rng_for=lambda t, p: np.random.default_rng([t, len(p)]),
+            split_seed=0, out=out, observe=observe,
+        )  # fmt: skip
+        heads.append(out["head"])
+    assert np.array_equal(heads[0].w, heads[1].w) and np.array_equal(heads[0].b, heads[1].b)
+
+
+def test_a_correct_learner_stays_at_or_below_its_claim_in_both_parts():
+    train, buffer = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=0)
+    for row in (train, buffer):
+        assert row["epsilon_lower_bound"] <= 1.0 and row["mu_lower_bound"] <= row["claimed_mu"]
+        assert min(row["trials_per_world"]) > 29_000
+    assert buffer["mu_lower_bound"] >= 0.7 * buffer["claimed_mu"]  # about 0.83 (0.045 of bound width)
+    assert train["mu_lower_bound"] >= 0.7 * train["claimed_mu"]
+    assert AUDIT_AGEM.ref_rate(AUDIT_DPSGD) == 1.0 and AUDIT_DPSGD.steps == 1
+
+
+@pytest.mark.parametrize(
+    ("bug", "variant", "min_mu_ratio"),
+    [
+        ("buffer noise at sigma/2", _task(ref_noise=0.5), 1.5),  # true μ: twice the claim
+        ("buffer branch escaping clipping", _task(clip_ref=False), 10.0),  # the canary's norm is 100 C
+        (
+            "one buffer reread more than accounted",
+            _task(rereads=2),
+            1.0,
+        ),  # true μ: √2 times the claim (about 1.23)
+    ],
+)
+def test_a_bug_in_the_buffer_branch_is_caught(monkeypatch, bug, variant, min_mu_ratio):
+    monkeypatch.setattr(agem_mod, "train_agem_task", variant)
+    _, buffer = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
+    assert buffer["mu_lower_bound"] > min_mu_ratio * buffer["claimed_mu"], bug
+    assert math.isfinite(buffer["epsilon_lower_bound"])
