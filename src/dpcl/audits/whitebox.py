@@ -84,6 +84,15 @@ def _run(train: Callable, x: np.ndarray, y: np.ndarray, sigma: float, gen: np.ra
     return seen[0]
 
 
+def bound_coin_trials(
+    z_out: np.ndarray, z_in: np.ndarray, *, runs: int, per_run: int, delta: float, alpha: float
+) -> dict:
+    """:func:`bound_trials` of a many-canary audit: ``runs`` runs of ``per_run`` canaries, each included
+    by a fair coin; the first quarter of the runs (their canaries of both worlds) fits the threshold."""
+    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * per_run // 2)
+    return bound_trials(np.asarray(z_out), np.asarray(z_in), calibrate, delta, alpha)
+
+
 def bound_trials(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, alpha: float) -> dict:
     """Threshold chosen on the first ``calibrate`` trials of each world, the Clopper-Pearson lower bound
     on ε computed on the rest, which the threshold never saw; beside it the f-DP route's lower bound on
@@ -156,9 +165,7 @@ def audit_head_weights(
         for k in range(canaries):
             gk = g[labels[k]]
             (z_in if coins[k] else z_out).append(float(g_w[:, cols[k]] @ gk / (gk @ gk)))
-    # the threshold is chosen on the first quarter of the runs (their canaries of both worlds)
-    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
-    row = bound_trials(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha)
     return row | {
         "audit": "head weights: Dirac canaries, many per run",
         "claimed_epsilon": float(epsilon),

@@ -81,7 +81,7 @@ def audit_whitebox(
     """The white-box audit rows of DP-A-GEM at claimed (ε, δ), train part and buffer rereads (module
     docstring): ``audit["whitebox_runs"]`` trainings of :func:`~dpcl.learners.agem.run_agem_head` with
     ``audit["whitebox_canaries"] // 2`` canaries per part each."""
-    from ..audits.whitebox import bound_trials
+    from ..audits.whitebox import bound_coin_trials
 
     runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"]) // 2
     if runs < 1 or canaries < 1:
@@ -148,8 +148,7 @@ def audit_whitebox(
     rows = []
     for p in PARTS:
         z_out, z_in = np.array(z[p, False]), np.array(z[p, True])
-        calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
-        row = bound_trials(z_out, z_in, calibrate, delta, alpha)
+        row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha)
         what = (
             "canaries in task 0's train part, read by its step"
             if p == "train"

@@ -241,7 +241,7 @@ def audit_prototypes(
     included by a fair coin, so each class's sum is an independent trial (its own noise). The statistic
     is the released sum's coordinate 0: N(0, σ²) without the canary and N(1, σ²) with it. Claimed μ: 1/σ
     (sensitivity 1). ``audit["whitebox_runs"]`` releases of ``audit["whitebox_canaries"]`` classes."""
-    from ..audits.whitebox import bound_trials
+    from ..audits.whitebox import bound_coin_trials
     from ..seeding import rng
 
     runs, classes = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"])
@@ -262,8 +262,7 @@ def audit_prototypes(
         stat = clf.sums[:, 0].astype(np.float64)
         z_in.extend(stat[coins].tolist())
         z_out.extend(stat[~coins].tolist())
-    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * classes // 2)
-    row = bound_trials(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=classes, delta=delta, alpha=alpha)
     return [
         row
         | {

@@ -578,7 +578,7 @@ def audit_release(
     (``whitebox_runs`` × :data:`AUDIT_RELEASES_PER_RUN` releases of :data:`AUDIT_CANARIES` canaries);
     ``release`` is the function under audit (tests pass broken variants). Claimed μ: √2/σ, the
     sensitivity over the noise."""
-    from ..audits.whitebox import bound_trials
+    from ..audits.whitebox import bound_coin_trials
 
     release = release_coefficients if release is None else release
     runs = int(audit["whitebox_runs"]) * AUDIT_RELEASES_PER_RUN
@@ -605,8 +605,7 @@ def audit_release(
         stat = (np.diag(a) + np.einsum("kj,kj->j", b, contrib_b[:, labels])) / norm2
         z_in.extend(stat[coins].tolist())
         z_out.extend(stat[~coins].tolist())
-    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * canaries // 2)
-    row = bound_trials(np.array(z_out), np.array(z_in), calibrate, delta, alpha)
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha)
     return [
         row
         | {
