@@ -32,6 +32,8 @@ trial; the first quarter of the trainings fits the thresholds and the rest give 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..seeding import rng
@@ -81,26 +83,78 @@ def audit_whitebox(
     """The white-box audit rows of DP-A-GEM at claimed (ε, δ), train part and buffer rereads (module
     docstring): ``audit["whitebox_runs"]`` trainings of :func:`~dpcl.learners.agem.run_agem_head` with
     ``audit["whitebox_canaries"] // 2`` canaries per part each."""
+    noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
+
+    def train(data, *, rng_for, split_seed, observe) -> None:
+        run_agem_head(
+            data,
+            [],
+            SPACES,
+            N_OUT,
+            AUDIT_DPSGD,
+            AUDIT_AGEM,
+            noise=noise,
+            noise_ref=noise_ref,
+            rng_for=rng_for,
+            split_seed=split_seed,
+            observe=observe,
+        )
+
+    return audit_memory_parts(
+        epsilon,
+        delta,
+        audit=audit,
+        seed=seed,
+        alpha=alpha,
+        learner=LEARNER,
+        train=train,
+        sigmas={"train": float(noise["noise_multiplier"]), "reference": float(noise_ref["noise_multiplier"])},
+        claims={p: float(epsilon) for p in PARTS},
+        setting=f"T = {N_TASKS}, q = q_ref = 1, 1 step per task, C = {AUDIT_DPSGD.clip:g}",
+    )
+
+
+def audit_memory_parts(
+    epsilon: float,
+    delta: float,
+    *,
+    audit: dict,
+    seed: int,
+    learner: str,
+    train: Callable,
+    sigmas: dict[str, float],
+    claims: dict[str, float],
+    setting: str,
+    alpha: float = 0.05,
+) -> list[dict]:
+    """The white-box audit of a memory-buffer learner's two parts in this module's setting (module
+    docstring), for DP-A-GEM and every learner that runs the same two-part mechanism (Desai et al.,
+    :mod:`dpcl.learners.desai_whitebox`).
+
+    ``train(data, *, rng_for, split_seed, observe)`` runs the learner's own training on the tasks
+    ``data`` (features, labels, ids per task; labels in :data:`SPACES`, :data:`N_OUT` outputs,
+    :data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), handing every privatized release to ``observe(t, step,
+    part, g_w, g_b, head)``; ``sigmas[part]`` is the noise multiplier its ledger states for the part
+    ("train", "reference") and ``claims[part]`` the ε at δ it claims for one individual of that part.
+    The rng streams are keyed by ``learner`` and ε; ``setting`` opens each row's setting sentence."""
     from ..audits.whitebox import bound_coin_trials
 
     runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"]) // 2
     if runs < 1 or canaries < 1:
         raise ValueError(f"the audit needs runs and canaries >= 1, got {runs} and {canaries}")
-    noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
-    sigmas = {"train": float(noise["noise_multiplier"]), "reference": float(noise_ref["noise_multiplier"])}
     reads = {"train": AUDIT_DPSGD.steps, "reference": (N_TASKS - 1) * AUDIT_DPSGD.steps}
     split_seed = 0
     ids = _canary_ids(canaries, split_seed)
     width = BASE_DIM + 2 * canaries
     cols = {p: BASE_DIM + k * canaries + np.arange(canaries) for k, p in enumerate(PARTS)}
     labels = np.arange(canaries) % len(SPACES[0])  # task 0's labels
-    base = rng(seed, "audit", "whitebox", LEARNER, "base")
+    base = rng(seed, "audit", "whitebox", learner, "base")
     xb = np.zeros((N_TASKS * N_BASE, width))
     xb[:, :BASE_DIM] = base.normal(0.0, 1.0, (N_TASKS * N_BASE, BASE_DIM))
     yb = np.concatenate([base.choice(s, N_BASE) for s in SPACES])
     z = {(p, w): [] for p in PARTS for w in (False, True)}
     for r in range(runs):
-        key = (seed, "audit", "whitebox", LEARNER, float(epsilon), r)
+        key = (seed, "audit", "whitebox", learner, float(epsilon), r)
         coins = {p: rng(*key, "coins", p).random(canaries) < 0.5 for p in PARTS}
         x0, y0, i0 = [xb[:N_BASE]], [yb[:N_BASE]], [np.arange(N_BASE)]
         for p in PARTS:
@@ -127,15 +181,8 @@ def audit_whitebox(
             )
             seen[part] += 1
 
-        run_agem_head(
+        train(
             data,
-            [],
-            SPACES,
-            N_OUT,
-            AUDIT_DPSGD,
-            AUDIT_AGEM,
-            noise=noise,
-            noise_ref=noise_ref,
             rng_for=lambda t, part, key=key: rng(*key, "train", t, part),
             split_seed=split_seed,
             observe=observe,
@@ -158,14 +205,13 @@ def audit_whitebox(
             row
             | {
                 "part": "train part" if p == "train" else "buffer rereads",
-                "claimed_epsilon": float(epsilon),
+                "claimed_epsilon": float(claims[p]),
                 "claimed_mu": reads[p] ** 0.5 / sigmas[p],
                 "noise_multiplier": sigmas[p],
                 "delta": float(delta),
                 "alpha": float(alpha),
-                "setting": f"T = {N_TASKS}, q = q_ref = 1, 1 step per task, C = {AUDIT_DPSGD.clip:g}, "
-                f"sigma = {sigmas[p]:.4g}; {what}; {canaries} Dirac canaries per part and training x "
-                f"{runs} trainings, fair coins",
+                "setting": f"{setting}, sigma = {sigmas[p]:.4g}; {what}; {canaries} Dirac canaries per part "
+                f"and training x {runs} trainings, fair coins",
                 "threat_model": "white-box: every privatized gradient sum (g and g_ref); add/remove one canary",
             }
         )

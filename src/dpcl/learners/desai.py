@@ -109,7 +109,7 @@ from ..training.projection import project
 from .agem import AGEM_SEARCH, AGEMConfig, _noisy_clipped_sum, split_task
 from .aggregation import aggregate
 from .desai_verdicts import cached_claim_verdicts, reread_history, verify_claim
-from .registry import LearnerSpec
+from .registry import LearnerAudit, LearnerSpec
 
 #: the ledger of Desai et al. as published (checked by dpcl.privacy.verify against the plan): DP-A-GEM's
 #: two parts, and paper 002's Lemma 2 as a published claim with its verdicts
@@ -144,6 +144,9 @@ SPECS = (
         fig3="compared",
         config_blocks=("agem",),
         stage="dpcl.learners.desai:run_memory",
+        whitebox=LearnerAudit(
+            function="dpcl.learners.desai_whitebox:audit_whitebox", name="Desai et al. (as published)"
+        ),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
 )
@@ -438,11 +441,16 @@ def train_desai_task(
     gen_ref: np.random.Generator,
     gen_choice: np.random.Generator,
     active: np.ndarray,
+    observe: Callable | None = None,
 ) -> dict:
     """One task of Alg. 1 in place; ``blocks`` = [M_0, …, M_{t−1}] as (features, labels), empty at task 0.
 
     At every step one block is drawn uniformly (CalGref, l. 20-23) and g_ref is computed from it
     even if it is empty (then pure noise), so a block's size is never revealed.
+    ``observe(step, part, g_w, g_b, head)``, if given, receives every privatized release ("train": g,
+    "reference": g_ref) and the head it was computed at, before the step uses them, as
+    :func:`dpcl.learners.agem.train_agem_task` hands them: what a white-box adversary sees
+    (:mod:`dpcl.learners.desai_whitebox`); instrumentation only.
     """
     cfg.validate()
     if sigma < 0 or (sigma > 0 and math.isinf(cfg.clip)):
@@ -455,12 +463,16 @@ def train_desai_task(
     for step in range(1, cfg.steps + 1):
         g_w, g_b, c = _noisy_clipped_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
         clipped += c
+        if observe is not None:
+            observe(step, "train", g_w.copy(), g_b.copy(), head)
         if blocks:
             s = int(gen_choice.integers(len(blocks)))
             counts[s] += 1
             r_w, r_b, _ = _noisy_clipped_sum(
                 head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, sigma, gen_ref, active
             )
+            if observe is not None:
+                observe(step, "reference", r_w.copy(), r_b.copy(), head)
             g, did = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
             projected += did
             g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
@@ -488,6 +500,7 @@ def run_desai_head(
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
     out: dict | None = None,
+    observe: Callable | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
     """Train paper 002's DP-CL through the tasks: (predictions[t][i], raw records per task, task stats).
 
@@ -496,7 +509,8 @@ def run_desai_head(
     gives task t's generator for part "train" (sampling and noise of g), "reference" (sampling and
     noise of g_ref) or "block_choice" (the uniform block draw); ``split_seed`` seeds the
     train/reference coin. Records carry the accounted ε; the claim is :func:`desai_claim`. A dict
-    passed as ``out`` receives the final head (``out["head"]``), as in ``run_agem_head``.
+    passed as ``out`` receives the final head (``out["head"]``), as in ``run_agem_head``;
+    ``observe(t, step, part, g_w, g_b, head)`` receives every privatized release (:func:`train_desai_task`).
     """
     agem.validate()
     sigma, q_ref = _check_noise(noise, cfg, agem)
@@ -527,6 +541,7 @@ def run_desai_head(
             gen_ref=gen_ref,
             gen_choice=gen_choice,
             active=active,
+            observe=None if observe is None else (lambda *a, t=t: observe(t, *a)),
         )
         n_ref = int((keep & ref).sum())
         records.append(

@@ -1,0 +1,148 @@
+"""White-box audit of Desai et al. as published (dpcl.learners.desai_whitebox) on its own run_desai_head:
+a correct implementation stays at or below what its ledger states for each part (ε at δ and μ = 1/σ of
+Lemma 2's one σ) and reaches 70 % of that μ; noise at σ/2 on g_ref, a train branch that escapes clipping
+and g_ref read twice a step are caught at the published claim ε = 1 (a μ bound above the ledger's μ).
+
+The broken variants live here only: a copy of train_desai_task's loop whose correct form is first checked
+to release exactly what train_desai_task releases, then the bug, swapped in for the real function while
+the audit runs. Each bound holds with confidence 95 % (fixed seeds); at 30,000 bound trials per world the
+μ bound's standard error is about 0.012, so the margins below are several standard errors wide.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpcl.learners import desai as desai_mod
+from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD
+from dpcl.learners.desai import lemma2_noise
+from dpcl.learners.desai_whitebox import audit_whitebox
+from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms
+from dpcl.training.projection import project
+
+DELTA = 1e-5
+AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
+
+
+def _noisy_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
+    n = len(y)
+    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+    if batch.size:
+        xb = x[batch]
+        d = logit_grads(head.w, head.b, xb, y[batch], active)
+        if clipped:
+            d *= np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
+        g_w += d.T @ xb
+        g_b += d.sum(axis=0)
+    if sigma > 0:
+        g_w += sigma * clip * gen.standard_normal(g_w.shape)
+        g_b += sigma * clip * gen.standard_normal(g_b.shape)
+    return g_w, g_b
+
+
+def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
+    """train_desai_task's loop (same draws in the same order), with an optional bug: g_ref's noise scaled
+    by ``ref_noise``, the train branch's clipping skipped, or ``rereads`` draws of g_ref a step."""
+
+    def train(head, x, y, blocks, cfg, *, sigma, q_ref, gen, gen_ref, gen_choice, active, observe=None):
+        m = [np.zeros_like(head.w), np.zeros_like(head.b)]
+        v = [np.zeros_like(head.w), np.zeros_like(head.b)]
+        b1, b2 = cfg.betas
+        for step in range(1, cfg.steps + 1):
+            g_w, g_b = _noisy_sum(
+                head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active, clipped=clip_train
+            )
+            if observe is not None:
+                observe(step, "train", g_w.copy(), g_b.copy(), head)
+            if blocks:
+                s = int(gen_choice.integers(len(blocks)))
+                for _ in range(rereads):
+                    r_w, r_b = _noisy_sum(
+                        head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, ref_noise * sigma, gen_ref, active
+                    )
+                    if observe is not None:
+                        observe(step, "reference", r_w.copy(), r_b.copy(), head)
+                g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
+                g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+            for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
+                g = g / cfg.normaliser
+                m[k] = b1 * m[k] + (1 - b1) * g
+                v[k] = b2 * v[k] + (1 - b2) * g * g
+                p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+        return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0, "block_counts": [0] * len(blocks)}
+
+    return train
+
+
+def _releases(train) -> list:
+    gen = np.random.default_rng(0)
+    x, y = gen.normal(size=(12, 5)) * 3, gen.integers(0, 2, 12)
+    blocks = [
+        (gen.normal(size=(6, 5)) * 3, gen.integers(0, 2, 6)),
+        (gen.normal(size=(4, 5)), np.ones(4, int)),
+    ]
+    cfg = AUDIT_DPSGD.__class__(sample_rate=0.5, epochs=2.0, lr=0.1, clip=0.1, normaliser=1.0)
+    out: list = []
+    train(
+        LinearHead(5, 2), x, y, blocks, cfg, sigma=1.5, q_ref=0.5,
+        gen=np.random.default_rng(1), gen_ref=np.random.default_rng(2), gen_choice=np.random.default_rng(4),
+        active=np.ones(2, dtype=bool), observe=lambda *a: out.append((a[0], a[1], a[2], a[3])),
+    )  # fmt: skip
+    return out
+
+
+def test_the_copy_releases_exactly_what_train_desai_task_releases_and_observing_changes_nothing():
+    real, copy = _releases(desai_mod.train_desai_task), _releases(_task())
+    assert len(real) == len(copy) == 8  # 4 steps, g and g_ref each
+    for (s1, p1, w1, b1), (s2, p2, w2, b2) in zip(real, copy, strict=True):
+        assert (s1, p1) == (s2, p2)
+        np.testing.assert_allclose(w1, w2, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(b1, b2, rtol=1e-12, atol=1e-15)
+    heads = []
+    noise = lemma2_noise(2.0, DELTA, AUDIT_DPSGD, 1.0)
+    for observe in (None, lambda *a: None):
+        gen = np.random.default_rng(3)
+        x, y, ids = gen.normal(size=(30, 4)), gen.integers(0, 4, 30), np.arange(30)
+        out: dict = {}
+        desai_mod.run_desai_head(
+            [(x[:15], y[:15] % 2, ids[:15]), (x[15:], 2 + y[15:] % 2, ids[15:])], [], [[0, 1], [2, 3]], 4,
+            AUDIT_DPSGD, AUDIT_AGEM, noise=noise, rng_for=lambda t, p: np.random.default_rng([t, len(p)]),
+            split_seed=0, out=out, observe=observe,
+        )  # fmt: skip
+        heads.append(out["head"])
+    assert np.array_equal(heads[0].w, heads[1].w) and np.array_equal(heads[0].b, heads[1].b)
+
+
+def test_a_correct_implementation_stays_at_or_below_its_ledger_in_both_parts():
+    rows = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=0)
+    sigma = lemma2_noise(1.0, DELTA, AUDIT_DPSGD, 1.0)["noise_multiplier"]
+    assert [r["part"] for r in rows] == ["train part", "buffer rereads"]
+    for row in rows:
+        # the ledger's claim for one individual: one Gaussian read with Lemma 2's σ (about 0.47 at ε = 1)
+        assert math.isclose(row["claimed_mu"], 1.0 / sigma) and row["claimed_epsilon"] < 0.5
+        assert row["published_epsilon"] == 1.0
+        assert (
+            row["epsilon_lower_bound"] <= row["claimed_epsilon"]
+            and row["mu_lower_bound"] <= row["claimed_mu"]
+        )
+        assert row["mu_lower_bound"] >= 0.7 * row["claimed_mu"]  # about 0.8-0.87 of it
+        assert min(row["trials_per_world"]) > 29_000
+
+
+@pytest.mark.parametrize(
+    ("bug", "variant", "part", "min_mu_ratio"),
+    [
+        ("g_ref noise at sigma/2", _task(ref_noise=0.5), 1, 1.5),  # true μ: twice the ledger's
+        ("train branch escaping clipping", _task(clip_train=False), 0, 10.0),  # the canary's norm is 100 C
+        ("g_ref drawn twice a step", _task(rereads=2), 1, 1.0),  # true μ: √2 times the ledger's
+    ],
+)
+def test_a_bug_is_caught_at_the_published_claim_eps_1(monkeypatch, bug, variant, part, min_mu_ratio):
+    monkeypatch.setattr(desai_mod, "train_desai_task", variant)
+    row = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)[part]
+    assert row["mu_lower_bound"] > min_mu_ratio * row["claimed_mu"], bug
+    assert math.isfinite(row["epsilon_lower_bound"])
