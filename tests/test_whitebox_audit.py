@@ -148,3 +148,21 @@ def test_fm_release_stays_at_or_below_its_claim_and_noise_at_half_sigma_is_caugh
     assert 0.85 * correct["claimed_mu"] <= correct["mu_lower_bound"] <= correct["claimed_mu"]
     (broken,) = audit_release(1.0, DELTA, audit=audit, seed=1, release=half_noise)
     assert broken["epsilon_lower_bound"] > 1.0 and broken["mu_lower_bound"] > 1.5 * broken["claimed_mu"]
+
+
+def test_the_poisson_audit_stays_at_or_below_its_claim_and_catches_half_sigma_at_eps_1():
+    """q = 1/4 over 16 steps (σ from the accountant for them): the pipeline's train_head stays at or below
+    its claim and reaches 40 % of it with 37,500 bound trials per world (about 0.46 at twice that); with
+    σ/2 (true ε 2.42 by the accountant) the bound (1.18) exceeds the claim."""
+    from dpcl.audits.whitebox import POISSON_DPSGD, audit_head_poisson
+
+    assert (POISSON_DPSGD.sample_rate, POISSON_DPSGD.steps) == (0.25, 16)
+    row = audit_head_poisson(1.0, DELTA, canaries=5000, runs=20, seed=0)
+    assert 0.4 <= row["epsilon_lower_bound"] <= 1.0 and row["mu_lower_bound"] is None
+    assert row["steps"] == 16 and min(row["trials_per_world"]) > 37_000
+
+    def half_sigma(head, x, y, cfg, sigma, gen, *, observe):
+        return train_head(head, x, y, cfg, sigma / 2, gen, observe=observe)
+
+    broken = audit_head_poisson(1.0, DELTA, canaries=5000, runs=20, seed=1, train=half_sigma)
+    assert broken["epsilon_lower_bound"] > 1.0

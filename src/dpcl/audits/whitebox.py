@@ -21,6 +21,15 @@ pipeline runs, instrumented only to hand the adversary what it releases (``train
 - **Bias branch, one canary per run**: a canary with zero features has its whole gradient in the bias,
   which every record shares, so each run is one trial (D = {}, D' = {canary}); the statistic is the same
   projection.
+- **Poisson sampling and many steps** (:func:`audit_head_poisson`, the strong audits only): the weight
+  branch's Dirac canaries at the pipeline's kind of setting, q < 1 and many steps, σ from the accountant
+  for (q, steps). The adversary sees every step's release and the head it was computed at, so it knows
+  the clipped gradient each canary would add at that step; the canary's column then releases N(0, 1)
+  (normalised) without it and, with it, N(μ_t, 1) when Poisson sampling takes it (probability q) and
+  N(0, 1) otherwise. The statistic is the log likelihood ratio of that mixture summed over the steps
+  (the Neyman-Pearson test of the composition). This audits the sampling rate, the step count and the
+  composition the accountant charges for; the claim is (ε, δ) only (a subsampled Gaussian is not
+  μ-GDP), so the row has no μ.
 
 The threshold is chosen on the first quarter of the trials and the Clopper-Pearson lower bound
 (:func:`dpcl.audits.audit.epsilon_lower_bound`) computed on the rest, so it holds at confidence 1 − α
@@ -218,6 +227,88 @@ def audit_head_bias(
     }
 
 
+#: the Poisson audit's DP-SGD: q = 1/4 and 16 steps, otherwise the audit setting's
+POISSON_DPSGD = DPSGDConfig(sample_rate=0.25, epochs=4.0, lr=0.01, clip=0.1, normaliser=1.0)
+
+
+def audit_head_poisson(
+    epsilon: float,
+    delta: float,
+    *,
+    canaries: int,
+    runs: int,
+    seed: int,
+    cfg: DPSGDConfig = POISSON_DPSGD,
+    train: Callable = train_head,
+    alpha: float = 0.05,
+) -> dict:
+    """Audit ``train`` (the pipeline's ``train_head``) with Poisson sampling at ``cfg``'s rate over its
+    steps at claimed (ε, δ), σ from the accountant for (q, steps): ``runs`` trainings, each with
+    ``canaries`` Dirac canaries included by fair coins; each canary's statistic is the log likelihood ratio
+    of the subsampled Gaussian summed over every step's release (module docstring)."""
+    from ..privacy.sgd_accounting import noise_multiplier
+
+    if canaries < 1 or runs < 1:
+        raise ValueError(f"canaries and runs must be >= 1, got {canaries} and {runs}")
+    q, steps = cfg.sample_rate, cfg.steps
+    sigma = noise_multiplier(epsilon, delta, q, steps)
+    width = BASE_DIM + canaries
+    xb, yb = _base_data(seed, width)
+    cols = BASE_DIM + np.arange(canaries)
+    labels = np.arange(canaries) % N_OUT
+    z_in, z_out = [], []
+    for r in range(runs):
+        key = (seed, "audit", "whitebox", "poisson", float(epsilon), q, steps, r)
+        coins = rng(*key, "coins").random(canaries) < 0.5
+        chosen = np.flatnonzero(coins)
+        x = np.zeros((N_BASE + len(chosen), width))
+        x[:N_BASE] = xb
+        x[N_BASE + np.arange(len(chosen)), cols[chosen]] = DIRAC_SCALE
+        y = np.concatenate([yb, labels[chosen]])
+        head = LinearHead(width, N_OUT)
+        stat = np.zeros(canaries)
+        seen = [0]
+
+        def observe(step: int, g_w: np.ndarray, g_b: np.ndarray, *, head=head, stat=stat, seen=seen) -> None:
+            # the clipped weight column each canary would add at the step's head (known to the adversary)
+            z = (head.w[:, cols] * DIRAC_SCALE).T + head.b
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            p[np.arange(canaries), labels] -= 1.0
+            c = np.minimum(
+                1.0, cfg.clip / np.maximum(np.linalg.norm(p, axis=1) * math.hypot(DIRAC_SCALE, 1.0), 1e-12)
+            )
+            g = p * (c * DIRAC_SCALE)[:, None]
+            norm = np.maximum(np.linalg.norm(g, axis=1), 1e-12)
+            u = np.einsum("kj,jk->k", g, g_w[:, cols]) / (
+                norm * sigma * cfg.clip
+            )  # N(0, 1) without the canary
+            mu = norm / (sigma * cfg.clip)
+            stat += np.logaddexp(math.log1p(-q), math.log(q) + mu * u - mu**2 / 2) if q < 1 else mu * u
+            seen[0] += 1
+
+        train(head, x, y, cfg, sigma, rng(*key, "train"), observe=observe)
+        if seen[0] != steps:
+            raise RuntimeError(
+                f"the training function released {seen[0]} steps, the audit setting has {steps}"
+            )
+        z_in.extend(stat[coins].tolist())
+        z_out.extend(stat[~coins].tolist())
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha)
+    return row | {
+        "audit": "head weights: Dirac canaries, Poisson sampling over many steps",
+        "claimed_epsilon": float(epsilon),
+        "claimed_mu": None,
+        "mu_lower_bound": None,
+        "delta": float(delta),
+        "noise_multiplier": float(sigma),
+        "sample_rate": q,
+        "steps": steps,
+        "alpha": float(alpha),
+        "threat_model": "white-box: every privatized gradient sum; add/remove one canary",
+    }
+
+
 def audit_heads(epsilon: float, delta: float, *, audit: dict, seed: int) -> list[dict]:
     """The white-box audit rows of ``train_head`` (weights and bias) at claimed (ε, δ), sized by the
     config's ``audit`` block (``whitebox_runs``, ``whitebox_canaries``, ``whitebox_bias_trials``): the
@@ -233,4 +324,23 @@ def audit_heads(epsilon: float, delta: float, *, audit: dict, seed: int) -> list
             "setting": f"{common}; {canaries} Dirac canaries per training x {runs} trainings, fair coins",
         },
         b | {"part": "bias", "setting": f"{common}; a zero-feature canary, one per training"},
+    ] + _poisson_rows(epsilon, delta, audit=audit, seed=seed, canaries=canaries)
+
+
+def _poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int, canaries: int) -> list[dict]:
+    """The Poisson-sampling row of :func:`audit_heads` when the config asks for it
+    (``whitebox_poisson_runs`` > 0; the strong audits)."""
+    runs = int(audit.get("whitebox_poisson_runs", 0))
+    if not runs:
+        return []
+    p = audit_head_poisson(epsilon, delta, canaries=canaries, runs=runs, seed=seed)
+    cfg = POISSON_DPSGD
+    return [
+        p
+        | {
+            "part": f"weights, Poisson q = {cfg.sample_rate:g}, {cfg.steps} steps",
+            "setting": f"q = {cfg.sample_rate:g}, {cfg.steps} steps, C = {cfg.clip:g}, "
+            f"sigma = {p['noise_multiplier']:.4g}; {canaries} Dirac canaries per training x {runs} trainings, "
+            "fair coins; statistic: the subsampled Gaussian's log likelihood ratio summed over the steps",
+        }
     ]
