@@ -85,14 +85,18 @@ def test_decoding_recovers_the_coins_without_noise(vit, monkeypatch):
     decode = film_audit.decode
 
     def spy(grads, release):
-        got["scores"], got["grads"] = decode(grads, release), grads
-        return got["scores"]
+        (got["coef"], got["var"]), got["grads"] = decode(grads, release), grads
+        return got["coef"], got["var"]
 
     monkeypatch.setattr(film_audit, "decode", spy)
     (row,) = film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 100}, seed=0, backbone=(vit, PRE))
     coins = rng(0, "audit", "whitebox", "film", 1.0, "coins").random(100) < 0.5
-    assert np.abs(got["scores"] - coins).max() < 1e-3
-    assert row["correct"] == row["guesses"]
+    assert np.abs(got["coef"] - coins).max() < 1e-3
+    assert (got["var"] >= 1.0 - 1e-6).all() and np.median(got["var"]) < 2.0  # little overlap
+    # every guess right, except where guessing half of m "in" needs more canaries in than there are
+    assert all(
+        c["v"] == c["r"] for c in row["candidates"] if c["k_plus"] <= coins.sum() <= 100 - c["k_minus"]
+    )
     assert got["grads"]["norms"].min() > 10 * film_audit.AUDIT_DPSGD.clip  # every canary is clipped
     # the FiLM branch carries a real share of each canary's gradient (the random head init)
     film_norm = np.linalg.norm(got["grads"]["film"], axis=1)
@@ -106,11 +110,8 @@ def test_skipped_by_default(vit):
         film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 10}, seed=0, backbone=(vit, PRE))
 
 
-M = 1000  # canaries of the power tests
-
-
-def _bound(vit, epsilon: float, seed: int = 0) -> dict:
-    (row,) = film_audit.audit_film(epsilon, DELTA, audit={"film_canaries": M}, seed=seed, backbone=(vit, PRE))
+def _bound(vit, epsilon: float, m: int = 1000, seed: int = 0) -> dict:
+    (row,) = film_audit.audit_film(epsilon, DELTA, audit={"film_canaries": m}, seed=seed, backbone=(vit, PRE))
     return row
 
 
@@ -124,10 +125,13 @@ def test_correct_train_film_stays_below_its_claim(vit):
     assert rows[8.0]["epsilon_lower_bound"] > 1.0
 
 
-def test_catches_noise_far_below_sigma(vit, monkeypatch):
-    """Noise at σ/10 at claimed ε = 1 (per canary μ ≈ 2.7 instead of 0.27) exceeds the claim."""
+def test_catches_noise_a_quarter_of_sigma(vit, monkeypatch):
+    """Noise at σ/4 at claimed ε = 1 (per canary μ ≈ 1.06 instead of 0.27) exceeds the claim with 1000
+    canaries (measured 1.57 with three guess fractions). Noise at σ/2 is NOT caught at these sizes (0.70
+    at ε = 1 with 1000 canaries, 0.84 with 2000; 3.78 at ε = 4 with 2000): the one-run bound is far from
+    tight for the Gaussian mechanism."""
     noise = film_engine.gaussian_noise_like
-    monkeypatch.setattr(film_engine, "gaussian_noise_like", lambda t, std, gen: noise(t, std / 10, gen))
+    monkeypatch.setattr(film_engine, "gaussian_noise_like", lambda t, std, gen: noise(t, std / 4, gen))
     assert _bound(vit, 1.0)["epsilon_lower_bound"] > 1.0
 
 
@@ -169,17 +173,37 @@ def _unclipped(branch: str):
 @pytest.mark.parametrize("branch", ["head", "film"])
 def test_catches_an_unclipped_branch(vit, monkeypatch, branch):
     """A branch whose per-sample gradients escape clipping (the other clipped alone): the included
-    canaries add far more than C along the adversary's direction, and the bound exceeds the claim at
-    ε = 1."""
+    canaries add far more than C, and with 250 canaries the bound exceeds the claim at ε = 1. The head
+    branch carries most of a canary's gradient (every guess right: the bound is the most 250 canaries
+    can show); the FiLM branch is caught by a thin margin (its unclipped sums interfere across canaries,
+    which the decoding, built for clipped ones, does not remove), and not at ε ≥ 2 at these sizes."""
     monkeypatch.setattr(film_engine, "clipped_grad_sum", _unclipped(branch))
-    assert _bound(vit, 1.0)["epsilon_lower_bound"] > 1.0
+    row = _bound(vit, 1.0, m=250)
+    assert row["epsilon_lower_bound"] > 1.0
+    if branch == "head":
+        assert all(c["v"] == c["r"] for c in row["candidates"][:-1])
 
 
-def test_sigma_half_at_epsilon_four(vit, monkeypatch):
-    """Noise at σ/2 at claimed ε = 4 (σ ≈ 1.08 → 0.54): what the one-run bound resolves with 1000
-    canaries (see the module docstring of the test for the sizes that do not)."""
-    noise = film_engine.gaussian_noise_like
-    monkeypatch.setattr(film_engine, "gaussian_noise_like", lambda t, std, gen: noise(t, std / 2, gen))
-    row = _bound(vit, 4.0)
-    assert row["epsilon_lower_bound"] > 0  # recorded for the report; the claim itself is checked below
-    pytest.skip(f"sigma/2 at eps=4 with {M} canaries: bound {row['epsilon_lower_bound']:.3f}")
+def test_the_audit_table_has_the_film_row(vit, monkeypatch, tmp_path):
+    """With audit.film_canaries > 0 the privacy audit table has one FiLM row (the registry runs the audit
+    once for the four FiLM learners), without a μ bound ("—"); with the default 0 it has none."""
+    from dpcl.stages.privacy import privacy_audit
+
+    monkeypatch.setattr(film_audit, "lite0_backbone", lambda: (vit, PRE))
+    cfg = {
+        "epsilons": [1.0],
+        "trials": 1000,
+        "learner_trials": 0,
+        "whitebox_runs": 4,
+        "whitebox_canaries": 500,
+        "whitebox_bias_trials": 100,
+        "seed": 0,
+    }
+    privacy_audit(cfg | {"film_canaries": 200}, DELTA, tmp_path / "a.csv", tmp_path / "a.md")
+    md = (tmp_path / "a.md").read_text()
+    (line,) = [line for line in md.splitlines() if "FiLM (EfficientNet-Lite0), train (white-box)" in line]
+    learners = "(PEFT Ensemble (FiLM), Naive (FiLM), Non-CL (FiLM), DP-A-GEM (FiLM))"
+    assert learners in line and "| — |" in line and "certified (add/remove)" in line
+    assert "200 canaries in one training" in line and "ONE training with many canaries" in md
+    privacy_audit(cfg, DELTA, tmp_path / "b.csv", tmp_path / "b.md")
+    assert "FiLM" not in (tmp_path / "b.md").read_text()

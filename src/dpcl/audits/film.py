@@ -28,7 +28,8 @@ features), clipped jointly to C. It never materialises m × m × d head gradient
 ⟨ĝ_j, ĝ_k⟩ = c_j c_k (⟨φ_j, φ_k⟩ + ⟨e_j, e_k⟩(⟨f_j, f_k⟩ + 1)) and Gᵀo has entries
 c_k (⟨φ_k, o_film⟩ + e_kᵀ O_W f_k + ⟨e_k, o_b⟩). Decoding the observed release o by least squares,
 ĉ = (GᵀG)⁻¹Gᵀo, removes the other canaries' interference: for a correct implementation ĉ = coins +
-Gaussian noise of covariance σ²C²(GᵀG)⁻¹ (about σ² per canary). The score of canary k is ĉ_k; the
+Gaussian noise of covariance σ²C²(GᵀG)⁻¹ (about σ² per canary, s_k² = σ²C²[(GᵀG)⁻¹]_kk). The score of
+canary k is the log-likelihood ratio of "in" against "out" up to a common factor, (ĉ_k − ½)/s_k²; the
 auditor guesses "in" for the top and "out" for the bottom of the scores in the fixed fractions
 :data:`GUESS_FRACTIONS` of m (Bonferroni over them, :func:`dpcl.audits.one_run.audit_scores`).
 
@@ -57,7 +58,7 @@ AUDIT_DPSGD = DPSGDConfig(sample_rate=1.0, epochs=1.0, lr=0.01, clip=0.1, normal
 #: the standard deviation of the initial head's weights (logits of order one on Lite0's features)
 HEAD_STD = 0.05
 #: the fractions of m guessed "in" (top scores) and, as many, "out" (bottom), fixed in advance
-GUESS_FRACTIONS = (0.02, 0.05, 0.1)
+GUESS_FRACTIONS = (0.02, 0.05, 0.1, 0.5)
 #: the embedded default backbone (config/config.yaml ``backbones.effnet_lite0``)
 LITE0 = {
     "arch": "tf_efficientnet_lite0",
@@ -141,10 +142,12 @@ def canary_gradients(backbone, pre, images: np.ndarray, weight, bias, *, clip: f
     return {"film": film_a, "features": feats_a, "e": e, "norms": norms, "factors": factors}
 
 
-def decode(grads: dict, release: list) -> np.ndarray:
+def decode(grads: dict, release: list) -> tuple[np.ndarray, np.ndarray]:
     """Least-squares coefficients ĉ = (GᵀG)⁻¹Gᵀo of the observed ``release`` (FiLM tensors in order,
     then the head's weight and bias) on the canaries' clipped gradients ``grads``
-    (:func:`canary_gradients`), through the Gram identities of the module docstring."""
+    (:func:`canary_gradients`), through the Gram identities of the module docstring, and their noise
+    variances in units of σ² for a correct implementation, C²·diag((GᵀG)⁻¹) (1 for orthogonal
+    canaries clipped to C; larger where canaries' gradients overlap)."""
     film, f, e, c = grads["film"], grads["features"], grads["e"], grads["factors"]
     o_film = np.concatenate([np.asarray(t, dtype=np.float64).reshape(-1) for t in release[:-2]])
     o_w, o_b = np.asarray(release[-2], dtype=np.float64), np.asarray(release[-1], dtype=np.float64)
@@ -157,7 +160,8 @@ def decode(grads: dict, release: list) -> np.ndarray:
     gram = film @ film.T + (e @ e.T) * (f @ f.T + 1.0)
     gram *= np.outer(c, c)
     gto = c * (film @ o_film + np.einsum("kd,kd->k", e @ o_w, f) + e @ o_b)
-    return np.linalg.solve(gram, gto)
+    inverse = np.linalg.inv(gram)
+    return inverse @ gto, np.diag(inverse) * AUDIT_DPSGD.clip**2
 
 
 def audit_film(
@@ -217,7 +221,10 @@ def audit_film(
     released = [g for part, g in seen if part == "train"]
     if len(released) != AUDIT_DPSGD.steps:
         raise RuntimeError(f"the training function released {len(released)} steps, the audit setting has 1")
-    scores = decode(grads, [t.numpy() for t in released[0]])
+    coef, var = decode(grads, [t.numpy() for t in released[0]])
+    # the log-likelihood ratio of "in" (ĉ_k ~ N(1, s_k²)) against "out" (N(0, s_k²)) up to a common
+    # factor: noisier canaries (overlapping gradients) rank nearer the middle
+    scores = (coef - 0.5) / var
     k = [(max(1, round(f * m)),) * 2 for f in GUESS_FRACTIONS]
     res = audit_scores(scores, coins, guesses=k, delta=delta, alpha=alpha)
     arch = LITE0["arch"] if backbone is None else type(model).__name__
