@@ -84,15 +84,17 @@ def test_decoding_recovers_the_coins_without_noise(vit, monkeypatch):
     got = {}
     decode = film_audit.decode
 
-    def spy(grads, release):
-        (got["coef"], got["var"]), got["grads"] = decode(grads, release), grads
-        return got["coef"], got["var"]
+    def spy(grads, release, *, film_only=False):
+        out = decode(grads, release, film_only=film_only)
+        got["film" if film_only else "joint"], got["grads"] = out, grads
+        return out
 
     monkeypatch.setattr(film_audit, "decode", spy)
     (row,) = film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 100}, seed=0, backbone=(vit, PRE))
     coins = rng(0, "audit", "whitebox", "film", 1.0, "coins").random(100) < 0.5
-    assert np.abs(got["coef"] - coins).max() < 1e-3
-    assert (got["var"] >= 1.0 - 1e-6).all() and np.median(got["var"]) < 2.0  # little overlap
+    for part in ("joint", "film"):  # on the whole gradient and on its FiLM block alone
+        assert np.abs(got[part][0] - coins).max() < 1e-3
+    assert (got["joint"][1] >= 1.0 - 1e-6).all() and np.median(got["joint"][1]) < 2.0  # little overlap
     # every guess right, except where guessing half of m "in" needs more canaries in than there are
     assert all(
         c["v"] == c["r"] for c in row["candidates"] if c["k_plus"] <= coins.sum() <= 100 - c["k_minus"]
@@ -108,6 +110,13 @@ def test_skipped_by_default(vit):
     assert film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 0}, seed=0, backbone=(vit, PRE)) == []
     with pytest.raises(ValueError, match="film_canaries"):
         film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 10}, seed=0, backbone=(vit, PRE))
+    (row,) = film_audit.audit_film(1.0, DELTA, audit={"film_canaries": 103}, seed=0, backbone=(vit, PRE))
+    assert [c["k_plus"] for c in row["candidates"] if c["statistic"] == "joint"] == [
+        2,
+        5,
+        10,
+        51,
+    ]  # half of an odd m: m // 2 each side
 
 
 def _bound(vit, epsilon: float, m: int = 1000, seed: int = 0) -> dict:
@@ -181,7 +190,9 @@ def test_catches_an_unclipped_branch(vit, monkeypatch, branch):
     row = _bound(vit, 1.0, m=250)
     assert row["epsilon_lower_bound"] > 1.0
     if branch == "head":
-        assert all(c["v"] == c["r"] for c in row["candidates"][:-1])
+        assert all(
+            c["v"] == c["r"] for c in row["candidates"] if c["k_plus"] < 125 and c["statistic"] == "joint"
+        )
 
 
 def test_the_audit_table_has_the_film_row(vit, monkeypatch, tmp_path):
