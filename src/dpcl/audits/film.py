@@ -29,12 +29,20 @@ features), clipped jointly to C. It never materialises m × m × d head gradient
 c_k (⟨φ_k, o_film⟩ + e_kᵀ O_W f_k + ⟨e_k, o_b⟩). Decoding the observed release o by least squares,
 ĉ = (GᵀG)⁻¹Gᵀo, removes the other canaries' interference: for a correct implementation ĉ = coins +
 Gaussian noise of covariance σ²C²(GᵀG)⁻¹ (about σ² per canary, s_k² = σ²C²[(GᵀG)⁻¹]_kk). The score of
-canary k is the log-likelihood ratio of "in" against "out" up to a common factor, (ĉ_k − ½)/s_k²; the
-auditor guesses "in" for the top and "out" for the bottom of the scores in the fixed fractions
-:data:`GUESS_FRACTIONS` of m (Bonferroni over them, :func:`dpcl.audits.one_run.audit_scores`).
+canary k is the log-likelihood ratio of "in" against "out" up to a common factor, (ĉ_k − ½)/s_k² (½:
+the coefficients' median); the auditor guesses "in" for the top and "out" for the bottom of the
+scores in the fixed fractions :data:`GUESS_FRACTIONS` of m (Bonferroni over them,
+:func:`dpcl.audits.one_run.audit_scores`). A second statistic does the same on the FiLM block of G
+alone (where it determines the m coefficients, m ≤ P): it catches a FiLM branch that escapes
+clipping, whose unclipped sums interfere across canaries in the joint decoding; α is split between
+the two statistics (Bonferroni) and the row reports the better bound.
 
-What it catches and what not: noise below the ledger's σ (at sizes that resolve it, see the tests) and a
-canary whose gradient escapes clipping (head or FiLM branch) raise the bound above the claim. It tests one
+What it catches and what not (tests/test_film_audit.py, a tiny ViT; the same on Lite0): noise at σ/4
+and a head or FiLM branch escaping clipping raise the bound above the claim at ε = 1 with 250-1000
+canaries; noise at σ/2 does not at these sizes. The bound cannot exceed what m canaries can show even
+with every guess right (r guesses all right give at most about ln(r / ln(8/α)): about 4 on Lite0
+with 1000 canaries and a head branch escaping clipping), so claims of ε = 4 or more can only be
+refuted with many thousands of canaries. It tests one
 step of the "train" part: not Poisson sampling, the step count, the composition over steps, nor
 DP-A-GEM's buffer branch g_ref (``buffer``), which this audit does not run. The one-run bound is
 not tight for the Gaussian mechanism (Steinke et al. 2023, Sec. 7): a correct implementation's bound
