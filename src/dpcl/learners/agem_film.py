@@ -34,6 +34,7 @@ from ..training.heads import DPSGDConfig
 from .agem import LEDGER_SPEC as LEDGER_SPEC  # the same ledger as DP-A-GEM on cached features
 from .agem import AGEMConfig, split_task, task_records
 from .aggregation import aggregate
+from .peft import FILM_WHITEBOX
 from .registry import LearnerSpec
 
 if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when the learner runs
@@ -54,6 +55,8 @@ SPECS = (
         module="agem_film",
         fig3="compared",
         config_blocks=("agem",),
+        # train_film's g (the train part), audited without a buffer: the buffer branch g_ref is not run
+        whitebox=FILM_WHITEBOX,
         resources={"mem_mb": 8000, "runtime": 1440},
     ),
 )

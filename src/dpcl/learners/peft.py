@@ -44,6 +44,9 @@ FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
 
 #: the white-box audit of train_head, which every head learner runs (dpcl.audits.whitebox)
 HEADS_WHITEBOX = LearnerAudit(function="dpcl.audits.whitebox:audit_heads", name="DP-SGD heads")
+#: the white-box audit of train_film, which every FiLM learner runs (dpcl.audits.film: one run, many
+#: canaries, on the embedded EfficientNet-Lite0; off unless the config's audit.film_canaries > 0)
+FILM_WHITEBOX = LearnerAudit(function="dpcl.audits.film:audit_film", name="FiLM (EfficientNet-Lite0)")
 
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (
@@ -91,6 +94,7 @@ SPECS = (
         module="peft",
         fig3="ours",
         ensemble=True,
+        whitebox=FILM_WHITEBOX,
         resources={"mem_mb": 8000, "runtime": 1440},
     ),
     LearnerSpec(
@@ -101,6 +105,7 @@ SPECS = (
         stage="dpcl.learners.peft:run_film_baseline",
         methods="baseline_label_methods",
         module="peft",
+        whitebox=FILM_WHITEBOX,
         resources={"mem_mb": 8000, "runtime": 1440},
     ),
     LearnerSpec(
@@ -112,6 +117,7 @@ SPECS = (
         methods="baseline_label_methods",
         module="peft",
         trains_on="all_tasks",
+        whitebox=FILM_WHITEBOX,
         resources={"mem_mb": 8000, "runtime": 1440},
     ),
 )

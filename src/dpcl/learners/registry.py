@@ -62,7 +62,8 @@ class LearnerAudit:
       seed) -> row``;
     - a white-box audit (:attr:`LearnerSpec.whitebox`, :mod:`dpcl.audits.whitebox`): ``(epsilon, delta,
       *, audit, seed) -> [row, ...]`` with ``audit`` the config's audit block; each row has ``part``,
-      ``claimed_epsilon``, ``claimed_mu``, ``epsilon_lower_bound``, ``mu_lower_bound``,
+      ``claimed_epsilon``, ``claimed_mu``, ``epsilon_lower_bound``, ``mu_lower_bound`` (None for a
+      one-run audit, :mod:`dpcl.audits.film`),
       ``trials_per_world``, ``alpha`` and ``setting``."""
 
     function: str

@@ -90,6 +90,19 @@ def privacy_audit(
             "that the code adds the noise and clipping its ledger states at this setting; they do not test "
             "Poisson sampling, the step count or the composition over many steps."
         )
+    if cfg.get("whitebox_runs", 0) and cfg.get("film_canaries", 0):
+        notes.append(
+            "FiLM (dpcl.audits.film): the pipeline's train_film on the embedded EfficientNet-Lite0 at q = 1 "
+            "and one step, audited in ONE training with many canaries (Steinke, Nasr & Jagielski 2023, "
+            "dpcl.audits.one_run): random images, each with an output of its own and included by a fair "
+            "coin, a random initial head so that the FiLM branch carries gradient; the adversary decodes "
+            "the release by least squares on the canaries' clipped gradients (and on their FiLM block alone), "
+            "guesses the top and bottom scores in fractions of m fixed in advance (Bonferroni over them and "
+            "the two decodings), and the bound is the "
+            "largest ε whose one-run p-value is below α. Its trials are not independent, so it has no μ "
+            "bound (—), and the one-run bound is far from tight for the Gaussian mechanism: it refutes "
+            "gross errors (noise far below σ, a branch escaping clipping), not small ones."
+        )
     if cfg.get("learner_trials", 0):
         notes.append(
             "L2DP-ML (paper 001): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
@@ -109,8 +122,9 @@ def privacy_audit(
 def _whitebox_rows(cfg: dict, delta: float):
     """The white-box audit rows, per claimed ε: every audit the registry names
     (:func:`dpcl.learners.registry.whitebox_audits`), once, tagged with the learners that share it. The
-    verdict is violated where either lower bound exceeds its claim: ε at δ (Clopper-Pearson) or μ (the
-    f-DP route, :mod:`dpcl.audits.gdp`)."""
+    verdict is violated where either lower bound exceeds its claim: ε at δ (Clopper-Pearson, or the one-run
+    bound of :mod:`dpcl.audits.one_run`) or μ (the f-DP route, :mod:`dpcl.audits.gdp`; NaN, shown "—",
+    for a one-run audit, which has none)."""
     import math
 
     import pandas as pd
@@ -127,6 +141,8 @@ def _whitebox_rows(cfg: dict, delta: float):
             tag = audit.tag or ", ".join(s.display for s in learners)
             for r in function(eps, delta, audit=cfg, seed=cfg["seed"]):
                 lower = max(r["epsilon_lower_bound"], 0.0)
+                # a one-run audit (dpcl.audits.film) has no μ bound: its trials are not independent
+                mu = r["mu_lower_bound"] if r["mu_lower_bound"] is not None else math.nan
                 rows.append(
                     {
                         "mechanism": f"{audit.name}, {r['part']} (white-box)",
@@ -139,14 +155,14 @@ def _whitebox_rows(cfg: dict, delta: float):
                         "delta": delta,
                         "alpha": r["alpha"],
                         "claimed_mu": r["claimed_mu"],
-                        "mu_lower_bound": r["mu_lower_bound"],
-                        "epsilon_gdp": gdp_epsilon(r["mu_lower_bound"], delta),
+                        "mu_lower_bound": mu,
+                        "epsilon_gdp": gdp_epsilon(mu, delta) if math.isfinite(mu) else math.nan,
                         "verdict": audit_verdict(
                             r["claimed_epsilon"],
                             lower,
                             certified_by_accountant=True,
                             claimed_mu=r["claimed_mu"],
-                            mu_lower=r["mu_lower_bound"],
+                            mu_lower=mu if math.isfinite(mu) else None,
                         ),
                     }
                 )

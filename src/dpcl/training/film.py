@@ -37,7 +37,7 @@ import contextlib
 import logging
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -529,6 +529,7 @@ def train_film(
     device: str = "auto",
     progress: bool = False,
     buffer: BufferMechanism | None = None,
+    observe: Callable[[int, str, list[torch.Tensor]], None] | None = None,
 ) -> tuple[FilmMember, dict]:
     """Train one FiLM member with DP-SGD (σ = 0 and clip = inf: the non-private twin).
 
@@ -542,6 +543,12 @@ def train_film(
     the buffer with its own noise (drawn even when that sample is empty, so emptiness is
     never revealed), flattens g and g_ref over all trainable parameters and projects g
     with :func:`dpcl.learners.agem.project` when gᵀg_ref < 0, before the normaliser and Adam.
+
+    ``observe(step, part, grads)``, if given, sees CPU copies of each step's privatized gradient sums
+    (clipped sum + noise, one tensor per trainable parameter in :func:`_trainable` order: the FiLM
+    parameters, then the head's weight and bias), before any projection, the normaliser and Adam:
+    ``part`` "train" for g and, with a ``buffer``, "reference" for g_ref. Instrumentation only (the
+    white-box audit's adversary, :mod:`dpcl.audits.film`): it changes nothing the run computes.
     """
     cfg.validate()
     if not (noise_multiplier >= 0 and math.isfinite(noise_multiplier)):
@@ -595,7 +602,7 @@ def train_film(
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
             bar_out = progress_stream()  # the terminal only, never a job's log file
-            for _ in tqdm(
+            for step in tqdm(
                 range(cfg.steps), desc="FiLM DP-SGD", disable=not progress or bar_out is None, file=bar_out
             ):
                 sums, size, step_clipped = _poisson_grad_sum(
@@ -606,6 +613,8 @@ def train_film(
                     clipped += step_clipped / size
                 noise = gaussian_noise_like(params, std, gen) if std > 0 else None
                 grads = sums if noise is None else [s + z for s, z in zip(sums, noise, strict=True)]
+                if observe is not None:
+                    observe(step, "train", [g.detach().to("cpu", copy=True) for g in grads])
                 if buffer is not None:  # g_ref and the A-GEM projection (App. D.4, Eq. A102)
                     ref, size, _ = _poisson_grad_sum(
                         net,
@@ -626,6 +635,8 @@ def train_film(
                             r + z
                             for r, z in zip(ref, gaussian_noise_like(params, std_ref, gen_ref), strict=True)
                         ]
+                    if observe is not None:
+                        observe(step, "reference", [r.detach().to("cpu", copy=True) for r in ref])
                     flat, did = project(
                         torch.cat([g.reshape(-1) for g in grads]), torch.cat([r.reshape(-1) for r in ref])
                     )
