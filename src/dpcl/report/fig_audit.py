@@ -15,6 +15,8 @@ from .plotting import MARKERS, pyplot, save_figure, series_offsets
 
 #: lower bounds below this are drawn on it (a bound of 0: the audit found no evidence)
 FLOOR = 0.01
+#: the rows' markers: the plotting module's, without the star that marks the f-DP route's ε
+ROW_MARKERS = tuple(m for m in MARKERS if m != "*") + ("p", "h", "<", ">")
 
 
 def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
@@ -32,8 +34,10 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
         refuted = rows["verdict"].astype(str).str.startswith("violated").to_numpy()
         broken = bool(rows["broken"].fillna(False).astype(bool).any())
         tag = rows["tag"].fillna("").iloc[0] if "tag" in rows else ""
+        # a white-box row's name says whose code it audits; the learners sharing it are in the table
+        tag = "" if "(white-box)" in name else tag
         label = name + (f" ({tag})" if tag else "") + (" [broken on purpose]" if broken and not tag else "")
-        style = {"color": f"C{k % 10}", "marker": MARKERS[k % len(MARKERS)], "linestyle": "none"}
+        style = {"color": f"C{k % 10}", "marker": ROW_MARKERS[k % len(ROW_MARKERS)], "linestyle": "none"}
         ax.plot(
             claimed, lower, markersize=7, label=label, markerfacecolor="none" if broken else None, **style
         )

@@ -87,8 +87,15 @@ def privacy_audit(
             "claim is in the setting. FM-A-GEM: unit-vector canaries in its per-task coefficient release. "
             "The threshold is "
             "fitted on the first quarter of the trials and the bounds computed on the rest. These audits show "
-            "that the code adds the noise and clipping its ledger states at this setting; they do not test "
-            "Poisson sampling, the step count or the composition over many steps."
+            "that the code adds the noise and clipping its ledger states at this setting; "
+            + (
+                "the heads' Poisson row (train_head at q = 1/4 over 16 steps, σ from the accountant for them; "
+                "statistic: the subsampled Gaussian's log likelihood ratio summed over the steps, so no μ) "
+                "also tests the sampling, the step count and the composition the accountant charges for."
+                if cfg.get("whitebox_poisson_runs", 0)
+                else "they do not test Poisson sampling, the step count or the composition over many steps "
+                "(the heads' Poisson audit, audit.whitebox_poisson_runs, does; config/audit.yaml runs it)."
+            )
         )
     if cfg.get("whitebox_runs", 0) and cfg.get("film_canaries", 0):
         notes.append(
