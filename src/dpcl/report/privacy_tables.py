@@ -42,6 +42,7 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     """Markdown rendering of :func:`audit_table`; ``notes``: further paragraphs under it."""
     rows = []
     has_mu = "mu_lower_bound" in df.columns
+    has_threat = "threat_model" in df.columns
     for r in df.itertuples():
         lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
         tag = (
@@ -66,6 +67,7 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
                 ),
                 str(r.trials),
                 str(r.verdict),
+                *([str(r.threat_model)] if has_threat else []),
                 str(r.setting),
             ]
         )
@@ -86,6 +88,7 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
         *(["μ: lower bound / claim (ε of G_μ at δ)"] if has_mu else []),
         "trials/side",
         "verdict",
+        *(["threat model"] if has_threat else []),
         "setting",
     ]
     if has_mu:

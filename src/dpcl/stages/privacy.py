@@ -41,6 +41,7 @@ def privacy_audit(
     from ..report.privacy_tables import audit_table_markdown
 
     df = audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"])
+    df["threat_model"] = "black-box: the mechanism's output, independent runs per world"
     if cfg.get("learner_trials", 0):
         rows = learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
         learners = pd.DataFrame(
@@ -54,6 +55,7 @@ def privacy_audit(
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": r["trials"],
                     "setting": r["attack"],
+                    "threat_model": "black-box: the released model only, independent trainings per world",
                     "delta": delta,
                     "alpha": r["alpha"],
                 }
@@ -159,6 +161,7 @@ def _whitebox_rows(cfg: dict, delta: float):
                         "epsilon_lower_bound": lower,
                         "trials": min(r["trials_per_world"]),
                         "setting": r["setting"],
+                        "threat_model": r["threat_model"],
                         "delta": delta,
                         "alpha": r["alpha"],
                         "claimed_mu": r["claimed_mu"],
