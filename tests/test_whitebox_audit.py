@@ -129,8 +129,17 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
         assert "q = 1, 1 step, C = 0.1" in line
     line = next(line for line in md.splitlines() if "FM-A-GEM, coefficient release (white-box)" in line)
     assert "(FM-A-GEM (sound variant)) | 1 |" in line and "certified (add/remove)" in line
-    for name in ("DP cosine classifier, class sums", "DP-A-GEM, train part", "DP-A-GEM, buffer rereads"):
+    names = (
+        "DP cosine classifier, class sums",
+        "DP-A-GEM, train part",
+        "DP-A-GEM, buffer rereads",
+        "Desai et al. (as published), train part",
+        "Desai et al. (as published), buffer rereads",
+    )
+    for name in names:
         assert f"| {name} (white-box) (" in md  # every learner with a white-box audit has its rows
+    assert "| threat model |" in md and "| white-box: every privatized gradient sum (g and g_ref);" in md
+    assert "FiLM" not in md and "Poisson q" not in md  # the strong audits' rows are off by default
     assert "μ: lower bound / claim" in md and "do not test Poisson sampling" in md
     assert md.count("DP-SGD heads, weights") == 1  # three learners share the audit: it runs once
 
