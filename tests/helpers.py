@@ -36,3 +36,48 @@ def run_snakemake(
     if check and res.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
     return res
+
+
+def merge_configs(base: dict, over: dict) -> dict:
+    """Snakemake's merge of several --configfile files: key by key, the later one winning (in place)."""
+    for k, v in over.items():
+        base[k] = merge_configs(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return base
+
+
+def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
+    """A copy of the memory learners' noisy clipped gradient sum of a linear head (same random draws in the
+    same order: the Poisson sample, then the weight and bias noise), with clipping optional, for the
+    white-box audits' broken variants."""
+    import numpy as np
+
+    from dpcl.training.heads import logit_grads, per_sample_grad_norms
+
+    n = len(y)
+    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+    if batch.size:
+        xb = x[batch]
+        d = logit_grads(head.w, head.b, xb, y[batch], active)
+        if clipped:
+            d *= np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
+        g_w += d.T @ xb
+        g_b += d.sum(axis=0)
+    if sigma > 0:
+        g_w += sigma * clip * gen.standard_normal(g_w.shape)
+        g_b += sigma * clip * gen.standard_normal(g_b.shape)
+    return g_w, g_b
+
+
+def adam_step(head, grads, moments, cfg, step: int) -> None:
+    """The memory learners' Adam step on the head (g / normaliser, bias-corrected) in place; ``moments`` is
+    [m, v], each a [weight, bias] pair of arrays."""
+    import numpy as np
+
+    m, v = moments
+    b1, b2 = cfg.betas
+    for k, (p, g) in enumerate(((head.w, grads[0]), (head.b, grads[1]))):
+        g = g / cfg.normaliser
+        m[k] = b1 * m[k] + (1 - b1) * g
+        v[k] = b2 * v[k] + (1 - b2) * g * g
+        p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)

@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 
 import yaml
+from helpers import merge_configs
 
 from dpcl.config import validate_config
 
@@ -16,16 +17,9 @@ AUDIT = yaml.safe_load((ROOT / "config" / "audit.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
 
-def _merge(base: dict, over: dict) -> dict:
-    """Snakemake's merge of several --configfile files: key by key, the later one winning."""
-    for k, v in over.items():
-        base[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
-    return base
-
-
 def test_the_audit_overlay_only_strengthens_the_audit_block():
     default = validate_config(copy.deepcopy(DEFAULT))
-    strong = validate_config(_merge(copy.deepcopy(DEFAULT), AUDIT))
+    strong = validate_config(merge_configs(copy.deepcopy(DEFAULT), AUDIT))
     assert set(AUDIT) == {"results", "audit"} and strong["results"] != default["results"]
     for key in set(default) - {"results", "audit"}:
         assert strong[key] == default[key], key

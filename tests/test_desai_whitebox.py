@@ -15,33 +15,17 @@ import math
 
 import numpy as np
 import pytest
+from helpers import adam_step, noisy_head_sum
 
 from dpcl.learners import desai as desai_mod
 from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD
 from dpcl.learners.desai import lemma2_noise
 from dpcl.learners.desai_whitebox import audit_whitebox
-from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms
+from dpcl.training.heads import LinearHead
 from dpcl.training.projection import project
 
 DELTA = 1e-5
 AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
-
-
-def _noisy_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
-    n = len(y)
-    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
-    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
-    if batch.size:
-        xb = x[batch]
-        d = logit_grads(head.w, head.b, xb, y[batch], active)
-        if clipped:
-            d *= np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
-        g_w += d.T @ xb
-        g_b += d.sum(axis=0)
-    if sigma > 0:
-        g_w += sigma * clip * gen.standard_normal(g_w.shape)
-        g_b += sigma * clip * gen.standard_normal(g_b.shape)
-    return g_w, g_b
 
 
 def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
@@ -49,11 +33,12 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
     by ``ref_noise``, the train branch's clipping skipped, or ``rereads`` draws of g_ref a step."""
 
     def train(head, x, y, blocks, cfg, *, sigma, q_ref, gen, gen_ref, gen_choice, active, observe=None):
-        m = [np.zeros_like(head.w), np.zeros_like(head.b)]
-        v = [np.zeros_like(head.w), np.zeros_like(head.b)]
-        b1, b2 = cfg.betas
+        moments = [
+            [np.zeros_like(head.w), np.zeros_like(head.b)],
+            [np.zeros_like(head.w), np.zeros_like(head.b)],
+        ]
         for step in range(1, cfg.steps + 1):
-            g_w, g_b = _noisy_sum(
+            g_w, g_b = noisy_head_sum(
                 head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active, clipped=clip_train
             )
             if observe is not None:
@@ -61,18 +46,14 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
             if blocks:
                 s = int(gen_choice.integers(len(blocks)))
                 for _ in range(rereads):
-                    r_w, r_b = _noisy_sum(
+                    r_w, r_b = noisy_head_sum(
                         head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, ref_noise * sigma, gen_ref, active
                     )
                     if observe is not None:
                         observe(step, "reference", r_w.copy(), r_b.copy(), head)
                 g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
                 g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
-            for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
-                g = g / cfg.normaliser
-                m[k] = b1 * m[k] + (1 - b1) * g
-                v[k] = b2 * v[k] + (1 - b2) * g * g
-                p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+            adam_step(head, (g_w, g_b), moments, cfg, step)
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0, "block_counts": [0] * len(blocks)}
 
     return train

@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 
 import yaml
+from helpers import merge_configs
 
 from dpcl.config import validate_config
 
@@ -15,13 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FULL = yaml.safe_load((ROOT / "config" / "film_cpu.yaml").read_text())
 CI = yaml.safe_load((ROOT / "config" / "film_cpu_ci.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-
-
-def _merge(base: dict, over: dict) -> dict:
-    """Snakemake's merge of several --configfile files: key by key, the later one winning."""
-    for k, v in over.items():
-        base[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
-    return base
 
 
 def test_film_cpu_runs_the_film_learners_beside_cosine_and_peft_head_on_the_embedded_backbone():
@@ -40,7 +34,7 @@ def test_film_cpu_runs_the_film_learners_beside_cosine_and_peft_head_on_the_embe
 
 def test_ci_overlay_only_shrinks_the_run():
     full = validate_config(copy.deepcopy(FULL))
-    ci = validate_config(_merge(copy.deepcopy(FULL), CI))
+    ci = validate_config(merge_configs(copy.deepcopy(FULL), CI))
     assert ci["results"] not in (full["results"], DEFAULT["results"])
     assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones"}
     assert set(ci["seeds"]) < set(full["seeds"])
