@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paper's whole DAG in miniature (config/paper_mini.yaml over config/paper.yaml): every rule
 # of the paper grid executes on synthetic data in the real file formats, then `dpcl miniature
-# check` compares the run with the full paper DAG (README: "The paper's whole DAG in miniature").
+# check` compares the run with the full paper DAG (docs/reproducing.md: "The paper's whole DAG in miniature").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p results/paper_mini

@@ -257,7 +257,7 @@ def test_fig3_is_drawn_from_base_dataset_runs_only(tmp_path):
 
 
 def test_dp_agem_has_its_own_study_with_a_buffer_rate(monkeypatch, tmp_path):
-    """Issue 14 item 3: DP-A-GEM is tuned on its own (the head ranges plus its buffer rate), each
+    """DP-A-GEM is tuned on its own (the head ranges plus its buffer rate), each
     trial running its two-task loop with the buffer reread at the trial's rate and its own σ_ref;
     the agem stage then runs the tuned buffer rate."""
     pytest.importorskip("optuna")

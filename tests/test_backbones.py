@@ -74,7 +74,7 @@ def test_feature_extraction_matches_model_and_cache_roundtrip(tmp_path):
 
 
 def test_a_changed_or_truncated_feature_cache_is_refused_by_name(tmp_path):
-    """Issue 18 items 5-6: every read verifies the content hash; a cache rewritten with shuffled
+    """Every read verifies the content hash; a cache rewritten with shuffled
     labels under its old metadata, or cut short, names the file and the fix instead of being used."""
     import json
 

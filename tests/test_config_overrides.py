@@ -1,4 +1,4 @@
-"""Issue 18 items 1, 2 and 4: `--config` overrides arrive typed as a config file's values, a
+"""`--config` overrides arrive typed as a config file's values, a
 misspelled key is named with the closest known one, and `dpcl config validate` on a bad path
 says so in one line."""
 
@@ -103,7 +103,7 @@ def test_a_misspelled_key_is_named_without_the_filled_in_config(edit, message):
 
 
 def test_snakemake_dry_run_takes_typed_overrides(tmp_path):
-    """The README's override examples through the real Snakefile (a dry run of the default)."""
+    """The override examples of docs/configuration.md through the real Snakefile (a dry run of the default)."""
     cmd = [
         sys.executable,
         "-m",
@@ -141,7 +141,7 @@ def test_config_validate_on_a_bad_path_prints_one_line(tmp_path, capsys, kind):
 
 
 def test_values_that_would_fail_inside_jobs_are_refused_at_validation(tmp_path):
-    """Issue 18 item 3: a missing checkpoint, more tasks than classes, a -parent remapping on a data
+    """A missing checkpoint, more tasks than classes, a -parent remapping on a data
     set without a hierarchy, 5-datasets' scenario on another data set — named before any job."""
     from dpcl.config import ConfigWarning
 

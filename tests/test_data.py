@@ -267,7 +267,7 @@ def test_holdout_fraction_sets_aside_a_public_tuning_share(fake_fmnist, tmp_path
 
 
 def test_obtained_files_are_hashed_and_checked_on_every_read(tmp_path):
-    """Issue 18 item 7: MANIFEST.json records every file's sha256; a file changed after it was
+    """MANIFEST.json records every file's sha256; a file changed after it was
     obtained (another valid gzip), a missing one or a garbage manifest is refused by name."""
     import gzip
     import json

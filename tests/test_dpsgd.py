@@ -199,7 +199,7 @@ def test_tuning_split_and_tuned_config():
 
 
 def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
-    """Issue 18 item 11: finished trials persist in an Optuna journal; a retried job (after an
+    """Finished trials persist in an Optuna journal; a retried job (after an
     error or a kill mid-trial) continues after them and ends with the result of one unbroken search."""
     pytest.importorskip("optuna")
     import optuna

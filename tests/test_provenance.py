@@ -1,4 +1,4 @@
-"""Issue 18 items 8-9: a rule reruns when the library code its script reaches changes (and only
+"""A rule reruns when the library code its script reaches changes (and only
 then), and outputs record what produced them."""
 
 from __future__ import annotations

@@ -341,7 +341,8 @@ def load_notmnist(root: str | Path, split: str) -> ImageDataset:
 # --- ImageNet-R (Hendrycks et al. 2021) ----------------------------------------------------
 
 IMAGENET_R_URLS = ("https://people.eecs.berkeley.edu/~hendrycks/",)
-# md5 as given in the issue; not confirmed against a published value offline (see README).
+# md5 of imagenet-r.tar as recorded when this loader was written; not yet confirmed against a
+# checksum the authors publish (none could be fetched offline).
 IMAGENET_R_FILE = RemoteFile("imagenet-r.tar", "a61312130a589d0ca1a8fca1f2bd5337", "")
 _IMAGENET_R_MEMBER = re.compile(r"(?:^|/)(n\d{8})/([^/]+\.(?:jpe?g|png))$", re.IGNORECASE)
 

@@ -1,0 +1,148 @@
+"""Write the measured numbers the docs and the README show, from a run's output files.
+
+    python docs/update_numbers.py [--results results]
+
+Reads (each optional; a missing input leaves its outputs as they are and says so):
+
+* ``<results>/tables/split_fmnist.md``: the embedded default benchmark's table, written by the
+  pipeline (``snakemake --cores all``);
+* ``<results>/ci/timings.tsv``: one ``step<TAB>seconds`` line per step of ``.ci/run``, which writes it;
+* ``<results>/ci/pytest.xml``: the test suite's JUnit report, which ``.ci/run`` asks pytest for.
+
+Writes ``docs/_numbers/default_table.md`` and ``docs/_numbers/timings.md`` (included by the docs pages)
+and the blocks of ``README.md`` between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->``.
+``tests/test_docs.py`` checks that the README's blocks equal what this script writes from the files in
+``docs/_numbers/``, so no number in them is edited by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBERS = ROOT / "docs" / "_numbers"
+README = ROOT / "README.md"
+
+# what .ci/run names its steps, in the order the table lists them
+STEPS = {
+    "install": "install (apt, pip)",
+    "lint": "linters (snakefmt, snakemake --lint, ruff)",
+    "docs": "docs (sphinx-build -W)",
+    "default": "embedded default pipeline, clean `results/`",
+    "paper_mini": "miniature paper run (`.ci/paper_mini.sh`)",
+    "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`)",
+    "audit": "strong privacy audits (`.ci/audit.sh`)",
+    "slurm": "SLURM integration test",
+    "pytest": "test suite (`python -m pytest`)",
+    "total": "all of `.ci/run`",
+}
+
+
+def minutes(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60} s"
+
+
+def default_table(results: Path) -> str | None:
+    path = results / "tables" / "split_fmnist.md"
+    if not path.exists():
+        return None
+    rows = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    if len(rows) < 3:
+        raise SystemExit(f"{path}: no table found")
+    return "\n".join(rows) + "\n"
+
+
+def read_timings(results: Path) -> dict[str, float] | None:
+    path = results / "ci" / "timings.tsv"
+    if not path.exists():
+        return None
+    timings = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        name, _, value = line.partition("\t")
+        if name not in STEPS:
+            raise SystemExit(f"{path}:{n}: unknown step {name!r}; known: {', '.join(STEPS)}")
+        timings[name] = float(value)
+    return timings
+
+
+def read_tests(results: Path) -> tuple[int, float] | None:
+    path = results / "ci" / "pytest.xml"
+    if not path.exists():
+        return None
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    return int(suite.get("tests")), float(suite.get("time"))
+
+
+def timings_page(timings: dict[str, float], tests: tuple[int, float] | None) -> str:
+    lines = [
+        "| step of `.ci/run` | wall time |",
+        "|---|---|",
+    ]
+    for key, label in STEPS.items():
+        if key in timings:
+            extra = f" ({tests[0]} tests)" if key == "pytest" and tests else ""
+            lines.append(f"| {label} | {minutes(timings[key])}{extra} |")
+    return "\n".join(lines) + "\n"
+
+
+def timings_summary(timings: dict[str, float], tests: tuple[int, float] | None) -> str:
+    parts = []
+    if "default" in timings:
+        parts.append(f"the default pipeline {minutes(timings['default'])}")
+    if "pytest" in timings:
+        count = f"{tests[0]} tests" if tests else "the tests"
+        parts.append(f"{count} {minutes(timings['pytest'])}")
+    if "total" in timings:
+        parts.append(f"all of `.ci/run` {minutes(timings['total'])}")
+    return "Measured in the last CI rehearsal on 2 cores: " + "; ".join(parts) + ".\n"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"(<!-- numbers:{name} -->\n).*?(<!-- /numbers:{name} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"README.md has no block <!-- numbers:{name} --> ... <!-- /numbers:{name} -->")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+def readme_blocks() -> dict[str, str]:
+    """The README's generated blocks, from the files in docs/_numbers/."""
+    return {
+        "default-table": (NUMBERS / "default_table.md").read_text(),
+        "timings": (NUMBERS / "timings_summary.md").read_text(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=ROOT / "results", help="a run's results folder")
+    args = parser.parse_args(argv)
+    NUMBERS.mkdir(exist_ok=True)
+    table = default_table(args.results)
+    if table is None:
+        print(f"{args.results}/tables/split_fmnist.md missing: default table unchanged", file=sys.stderr)
+    else:
+        (NUMBERS / "default_table.md").write_text(table)
+    timings = read_timings(args.results)
+    if timings is None:
+        print(f"{args.results}/ci/timings.tsv missing: timings unchanged", file=sys.stderr)
+    else:
+        tests = read_tests(args.results)
+        (NUMBERS / "timings.md").write_text(timings_page(timings, tests))
+        (NUMBERS / "timings_summary.md").write_text(timings_summary(timings, tests))
+    text = README.read_text()
+    for name, body in readme_blocks().items():
+        text = replace_block(text, name, body)
+    README.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
