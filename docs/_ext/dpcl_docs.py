@@ -88,10 +88,15 @@ def config_reference() -> str:
     lines = []
     top = schema["properties"]
     missing = []
-    for key in top:
-        entries = [(key, dict(top[key], _required=key in schema.get("required", [])))]
-        entries += list(_children(top[key], f"{key}."))
-        lines += [f"### `{key}`", ""]
+    scalars = [k for k in top if not list(_children(top[k], f"{k}."))]
+    blocks = [k for k in top if k not in scalars]
+    sections = [("Top-level keys", scalars)] + [(f"`{k}`", [k]) for k in blocks]
+    for title, keys in sections:
+        entries = []
+        for key in keys:
+            entries.append((key, dict(top[key], _required=key in schema.get("required", []))))
+            entries += list(_children(top[key], f"{key}."))
+        lines += [f"### {title}", ""]
         for dotted, node in entries:
             description = " ".join(str(node.get("description", "")).split())
             if not description:
@@ -137,6 +142,9 @@ def cli_reference() -> str:
         for action in positionals + options:
             name = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.metavar or action.dest}`"
             text = " ".join((action.help or "").split()) % {"default": action.default, "prog": command}
+            text = text[:1].upper() + text[1:]
+            if text and not text.endswith("."):
+                text += "."
             if action.choices and not isinstance(action, argparse._SubParsersAction):
                 text += " Choices: " + ", ".join(f"`{c}`" for c in action.choices) + "."
             if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text.lower():
