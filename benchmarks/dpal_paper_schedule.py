@@ -1,4 +1,4 @@
-"""The authors' step-amplification schedule (paper 004) re-accounted per group, against ours.
+"""The authors' step-amplification schedule ([Schwethelm2025]) re-accounted per group, against ours.
 
 Computes the released schedule (:func:`dpcl.active.paper_schedule.authors_run`) at the CIFAR-10
 settings of the paper (Table III; ``scripts/entropy.sh`` of ``kschwethelm/DPAL``): initial set

@@ -1,4 +1,4 @@
-"""DP active learning (paper 004): schedules, per-record rates, DP selection, the per-group ledger."""
+"""DP active learning ([Schwethelm2025]): schedules, per-record rates, DP selection, the per-group ledger."""
 
 import json
 import logging
@@ -341,7 +341,7 @@ def test_a_run_on_a_schedule_not_certified_fails_unless_it_states_the_published_
     record = {"mechanism": "random_poisson", "phases": 2}
     with pytest.raises(PrivacyBudgetExceeded, match="own histories"):
         group_ledger(authors, record, "poisson")
-    p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "paper 004, Alg. 3"})
+    p = group_ledger(authors, record, "poisson", claim={"epsilon": 8.0, "source": "[Schwethelm2025], Alg. 3"})
     assert p["guarantee_holds"] is False and max(g["epsilon"] for g in p["groups"]) > 8.5
 
 

@@ -1,4 +1,4 @@
-"""DP-AL per-group accounting with the PLD (paper 004): rate solves, schedules solved and stated with
+"""DP-AL per-group accounting with the PLD ([Schwethelm2025]): rate solves, schedules solved and stated with
 the pessimistic PLD, catch-up targets that train every group, and the three-valued verdict on the
 authors' schedule."""
 

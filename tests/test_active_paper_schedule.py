@@ -1,4 +1,4 @@
-"""The authors' step amplification (paper 004, released code) re-accounted per group.
+"""The authors' step amplification ([Schwethelm2025], released code) re-accounted per group.
 
 The released schedule solves the rate of *all* old records against the history of the initial
 group D₁ only; records selected in a middle phase have another history and end above ε.

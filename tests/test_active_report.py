@@ -1,4 +1,4 @@
-"""Tables and figures of DP active learning (paper 004) from a synthetic summary CSV and real schedules."""
+"""Tables and figures of DP active learning ([Schwethelm2025]) from a synthetic summary CSV and real schedules."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_tables_full(tmp_path):
     v = 100 * np.array([_acc("entropy-dp-sa", "imbalanced", "paper", 8.0, 2.0, s) for s in SEEDS])
     assert r["n"] == 3 and r["mean"] == pytest.approx(v.mean(), abs=1e-3)
     assert r["sd"] == pytest.approx(v.std(ddof=1), abs=1e-3) and r["guarantee_holds"] == 0
-    pub = csv[(csv["source"] == "paper 004") & (csv["method"] == "random-naive")]
+    pub = csv[(csv["source"] == "[Schwethelm2025]") & (csv["method"] == "random-naive")]
     assert sorted(pub["mean"]) == [63.40, 69.84]
 
     # Table II: settings as columns (ours ∪ the paper's), Random / Entropy rows per pool × mode, then published
@@ -193,7 +193,7 @@ def test_tables_full(tmp_path):
     assert rows[0][5] == rows[0][4] == rows[0][6] == _expected("random-nal", "balanced", "paper", 8.0, 0.0)
     assert rows[1][4] == _expected("entropy-dp-sa", "balanced", "paper", 8.0, 1.0)
     assert rows[1][6] == _expected("entropy-dp-sa", "balanced", "paper", 8.0, 4.0)
-    assert rows[-2][1] == "Random" and "paper 004" in rows[-2][0]
+    assert rows[-2][1] == "Random" and "[Schwethelm2025]" in rows[-2][0]
     assert rows[-2][2] == "57.73 ± 0.85" and rows[-2][4] == MISSING and rows[-1][7] == "71.93 ± 0.48"
 
     # Table II restricted to the configured settings (the config's table2_settings; a Fig. 5 sweep adds no column)

@@ -1,4 +1,4 @@
-"""DP-A-GEM baseline (paper 000 App. D.4): projection, buffer, accounting, end to end."""
+"""DP-A-GEM baseline ([LabelSpace] App. D.4): projection, buffer, accounting, end to end."""
 
 import json
 import math

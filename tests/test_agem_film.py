@@ -1,4 +1,4 @@
-"""DP-A-GEM with FiLM (paper 000 App. D.4): buffer, projection, noise, ledger, determinism.
+"""DP-A-GEM with FiLM ([LabelSpace] App. D.4): buffer, projection, noise, ledger, determinism.
 
 A tiny random-init timm ViT (the helpers of test_film.py) on CPU; images round-trip
 through idx files. Every check runs the real training loop (:func:`dpcl.training.film.train_film`

@@ -1,4 +1,4 @@
-"""Empirical privacy audits and the label-space attack game (paper 000 Fig. 1, Prop. 4.1).
+"""Empirical privacy audits and the label-space attack game ([LabelSpace] Fig. 1, Prop. 4.1).
 
 Statistical checks use fixed seeds and tolerances from the distributions: Clopper-Pearson
 bounds hold with probability ≥ 1 − α by construction, and "the audit reaches at least X"

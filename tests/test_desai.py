@@ -1,4 +1,4 @@
-"""Paper 002's DP-CL as published (Alg. 1, Lemma 2): calibration, block choice, claim vs accountant, end to end."""
+"""[Desai2021]'s DP-CL as published (Alg. 1, Lemma 2): calibration, block choice, claim vs accountant, end to end."""
 
 import json
 import math
@@ -240,7 +240,7 @@ def test_claim_numbers_against_dp_accounting_directly(noise_untuned):
         (33, 0, "not_certified"),  # upper 1.0029, lower 0.9963
         (34, 0, "violated"),  # lower 1.0004: the first T where the claim fails under add/remove
         (12, 1, "certified"),  # Def. 2: upper 0.9970
-        (13, 1, "violated"),  # lower 1.0017: the first T where it fails under paper 002's Def. 2
+        (13, 1, "violated"),  # lower 1.0017: the first T where it fails under [Desai2021] Def. 2
     ],
 )
 def test_where_the_claim_first_fails(noise_untuned, n_tasks, adjacency, verdict):
@@ -267,7 +267,7 @@ def test_tuned_seed0_rates_violate_the_claim():
 
 def test_release_labels_reason_names_the_label_release(noise_same):
     c = desai_claim(noise_same, CFG, AGEM_SAME, 4, label_release_epsilon=0.1)
-    assert "label release (ε = 0.1 per task, not part of paper 002)" in c["reason"]
+    assert "label release (ε = 0.1 per task, not part of [Desai2021])" in c["reason"]
     assert f"{c['accounted_training_epsilon'] + 0.1:.4g}" in c["reason"]
 
 
@@ -374,7 +374,7 @@ def test_private_run_records_verify_and_hold_no_counts(noise):
 
 
 def test_nonprivate_learns_a_separable_three_task_problem():
-    """Base Dataset label space (every label output at every task), the setting of paper 000's
+    """Base Dataset label space (every label output at every task), the setting of [LabelSpace]'s
     comparison with Desai et al. (Sec. 6.1, Fig. 3). (With per-task label spaces the linear head
     forgets more, as DP-A-GEM's does: final accuracy about 0.7 on this problem.)"""
     cfg = DPSGDConfig(sample_rate=0.5, epochs=20, lr=0.01, clip=1.0, normaliser=20.0)

@@ -250,7 +250,7 @@ def test_bar_panels_leave_no_empty_slot_for_a_method_a_learner_did_not_run(tmp_p
 
 
 def test_fig3_titles_carry_the_published_claims_verdicts(tmp_path, drawn):
-    ar, d2 = "add/remove one individual (task-wise)", "paper 002 Def. 2 (...)"
+    ar, d2 = "add/remove one individual (task-wise)", "[Desai2021] Def. 2 (...)"
     fig3 = [
         {
             "learner": lr,

@@ -1,4 +1,4 @@
-"""FiLM PEFT members trained with DP-SGD on images (paper 000 Alg. 2, App. D, D.1).
+"""FiLM PEFT members trained with DP-SGD on images ([LabelSpace] Alg. 2, App. D, D.1).
 
 A tiny random-init timm ViT (32 px, patch 8, depth 2) on CPU; images are written as idx
 files (the on-disk format of the image datasets) and read back.

@@ -1,4 +1,4 @@
-"""FM-A-GEM: the sound functional-mechanism variant of L2DP-ML (paper 001 Sec. 4).
+"""FM-A-GEM: the sound functional-mechanism variant of L2DP-ML ([Lai2022] Sec. 4).
 
 Sensitivity of the released Taylor coefficients, fresh per-task noise, a memory of releases only,
 the PSD post-processing, learning, determinism, the ledger and neighbour invariance.

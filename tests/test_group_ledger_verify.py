@@ -1,4 +1,4 @@
-"""The DP active-learning group-ledger verifier against an adversary (paper 004's per-group accounting).
+"""The DP active-learning group-ledger verifier against an adversary ([Schwethelm2025]'s per-group accounting).
 
 Genuine ledgers come from the writer's own path (the schedule builders, ``selection_record`` and
 ``group_ledger``) at a tiny public plan; every forgery an independent review fed to
@@ -30,7 +30,7 @@ PLAN = dict(epsilon=8.0, delta=1e-5, initial_size=120, query_sizes=(120, 60), ba
 N_POOL = 1200  # the pool's planned size (public)
 K = 5  # classes of the (imaginary) data set
 REJECT = (LedgerError, PrivacyBudgetExceeded)
-CLAIM = {"source": "paper 004, Alg. 3", "claimed_epsilon": 8.0, "delta": 1e-5}
+CLAIM = {"source": "[Schwethelm2025], Alg. 3", "claimed_epsilon": 8.0, "delta": 1e-5}
 
 
 def _make(kind: str, sel_eps: float, acq: str, selection: str, mode: str, claim=None, **plan) -> dict:

@@ -1,4 +1,4 @@
-"""L2DP-ML as published (paper 001): the algorithm as written, its claim, and why the claim fails."""
+"""L2DP-ML as published ([Lai2022]): the algorithm as written, its claim, and why the claim fails."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_ledger_says_the_guarantee_does_not_hold_and_counts_stay_out_of_it():
         tasks, [], [[0, 1], [2, 3]], 4, CFG, 1.0, rng_for=lambda t, p: rng(0, "t", t, p)
     )
     ledger = Ledger(
-        Budget(1.0, 1e-5), 2, claim={"source": "paper 001 Theorem 2", "holds": False, "reasons": WHY_NOT_DP}
+        Budget(1.0, 1e-5), 2, claim={"source": "[Lai2022] Theorem 2", "holds": False, "reasons": WHY_NOT_DP}
     )
     for t, rec in enumerate(records):
         ledger.add(t, {"mechanism": "data_independent", "epsilon": 0.0, "delta": 0.0})

@@ -1,4 +1,4 @@
-"""Figs. 4-7, A3-A9 (paper 000 Sec. 6, App. E.1, F) from run metrics, and the self-contained HTML report page."""
+"""Figs. 4-7, A3-A9 ([LabelSpace] Sec. 6, App. E.1, F) from run metrics, and the self-contained HTML report page."""
 
 from __future__ import annotations
 
@@ -508,7 +508,7 @@ def test_markdown_tables_drop_the_separator_row():
     assert out.count("<tr>") == 2 and "<h5>T</h5>" in out and "<p>text after</p>" in out
 
 
-# --- Paper 003 Fig. 4: Not Blurry vs I-Blurry vs Si-Blurry -----------------------------------
+# --- [Tobaben2024] Fig. 4: Not Blurry vs I-Blurry vs Si-Blurry -----------------------------------
 
 TRIO = {
     **BENCHMARKS,
@@ -574,7 +574,7 @@ def test_p003_fig4_draws_samples_and_accuracy_for_a_trio_and_a_note_otherwise(tm
     notes = plot_p003_fig4_blurry({}, _outs(tmp_path, "p003n"))
     assert "i-Blurry (disjoint_pct 50, blurry_pct 10)" in notes[0] and "Si-Blurry" in notes[0]
     _assert_figure(tmp_path / "p003n")
-    assert caption("p003_fig4_blurry").startswith("Paper 003 Fig. 4")
+    assert caption("p003_fig4_blurry").startswith("[Tobaben2024] Fig. 4")
 
 
 def test_stage_draws_p003_fig4_from_scenario_files_only_for_a_trio(tmp_path, monkeypatch):

@@ -26,12 +26,12 @@ def ref() -> pd.DataFrame:
     return load_reference()
 
 
-# (keys, cell string copied verbatim from the paper text). Paper 000 Tables A3-A7 print
-# "(2nd worst), median, (2nd best)"; A8-A10 "mean $\pm$ std" (or a bare mean); paper 003's
+# (keys, cell string copied verbatim from the paper text). [LabelSpace] Tables A3-A7 print
+# "(2nd worst), median, (2nd best)"; A8-A10 "mean $\pm$ std" (or a bare mean); [Tobaben2024]'s
 # F.1/F.2 lost the ± sign in the text extraction: "mean std".
 # fmt: off
 VERBATIM = [
-    # paper 000 Table A3 (line 1172 ff.)
+    # [LabelSpace] Table A3 (line 1172 ff.)
     (dict(table="A3", dataset="cifar100", epsilon="1", learner="cosine", label_method="oracle"), "(78.3), 78.4, (78.5)"),
     (dict(table="A3", dataset="imagenet_r", epsilon="8", learner="peft_film", label_method="release-tuned"), "(61.5), 64.0, (65.4)"),
     (dict(table="A3", dataset="cifar100", epsilon="8", learner="peft_film", label_method="public-x1000"), "(84.9), 85.7, (85.7)"),
@@ -60,7 +60,7 @@ VERBATIM = [
     # Table A10 (5-datasets)
     (dict(table="A10", epsilon="inf", learner="peft_film", metric="af"), "14.00 $\\pm$ 11.00"),
     (dict(table="A10", epsilon="1", learner="cosine", metric="aa"), "58.54 $\\pm$ 0.35"),
-    # paper 003 App. F.1 (label space) and F.2 (blurry tasks)
+    # [Tobaben2024] App. F.1 (label space) and F.2 (blurry tasks)
     (dict(table="F1", dataset="imagenet_r", epsilon="1", learner="cosine", label_method="public-x100"), "11.66 0.88"),
     (dict(table="F1", dataset="cifar100", epsilon="1", learner="peft_film", label_method="oracle"), "77.92 3.32"),
     (dict(table="F2", epsilon="inf", learner="peft_film", setting="siblurry"), "52.74 26.11"),

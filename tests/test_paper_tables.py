@@ -411,7 +411,7 @@ def test_a8_to_a10_report_the_sample_std_and_a9_notes_the_papers_three_seeds(tab
     assert "std" not in _our_stats([70.0], "mean")[0]  # one seed: no spread to report
 
 
-# --- paper 003 Tables F.1 and F.2 ------------------------------------------------------------
+# --- [Tobaben2024] Tables F.1 and F.2 ------------------------------------------------------------
 
 
 def _cell_of(t, *row):
@@ -441,12 +441,12 @@ def test_f1_mean_std_beside_paper_003(tables):
     notes = " ".join(t.notes)
     assert (
         "ddof = 1" in notes
-        and "paper 003" in notes
+        and "[Tobaben2024]" in notes
         and "add public-x10" in notes
         and "add public-x100" in notes
     )
     assert "add peft_film" in notes
-    assert "(paper 003)" in to_latex(t) and "(paper 000)" in to_latex(tables["A3"])
+    assert "([Tobaben2024])" in to_latex(t) and "([LabelSpace])" in to_latex(tables["A3"])
 
 
 def test_f1_names_the_key_a_partly_filled_column_lacks():

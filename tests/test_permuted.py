@@ -1,4 +1,4 @@
-"""The domain-incremental "permuted features" scenario (the cached-feature analogue of paper 001's
+"""The domain-incremental "permuted features" scenario (the cached-feature analogue of [Lai2022]'s
 Permuted MNIST): the split, the public permutations, and that the learner stages see task t's data
 through task t's permutation."""
 

@@ -31,11 +31,11 @@ HEADS = ["peft_head", "naive_head", "noncl_head"]
 MEMORY = [
     "agem_head",
     "desai_head",
-]  # the memory-buffer baselines (enhanced DP-A-GEM; paper 002 as published)
+]  # the memory-buffer baselines (enhanced DP-A-GEM; [Desai2021] as published)
 FUNCTIONAL = [
     "l2dpml",
     "fm_agem",
-]  # L2DP-ML as published (paper 001) and the sound functional-mechanism variant
+]  # L2DP-ML as published ([Lai2022]) and the sound functional-mechanism variant
 FILM_BASELINES = ["naive_film", "noncl_film", "agem_film"]
 FILM_RUN = (
     "1",

@@ -47,7 +47,7 @@ def tiny_run(tmp_path_factory):
             "tiny": {"arch": "tf_efficientnet_lite0", "weights": "random", "image_size": 32, "batch_size": 64}
         },
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
-        # DP active learning (paper 004) on a 250-record pool: every rule of active.smk
+        # DP active learning ([Schwethelm2025]) on a 250-record pool: every rule of active.smk
         "active": {
             "enabled": True,
             "backbone": "tiny",
@@ -255,7 +255,7 @@ def test_paper_config_plans_offline(tmp_path):
     ):
         assert f"rule {rule}" in log, rule
     # tuned as the paper on the private training data (no public tune split is cached),
-    # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and 003 Fig. 4
+    # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and [Tobaben2024] Fig. 4
     assert "/tune.npz" not in log
     for seed in range(5):
         assert f"features/imagenet_r__seed{seed}/vit_b16/train.npz" in log
@@ -270,7 +270,7 @@ def test_paper_config_plans_offline(tmp_path):
 
 
 def test_active_learning_workflow(tiny_run):
-    """Paper 004 beside the CL DAG: schedules, runs per (pool, seed), summary, tables and figures."""
+    """[Schwethelm2025] beside the CL DAG: schedules, runs per (pool, seed), summary, tables and figures."""
     from dpcl.privacy.verify import verify_privacy
 
     work, res = tiny_run
@@ -296,7 +296,7 @@ def test_active_learning_workflow(tiny_run):
     summary = (out / "active" / "summary.csv").read_text().splitlines()
     assert len(summary) == 1 + len(runs)
     table = (out / "tables" / "active_table1.md").read_text()
-    for row in ("| Random |", "| Random AL |", "| Entropy |", "paper 004: CIFAR-10 ResNet-9"):
+    for row in ("| Random |", "| Random AL |", "| Entropy |", "[Schwethelm2025]: CIFAR-10 ResNet-9"):
         assert row in table, row
     for ext in ("png", "pdf"):
         assert (out / "figures" / f"active_group_privacy.{ext}").stat().st_size > 1000
@@ -306,7 +306,7 @@ def test_active_learning_workflow(tiny_run):
 
 
 def test_dpal_config_plans_offline(tmp_path):
-    """config/dpal.yaml (paper 004's full grid) validates and its active DAG resolves (a dry run)."""
+    """config/dpal.yaml ([Schwethelm2025]'s full grid) validates and its active DAG resolves (a dry run)."""
     shutil.copy(REPO / "config" / "dpal.yaml", tmp_path / "config.yaml")
     res = run_snakemake(tmp_path, "-n", "active_all")
     log = res.stdout + res.stderr

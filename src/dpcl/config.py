@@ -393,7 +393,7 @@ def _check_tuning_sizes(config: dict) -> None:
 
 
 def _check_active(config: dict) -> None:
-    """The active-learning block's references and budgets (paper 004)."""
+    """The active-learning block's references and budgets ([Schwethelm2025])."""
     act = config.get("active") or {}
     if not act.get("enabled"):
         return

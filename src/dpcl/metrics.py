@@ -1,4 +1,4 @@
-"""Continual-learning metrics (paper 000 App. D, Eq. A98-A100).
+"""Continual-learning metrics ([LabelSpace] App. D, Eq. A98-A100).
 
 acc[t, i] is the test accuracy on task i's test classes after learning task t
 (0-based here; NaN where i > t).
@@ -6,7 +6,7 @@ acc[t, i] is the test accuracy on task i's test classes after learning task t
 - forgetting f_{t,i} = max_{k < t} acc[k, i] − acc[t, i] for i < t        (A99)
   (k ranges over the rows where task i was already learned, i ≤ k < t)
 - average forgetting AF_t = mean_{i < t} f_{t,i}; undefined (NaN) for t = 0 (A100)
-- worst-case forgetting WF_t = max_{i < t} f_{t,i} (paper 002's "worst-case" view of the same f)
+- worst-case forgetting WF_t = max_{i < t} f_{t,i} ([Desai2021]'s "worst-case" view of the same f)
 
 A task without test classes of its own (possible in blurry scenarios, where a task may
 introduce no new class) has an undefined column; the means skip undefined entries.

@@ -1,4 +1,4 @@
-# DP active learning (paper 004) on cached features, beside the continual-learning DAG: schedules
+# DP active learning ([Schwethelm2025]) on cached features, beside the continual-learning DAG: schedules
 # solved once from public quantities, one job per (pool variant, seed) running every configured
 # method, then a summary, the Table I/II/V analogues and the Fig. 5 and per-group privacy figures.
 

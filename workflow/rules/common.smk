@@ -225,7 +225,7 @@ def _tuning_files(w):
 
 
 # the memory-buffer learners of registry job "agem" (the enhanced DP-A-GEM, App. D.4, and Desai et al.'s
-# DP-CL as published, paper 002): one job per seed runs them all.
+# DP-CL as published, [Desai2021]): one job per seed runs them all.
 AGEM_LEARNERS = learners.job_learners(config["learners"], "agem")
 
 AGEM = bool(AGEM_LEARNERS)
@@ -392,9 +392,9 @@ def active_report_files():
 # ---- helpers of paper_figures.smk ---------------------------------------------
 
 
-# Figs. 4-7 and A3 compare the Cosine Classifier and the PEFT Ensemble (paper 000 Sec. 6); Figs.
+# Figs. 4-7 and A3 compare the Cosine Classifier and the PEFT Ensemble ([LabelSpace] Sec. 6); Figs.
 # A4-A9 (App. F) every learner, the Naive and Non-CL baselines included. p003_fig4_blurry: paper
-# 003 Fig. 4, Not Blurry vs I-Blurry(50, 10) vs Si-Blurry on one data set (a note where the config
+# [Tobaben2024] Fig. 4, Not Blurry vs I-Blurry(50, 10) vs Si-Blurry on one data set (a note where the config
 # has no such trio).
 PAPER_FIGS = ("fig4", "fig5", "fig6", "fig7", "figA3", "figA4", "p003_fig4_blurry")
 
@@ -414,7 +414,7 @@ def _paper_task_figures():
 
 
 def _p003_fig4_scenarios():
-    """Benchmark → its first seed's scenario file, for every benchmark of a complete paper 003 Fig. 4
+    """Benchmark → its first seed's scenario file, for every benchmark of a complete [Tobaben2024] Fig. 4
     trio (the figure's per-task data panel)."""
     names = [n for trio in blurry_trios(config["benchmarks"]).values() for n in trio.values()]
     return {
@@ -426,13 +426,13 @@ def _p003_fig4_scenarios():
 
 
 def _p003_fig4_datasets():
-    """Config entries of the data sets behind paper 003 Fig. 4 (their labels count samples per task)."""
+    """Config entries of the data sets behind [Tobaben2024] Fig. 4 (their labels count samples per task)."""
     names = sorted({config["benchmarks"][n]["dataset"] for n in _p003_fig4_scenarios()})
     return {d: config["datasets"][d] for d in names}
 
 
 def paper_figure_files():
-    """Figs. 4, 5, 6, 7 (left), A3, A4, paper 003's Fig. 4 and every benchmark's A5/A6 as PNG and
+    """Figs. 4, 5, 6, 7 (left), A3, A4, [Tobaben2024] Fig. 4 and every benchmark's A5/A6 as PNG and
     PDF under results/figures/paper/."""
     files = [f"{R}/figures/paper/{fig}.{ext}" for fig in PAPER_FIGS for ext in ("png", "pdf")]
     return files + [f for outs in _paper_task_figures().values() for paths in outs.values() for f in paths]

@@ -1,5 +1,5 @@
 # The paper's Figures 4-7 (left), A3, A4 and the per-task Figures A5-A9 over all benchmarks of
-# the config, paper 003's Fig. 4, and results/report.html: one self-contained page of every table
+# the config, [Tobaben2024] Fig. 4, and results/report.html: one self-contained page of every table
 # and figure with the config that produced it.
 
 

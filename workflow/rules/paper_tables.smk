@@ -1,4 +1,4 @@
-# Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) and paper 003 Tables F.1, F.2 in their published
+# [LabelSpace] Tables A3-A10 (App. E.2, F.2-F.4) and [Tobaben2024] Tables F.1, F.2 in their published
 # layout from every run of every configured benchmark and learner, with the published number and
 # ours - published beside each cell (config/paper_reference). One set for the whole config; tables
 # whose runs are not part of it are still written, with a note naming the config keys that would

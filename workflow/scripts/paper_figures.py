@@ -1,4 +1,4 @@
-"""Figs. 4-7 (left), A3, A4, per-benchmark A5-A9 of paper 000 and paper 003 Fig. 4 (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
+"""Figs. 4-7 (left), A3, A4, per-benchmark A5-A9 of [LabelSpace] and [Tobaben2024] Fig. 4 (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
 
 from dpcl.worker import run_in_warm_worker
 

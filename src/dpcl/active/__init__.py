@@ -1,1 +1,1 @@
-"""Differentially private active learning (paper 004): schedules, acquisition, DP selection."""
+"""Differentially private active learning ([Schwethelm2025]): schedules, acquisition, DP selection."""

@@ -1,4 +1,4 @@
-"""Uncertainty acquisition functions with their clip bounds (paper 004, Sec. III-D, App. D).
+"""Uncertainty acquisition functions with their clip bounds ([Schwethelm2025], Sec. III-D, App. D).
 
 Each score is computed from the current (released, DP) model and one unlabelled record only,
 so the scores of different records are disjoint queries (parallel composition, Thm 6). Every

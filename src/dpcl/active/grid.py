@@ -6,7 +6,7 @@ phase on a random labelled set of the whole budget, the paper's "Random"), ``ran
 ``{acquisition}-{dp|nondp}-{sa|naive|cl|nr|psa}`` (``psa``: the authors' step amplification as
 released, :mod:`dpcl.active.paper_schedule`, whose runs carry the verdicts on their claim in
 ``privacy.json``). Only DP selection charges ε_Sel; random and
-non-DP selection train with the whole ε (paper 004, Sec. IV-A), so their runs are tagged sel 0.
+non-DP selection train with the whole ε ([Schwethelm2025], Sec. IV-A), so their runs are tagged sel 0.
 """
 
 from __future__ import annotations

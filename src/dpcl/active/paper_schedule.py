@@ -1,6 +1,6 @@
-"""The authors' step-amplification schedule of paper 004, re-implemented to measure its defect.
+"""The authors' step-amplification schedule of [Schwethelm2025], re-implemented to measure its defect.
 
-Paper 004 (Schwethelm et al., "Differentially Private Active Learning") computes, before any
+[Schwethelm2025] (Schwethelm et al., "Differentially Private Active Learning") computes, before any
 data is read, a DP-SGD schedule in which every training phase i ≥ 1 samples the *old* records
 (labelled before selection i) at one rate q_old,i and the records selected at selection i at
 a higher rate q_new,i, with more steps than the naive schedule so that the expected batch
@@ -358,7 +358,7 @@ def authors_run(plan: ALPlan, orders: Sequence[float] | None = None, sigma_corr:
 def authors_step_amplification(
     plan: ALPlan, orders: Sequence[float] | None = None, sigma_corr: bool = True
 ) -> Schedule:
-    """The released step-amplification schedule (paper 004, Alg. 2/3 as coded) for ``plan``.
+    """The released step-amplification schedule ([Schwethelm2025], Alg. 2/3 as coded) for ``plan``.
 
     One :class:`SegmentPlan` per training phase p, with ``rates[g]`` = q_old,p for g < p,
     q_new,p for g = p and 0 for g > p (phase 0: the naive rate for D₁). ``orders``: RDP orders
@@ -420,7 +420,7 @@ def reaccount(schedule: Schedule, orders: Sequence[float] | None = None) -> list
 
 # ----------------------------------------------------------------------------- verdict on the claim
 
-SOURCE = "paper 004 (Schwethelm et al.), Alg. 2/3 as released (kschwethelm/DPAL)"
+SOURCE = "[Schwethelm2025] (Schwethelm et al.), Alg. 2/3 as released (kschwethelm/DPAL)"
 POOL_ADJACENCY = "add/remove one record of the pool (selection + training, basic composition)"
 UPPER_METHOD = "pessimistic PLD (dp_accounting, discretisation 1e-4) of the group's own history"
 LOWER_METHOD = (

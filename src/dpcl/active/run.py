@@ -1,4 +1,4 @@
-"""One DP active-learning run on cached features (paper 004, Alg. 1 and 3).
+"""One DP active-learning run on cached features ([Schwethelm2025], Alg. 1 and 3).
 
 Pool-based: an initial labelled set D₁, then T rounds of (train, select k records, label them)
 and a final training phase, all with DP-SGD on a zero-initialised linear head over the frozen

@@ -1,4 +1,4 @@
-"""DP-SGD schedules for DP active learning (paper 004, Sec. III-B/C, Alg. 1-3, App. E-B).
+"""DP-SGD schedules for DP active learning ([Schwethelm2025], Sec. III-B/C, Alg. 1-3, App. E-B).
 
 A run has T selection phases and T + 1 training phases. Records form **groups** by when they
 were labelled: group 0 is the initial labelled set D₁, group g ≥ 1 the records selected at
@@ -52,7 +52,7 @@ REL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class ALPlan:
-    """The public inputs of a DP-AL schedule (paper 004, Alg. 3 "Require")."""
+    """The public inputs of a DP-AL schedule ([Schwethelm2025], Alg. 3 "Require")."""
 
     epsilon: float  # per-record target ε (training + selection)
     delta: float  # per-record δ, set for the whole pool (not 1/B as in the paper)

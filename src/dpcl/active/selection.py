@@ -1,6 +1,6 @@
 """Selecting records to label: the paper's top-k and a per-record selection sound under add/remove.
 
-Paper 004, Sec. III-D and Alg. 3 l. 28-30: scores clipped to [0, C_Sel] plus Laplace noise of
+[Schwethelm2025], Sec. III-D and Alg. 3 l. 28-30: scores clipped to [0, C_Sel] plus Laplace noise of
 scale C_Sel/ε_phase, ε_phase = ε_Sel/T (the authors' code; Alg. 3 prints T·C_Sel/(i·ε_Sel)),
 then the top k. Each record's noisy score is ε_phase-DP (Laplace mechanism, parallel
 composition over records), but **fixed-size** selection couples records: adding a record x

@@ -1,4 +1,4 @@
-"""The label-space attack game (paper 000 Fig. 1) and empirical privacy audits (canary-based,
+"""The label-space attack game ([LabelSpace] Fig. 1) and empirical privacy audits (canary-based,
 Clopper-Pearson) of mechanisms and learners.
 
 May import: privacy/, learners/, data/, seeding. Audits sit above the learners they audit; privacy/

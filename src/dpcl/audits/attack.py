@@ -1,4 +1,4 @@
-"""The output-label-space attack game (paper 000 Fig. 1, Sec. 4.1, Prop. 4.1, App. C.1).
+"""The output-label-space attack game ([LabelSpace] Fig. 1, Sec. 4.1, Prop. 4.1, App. C.1).
 
 The challenger holds D (classes of given sizes) and D' = D ∪ {(x*, y*)} with a label
 y* that does not occur in D. A fair coin picks which one is used; the attacker sees only

@@ -9,7 +9,7 @@ reports the resulting ε that holds with confidence 1 − α. If this lower boun
 the claimed ε, the implementation does not meet its claim (up to probability α).
 
 Audited here (neighbouring datasets differ in one individual, add/remove adjacency):
-- label release (paper 000 Sec. 4.2, Eq. 7; App. C.3, Thm C.3): a class of size n vs
+- label release ([LabelSpace] Sec. 4.2, Eq. 7; App. C.3, Thm C.3): a class of size n vs
   n + 1, and a new label (0 vs 1 example); S = "the label is released";
 - the cosine classifier's noisy class sums (Alg. 1, Eq. 9): one unit-norm feature more
   in one class sum; S = "the sum's projection on that feature exceeds a threshold".

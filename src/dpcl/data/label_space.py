@@ -1,4 +1,4 @@
-"""Output label spaces O_t per task (paper 000 Sec. 4, 6).
+"""Output label spaces O_t per task ([LabelSpace] Sec. 4, 6).
 
 Methods (config tags):
 - ``oracle``: O_t = labels present in D_t. A leaky baseline: not DP for any δ < 1 (Prop. 4.1).
@@ -25,7 +25,7 @@ Methods (config tags):
 - ``release-fF``: O_t released by k-TSGD thresholding (Eq. 7) with fraction F of both ε
   and δ; data of labels not released is dropped (Prop. 4.2).
 - ``release-laplace-fF``: the same with Laplace thresholding (App. C.3, Thm C.3; the
-  mechanism of paper 003).
+  mechanism of [Tobaben2024]).
 
 Every label file carries a ``remap`` spec (rule, unknown id, parent ids); the learners
 map each task's (x, y) through :func:`remap_task_data` and the test labels through
@@ -209,7 +209,7 @@ def output_label_spaces(
                 "mechanism": "label_oracle",
                 "epsilon": math.inf,
                 "delta": 1.0,
-                "note": "O_t = labels present in D_t: not DP for any delta < 1 (paper 000 Prop. 4.1)",
+                "note": "O_t = labels present in D_t: not DP for any delta < 1 ([LabelSpace] Prop. 4.1)",
             }
         elif method.kind in ("base", "public"):
             o_t = public[t] if public is not None else list(range(n_base))
@@ -217,7 +217,7 @@ def output_label_spaces(
                 "mechanism": "data_independent",
                 "epsilon": 0.0,
                 "delta": 0.0,
-                "note": f"{method.tag}: label space fixed before seeing data (paper 000 Sec. 4.3)",
+                "note": f"{method.tag}: label space fixed before seeing data ([LabelSpace] Sec. 4.3)",
             }
         else:
             counts = dict(zip(*np.unique(labels, return_counts=True), strict=True))
@@ -244,7 +244,7 @@ def output_label_spaces(
 
 
 def keep_mask(labels: np.ndarray, label_space: list[int] | np.ndarray) -> np.ndarray:
-    """Samples whose label is in O_t; the others are dropped (paper 000 Eq. 8, R = drop)."""
+    """Samples whose label is in O_t; the others are dropped ([LabelSpace] Eq. 8, R = drop)."""
     return np.isin(np.asarray(labels), np.asarray(label_space, dtype=np.int64))
 
 
@@ -258,7 +258,7 @@ def remap_task(
     parent: dict[int, int] | np.ndarray | None = None,
     unknown: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """R_t^task of paper 000 Eq. 8: map each data label into O_t or drop the sample.
+    """R_t^task of [LabelSpace] Eq. 8: map each data label into O_t or drop the sample.
 
     R_t^label(y) = y if y ∈ O_t; otherwise, by ``rule``: ``drop``; ``hierarchy``:
     parent[y] if that is in O_t, else drop (e.g. CIFAR-100 fine → coarse); ``unknown``:

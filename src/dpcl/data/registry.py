@@ -161,7 +161,7 @@ _ENTRIES = (
         sources.NOTMNIST_CLASSES,
         display="notMNIST",
     ),
-    # ImageNet-R: 80 % of its 30,000 images (paper 000 App. E)
+    # ImageNet-R: 80 % of its 30,000 images ([LabelSpace] App. E)
     DatasetSpec(
         "imagenet_r",
         _obtain_imagenet_r,

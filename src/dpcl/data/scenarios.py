@@ -1,4 +1,4 @@
-"""Continual-learning task splits (paper 000 Sec. 6, App. D).
+"""Continual-learning task splits ([LabelSpace] Sec. 6, App. D).
 
 A scenario assigns every training sample to exactly one task and names, per task, the
 classes whose *test* data evaluate that task. Everything is deterministic in ``seed``.
@@ -94,7 +94,7 @@ def _blurry_setup(labels, n_tasks: int, disjoint_pct: float, blurry_pct: float, 
 def iblurry_scenario(
     labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
 ) -> Scenario:
-    """i-Blurry(N, M) of Koh et al. 2022 (paper 000 Sec. 3 "Blurry Tasks", Sec. 6.2).
+    """i-Blurry(N, M) of Koh et al. 2022 ([LabelSpace] Sec. 3 "Blurry Tasks", Sec. 6.2).
 
     N % of the classes are disjoint (all their samples in the one task that owns them),
     the rest are blurry; every task owns an equal share of disjoint and of blurry classes.
@@ -169,7 +169,7 @@ class SiBlurrySplit:
 def siblurry_split(
     labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
 ) -> SiBlurrySplit:
-    """Si-Blurry (Moon et al., ICCV 2023; paper 003 Sec. 7.2): stochastic blurry task boundaries.
+    """Si-Blurry (Moon et al., ICCV 2023; [Tobaben2024] Sec. 7.2): stochastic blurry task boundaries.
 
     Follows the ``varing_NM`` branch of Moon et al.'s ``OnlineSampler`` (MVP code):
     1. permute the classes; the first round(N % · C) are disjoint, the rest blurry;
@@ -243,7 +243,7 @@ def siblurry(
 
 
 def samples_per_task(train_indices: list, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Training samples per task of disjoint and of blurry classes (paper 003 Sec. 7.2: a class is
+    """Training samples per task of disjoint and of blurry classes ([Tobaben2024] Sec. 7.2: a class is
     disjoint when all its data lie in one task, blurry when they are split over several tasks).
     ``labels[i]`` is the label of train index i (a scenario file's indices are the data set's)."""
     labels = np.asarray(labels)
@@ -274,7 +274,7 @@ def make_scenario(
 
 
 def permuted_scenario(labels: np.ndarray, n_tasks: int, seed: int) -> Scenario:
-    """Domain-incremental "permuted features" (the cached-feature analogue of Permuted MNIST, paper 001
+    """Domain-incremental "permuted features" (the cached-feature analogue of Permuted MNIST, [Lai2022]
     Sec. 6): every task has every class; each class's training samples are dealt by a seeded permutation
     into ``n_tasks`` near-equal parts (each individual in exactly one task); task t sees features through
     the public permutation :func:`feature_permutation` (seed, t) of their dimensions (task 0: identity).
@@ -309,7 +309,7 @@ def feature_permutation(seed: int, task: int, dim: int) -> np.ndarray:
 
 
 def datasets_scenario(labels: np.ndarray, n_tasks: int, seed: int, classes_per_dataset: int = 10) -> Scenario:
-    """5-datasets (paper 000 App. E, F.5): task t is the whole source dataset ``order[t]``.
+    """5-datasets ([LabelSpace] App. E, F.5): task t is the whole source dataset ``order[t]``.
 
     Sources are label blocks of ``classes_per_dataset`` (label // 10 for the composite
     ``five_datasets``); ``order`` is the ``seed``-th of the n! source orders in

@@ -1,4 +1,4 @@
-"""The paper's other datasets (paper 000 App. E "Datasets" and "Licenses"): MNIST, SVHN,
+"""The paper's other datasets ([LabelSpace] App. E "Datasets" and "Licenses"): MNIST, SVHN,
 notMNIST, ImageNet-R and the composite 5-datasets. (One concept in one module: the acquisition
 and loaders of the paper's data sets beyond Fashion-MNIST and CIFAR, which share its helpers.)
 
@@ -251,7 +251,7 @@ def load_svhn(root: str | Path, split: str) -> ImageDataset:
 
 # --- notMNIST (Bulatov 2011), the paper's copy from Adversarial-Continual-Learning ----------
 
-# Paper 000 App. E: "notMNIST ... the version at git hash 339df59 found at
+# [LabelSpace] App. E: "notMNIST ... the version at git hash 339df59 found at
 # github.com/facebookresearch/Adversarial-Continual-Learning/blob/main/data/notMNIST.zip",
 # the 5-datasets copy of Ebrahimi et al. 2020: notMNIST/{Train,Test}/{A..J}/*.png (28x28 grey),
 # a fixed train/test split. No checksum is published; the manifest records its sha256.
@@ -381,7 +381,7 @@ def obtain_imagenet_r(
 ) -> dict:
     """Fetch imagenet-r.tar, split it 80/20 at random with ``split_seed`` and decode both splits.
 
-    The split is uniform over all 30,000 images (paper 000 App. E: "a random 80/20%
+    The split is uniform over all 30,000 images ([LabelSpace] App. E: "a random 80/20%
     train/test split across the whole dataset"; train classes then hold 41-334 images).
     Images are read straight from the tar (no 30,000-file extraction), resized to
     ``image_size`` squares (:func:`decode_square`) and written to memory-mappable .npy
@@ -474,7 +474,7 @@ def load_imagenet_r(root: str | Path, split: str) -> ImageDataset:
     return _load_split(root, split, "imagenet_r")
 
 
-# --- 5-datasets (Ebrahimi et al. 2020; paper 000 App. F.5) ----------------------------------
+# --- 5-datasets (Ebrahimi et al. 2020; [LabelSpace] App. F.5) ----------------------------------
 
 FIVE_DATASETS = ("mnist", "svhn", "notmnist", "fashion_mnist", "cifar10")
 

@@ -4,7 +4,7 @@ public configuration; loading the data is the stage's business, :mod:`dpcl.stage
 Four splits: ``test`` (a per-class subset of the test split), ``train`` (a per-class subset of the
 training split, after an optional public holdout), ``tune`` (held out of the training split,
 disjoint from ``train``: hyperparameter tuning touches no private task data) and ``pool`` (DP
-active learning, paper 004: training images neither ``train`` nor ``tune`` uses).
+active learning, [Schwethelm2025]: training images neither ``train`` nor ``tune`` uses).
 """
 
 from __future__ import annotations

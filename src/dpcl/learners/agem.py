@@ -1,6 +1,6 @@
 """Enhanced DP-A-GEM (Desai et al. 2021) head-only on cached features: a baseline.
 
-Paper 000 Sec. 6.1 ("Comparison with Desai et al.", Fig. 3) and App. D.4. One linear head
+[LabelSpace] Sec. 6.1 ("Comparison with Desai et al.", Fig. 3) and App. D.4. One linear head
 over the label universe (softmax restricted to ∪_{k≤t} O_k, like the Naive baseline's head) is
 trained task after task with DP-SGD. Each task's data D_t is split into disjoint parts
 D_t^train and D_t^ref; the reference parts of past tasks form the memory buffer. At every
@@ -19,7 +19,7 @@ Privacy (per individual, add/remove adjacency):
 - a D_s^ref individual is reread at every step of every later task s+1, …, T−1:
   (σ_ref, q_ref, (T−1−s)·steps), worst case s = 0 with (T−1)·steps compositions.
   σ_ref is calibrated for that worst case, so T must be known in advance (it is public:
-  part of the scenario). Paper 002's Lemma 2 charges the buffer only once; we do not.
+  part of the scenario). [Desai2021] Lemma 2 charges the buffer only once; we do not.
 - the two parts are disjoint, so they compose in parallel with each other; the task's
   label release (which counts all of D_t) composes sequentially with both.
 
@@ -266,7 +266,7 @@ def privacy_summary(
     buffer = [e for es in ledger_tasks.values() for e in es if e.get("part") == "reference"]
     return {
         "note": "baseline: the buffer keeps raw samples across tasks, which the paper's privacy model forbids "
-        "(paper 000 Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
+        "([LabelSpace] Table 1); the (ε, δ) below hold per individual under add/remove adjacency",
         "train_part": {
             "noise_multiplier": noise["noise_multiplier"],
             "sample_rate": cfg.sample_rate,

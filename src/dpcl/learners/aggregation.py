@@ -1,4 +1,4 @@
-"""Ensemble aggregation rules for the PEFT ensemble (paper 000 Eq. 11, App. D.2).
+"""Ensemble aggregation rules for the PEFT ensemble ([LabelSpace] Eq. 11, App. D.2).
 
 Each member l has logits over its own output space O_l.
 

@@ -1,4 +1,4 @@
-"""DP cosine classifier (paper 000 Sec. 5.1, Alg. 1, Eq. 9-10).
+"""DP cosine classifier ([LabelSpace] Sec. 5.1, Alg. 1, Eq. 9-10).
 
 At task t, for **every** o ∈ O_t (with data in D_t or not):
     s_o ← s_o + Σ_{x ∈ D_{t,o}} f(x)/‖f(x)‖ + N(0, σ²I).
@@ -85,7 +85,7 @@ class CosineClassifier:
             "sensitivity": SENSITIVITY,
             "noised_labels": int(len(o_t)),
             "dimension": int(self.sums.shape[1]),
-            "note": "noisy class-feature sums, unit-norm summands (paper 000 Alg. 1, Eq. 9)",
+            "note": "noisy class-feature sums, unit-norm summands ([LabelSpace] Alg. 1, Eq. 9)",
         }
 
     def predict(

@@ -1,11 +1,11 @@
-"""Desai et al. (2021) DP-CL **as published** (paper 002, Alg. 1, Lemma 2), head-only on cached features.
+"""Desai et al. (2021) DP-CL **as published** ([Desai2021], Alg. 1, Lemma 2), head-only on cached features.
 
-Paper 000 compares against an *enhanced* version of this method (:mod:`dpcl.learners.agem`,
+[LabelSpace] compares against an *enhanced* version of this method (:mod:`dpcl.learners.agem`,
 its App. D.4); this module runs the published one beside it, with the published privacy
 accounting shown as a claim and the accountant's answer in the ledger (published
 claims that do not hold are shown, not hidden).
 
-Algorithm (Alg. 1, paper 002 l. 100-133). One zero-initialised linear head over the label
+Algorithm (Alg. 1, [Desai2021] l. 100-133). One zero-initialised linear head over the label
 universe (softmax restricted to ∪_{k≤t} O_k, like :mod:`~dpcl.learners.agem`). Each task's
 data D_t is split into D_t^train and D_t^ref (l. 4); after task t, D_t^ref becomes the
 mini-memory block M_t (l. 17, 24-26). At every step of task t:
@@ -21,7 +21,7 @@ Readings of ambiguous steps (each a choice; the paper does not settle it):
 
 1. Noise placement. Alg. 1 l. 9 prints the noise inside the per-example loop. The moments
    accountant the paper cites (Abadi et al. 2016, its ref. [1]) assumes one draw per step on
-   the sum of clipped per-example gradients; we do that (also paper 000 App. D.4 item 1).
+   the sum of clipped per-example gradients; we do that (also [LabelSpace] App. D.4 item 1).
 2. Clipping of g_ref. l. 14 clips g_ref as a whole (a batch gradient). A whole-batch clip does
    not bound one individual's influence by C in the way the accountant assumes; we clip per
    example, as l. 9 does for g and as App. D.4 item 1 does.
@@ -34,7 +34,7 @@ Readings of ambiguous steps (each a choice; the paper does not settle it):
    the step loop of l. 5, so a block is drawn uniformly at every step; the authors' code
    (github.com/PhungLai728/DP-CL, ``random.randrange(task)`` per iteration) agrees. The draw
    uses its own generator (``rng_for(t, "block_choice")``): it is data-independent.
-5. Projection condition. Paper 002 prints Eq. 2 without a condition, but presents it as the
+5. Projection condition. [Desai2021] prints Eq. 2 without a condition, but presents it as the
    A-GEM approximation of Eq. 1, whose constraint binds only when violated; A-GEM (its
    ref. [7]) and the authors' code (``tf.cond(dotp >= 0, g, proj)``) project only if
    gᵀg_ref < 0. We use :func:`dpcl.training.projection.project` (that condition). Either way
@@ -48,7 +48,7 @@ Readings of ambiguous steps (each a choice; the paper does not settle it):
    the same ε_i + ε'_i for every task (the proof's base case gives task 1 only ε_1, which is
    smaller; we list ε_i + ε'_i for every task, the larger value, which is also the one the
    noise is calibrated to). Lemma 2's part 2, ε^all = Σ_i ε_i(T), is stated under paper
-   002's global adjacency (Def. 2); under the task-wise adjacency used here (paper 000
+   002's global adjacency (Def. 2); under the task-wise adjacency used here ([LabelSpace]
    App. B) per-task guarantees compose in parallel, so the claim compared is max_i ε_i(T).
 8. Split. l. 4 splits D_t "∼" at random; we use the public per-individual coin of
    :func:`~dpcl.learners.agem.split_task` (a fixed-size draw would let one individual move
@@ -86,10 +86,10 @@ Gaussian mechanism with noise multiplier σ (sensitivity 1 in units of C).
   reads at rate q_ref (ε'_i at δ/2); it is reread over T − 1 tasks, each at a lower chance. For
   T = 2 that is exactly ε'_0's reads (the claim holds); for larger T the claim is certified,
   not certified or violated depending on (σ, q, q_ref, steps, T): :func:`desai_claim` says which,
-  under add/remove and under paper 002's Def. 2.
+  under add/remove and under [Desai2021] Def. 2.
 
-Not private in paper 000's sense either way: the memory keeps raw samples across tasks
-(paper 000 Table 1). Like :mod:`~dpcl.learners.agem`, this learner exists to be compared.
+Not private in [LabelSpace]'s sense either way: the memory keeps raw samples across tasks
+([LabelSpace] Table 1). Like :mod:`~dpcl.learners.agem`, this learner exists to be compared.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ from .desai_verdicts import cached_claim_verdicts, reread_history, verify_claim
 from .registry import LearnerAudit, LearnerSpec
 
 #: the ledger of Desai et al. as published (checked by dpcl.privacy.verify against the plan): DP-A-GEM's
-#: two parts, and paper 002's Lemma 2 as a published claim with its verdicts
+#: two parts, and [Desai2021] Lemma 2 as a published claim with its verdicts
 LEDGER_SPEC = LedgerSpec(
     training=(
         EntrySpec("dpsgd", part="train", query="clipped_gradient_sums"),
@@ -129,7 +129,7 @@ LEDGER_SPEC = LedgerSpec(
 )
 
 LEARNER = "desai_head"
-CLAIM_SOURCE = "paper 002 Lemma 2"
+CLAIM_SOURCE = "[Desai2021] Lemma 2"
 
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (
@@ -156,7 +156,7 @@ CLAIM_RTOL = 1e-9  # float slack when comparing the accounted ε with the claime
 def lemma2_noise(
     epsilon: float, delta: float, cfg: DPSGDConfig, q_ref: float, cache: dict | None = None
 ) -> dict:
-    """σ as published (paper 002 Lemma 2): the smallest σ with ε_i + ε'_i ≤ ε, δ split evenly.
+    """σ as published ([Desai2021] Lemma 2): the smallest σ with ε_i + ε'_i ≤ ε, δ split evenly.
 
     ε_i = ε(σ, q, steps; δ/2) is the train part's DP-SGD and ε'_i = ε(σ, q_ref, steps; δ/2) one
     task's worth of mini-memory reads, charged once (reading 7 of the module docstring). Both
@@ -179,7 +179,7 @@ def lemma2_noise(
         "sample_rate": q,
         "reference_sample_rate": float(q_ref),
         "steps": steps,
-        "rule": "paper 002 Lemma 2: ε_i(T) = ε_i + ε'_i, δ split evenly, one σ",
+        "rule": "[Desai2021] Lemma 2: ε_i(T) = ε_i + ε'_i, δ split evenly, one σ",
     }
     if math.isinf(epsilon):
         return {
@@ -269,8 +269,8 @@ def desai_claim(
 
     Claimed: ε_i + ε'_i per task (δ split evenly), max over tasks (parallel composition), for the
     training mechanism (the label release, ``label_release_epsilon`` per task, is ours and is not
-    part of paper 002). Judged by :func:`~dpcl.learners.desai_verdicts.claim_verdicts` under add/remove
-    (task-wise) and under paper 002's Def. 2, three-valued (:mod:`dpcl.privacy.verdict`). ``accounted_training_epsilon`` is the
+    part of [Desai2021]). Judged by :func:`~dpcl.learners.desai_verdicts.claim_verdicts` under add/remove
+    (task-wise) and under [Desai2021] Def. 2, three-valued (:mod:`dpcl.privacy.verdict`). ``accounted_training_epsilon`` is the
     add/remove upper bound. Only public parameters enter, so the dict may be published.
     """
     agem.validate()
@@ -307,7 +307,7 @@ def desai_claim(
     overall = overall_verdict(verdicts)
     words = {"certified": "certified", "violated": "violated", "not_certified": "not certified"}
     label = (
-        f"; with our label release (ε = {label_release_epsilon:.4g} per task, not part of paper 002) the "
+        f"; with our label release (ε = {label_release_epsilon:.4g} per task, not part of [Desai2021]) the "
         f"per-individual total is at most {ar.upper_bound + label_release_epsilon:.4g}"
         if label_release_epsilon > 0
         else ""
@@ -502,7 +502,7 @@ def run_desai_head(
     out: dict | None = None,
     observe: Callable | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
-    """Train paper 002's DP-CL through the tasks: (predictions[t][i], raw records per task, task stats).
+    """Train [Desai2021]'s DP-CL through the tasks: (predictions[t][i], raw records per task, task stats).
 
     Arguments as :func:`dpcl.learners.agem.run_agem_head`: ``task_data[t]`` = (features, labels,
     sample ids); ``noise`` from :func:`lemma2_noise` (one σ for g and g_ref); ``rng_for(t, part)``

@@ -1,5 +1,5 @@
-"""Paper 002's Lemma 2 judged (the published claim of :mod:`dpcl.learners.desai`): the verdicts under
-add/remove and under paper 002's Def. 2 with PLD both ways, and the check that recomputes a written claim.
+"""[Desai2021] Lemma 2 judged (the published claim of :mod:`dpcl.learners.desai`): the verdicts under
+add/remove and under [Desai2021] Def. 2 with PLD both ways, and the check that recomputes a written claim.
 
 Only public parameters enter (σ, q, q_ref, steps, T, δ and the claimed ε); how the claim is calibrated
 (:func:`dpcl.learners.desai.lemma2_noise`) and written (:func:`dpcl.learners.desai.desai_claim`) stays with
@@ -15,8 +15,8 @@ from ..privacy.sgd_accounting import epsilon as sgd_epsilon
 from ..privacy.verdict import Verdict, overall_verdict
 
 #: adjacencies under which Lemma 2's claim is judged (``Verdict.adjacency``)
-ADJ_ADD_REMOVE = "add/remove one individual (task-wise, paper 000 App. B)"
-ADJ_DEF2 = "paper 002 Def. 2 (a training record and its memory copy change together)"
+ADJ_ADD_REMOVE = "add/remove one individual (task-wise, [LabelSpace] App. B)"
+ADJ_DEF2 = "[Desai2021] Def. 2 (a training record and its memory copy change together)"
 #: finer PLD grid for the lower bounds: the optimistic PLD loses up to one grid step per composed
 #: step that reads the record, so thousands of reads need a finer grid than the upper bound does
 LOWER_DISCRETIZATION = 2e-5
@@ -46,7 +46,7 @@ def claim_verdicts(
     part exactly (every other gradient zero), the rereads in the limit where the other blocks'
     gradient sums lie far from M_0's, so the chosen block can be read off the output.
 
-    Paper 002 Def. 2: a training sample and a memory sample change together (why Lemma 2 adds
+    [Desai2021] Def. 2: a training sample and a memory sample change together (why Lemma 2 adds
     ε_i + ε'_i): the train part of one task composed with M_0's rereads. Its neighbours include
     those of add/remove in M_0 alone, so its lower bound is at least that one.
     Returns the two verdicts and the numbers behind them.

@@ -1,4 +1,4 @@
-"""White-box audit of Desai et al.'s DP-CL as published (paper 002, :mod:`dpcl.learners.desai`) on its own
+"""White-box audit of Desai et al.'s DP-CL as published ([Desai2021], :mod:`dpcl.learners.desai`) on its own
 training code, :func:`~dpcl.learners.desai.run_desai_head`: its train part and its mini-memory rereads.
 
 The threat model, canaries and statistic are DP-A-GEM's (:mod:`dpcl.learners.agem_whitebox`, whose

@@ -1,4 +1,4 @@
-"""FM-A-GEM: a sound functional-mechanism variant of L2DP-ML (paper 001, Sec. 4, Alg. 1-2).
+"""FM-A-GEM: a sound functional-mechanism variant of L2DP-ML ([Lai2022], Sec. 4, Alg. 1-2).
 
 L2DP-ML perturbs the Taylor coefficients of its losses with Laplace noise drawn **once** and
 added to every example of every task, and keeps the perturbed data in an A-GEM memory. That
@@ -26,7 +26,7 @@ it sound:
    ∇ = −b̃_t + H_K W_{O_t} Ã_t, from the current W. The memory is the list of past releases
    (Ã_s, b̃_s, O_s); g_ref = ∇ Σ_{s<t} L̂_s(W), and g is projected (A-GEM, Eq. A102) when
    gᵀg_ref < 0. Everything after the release is post-processing: rereading the memory costs
-   nothing, so the tasks compose in parallel (paper 000 Thm B.7) and each task's ledger holds
+   nothing, so the tasks compose in parallel ([LabelSpace] Thm B.7) and each task's ledger holds
    one Gaussian entry. In a disjoint class-incremental scenario the task surrogates touch
    disjoint rows of W, so gᵀg_ref = 0 and the projection never fires; it acts when label
    spaces overlap (Base Dataset and public label spaces, blurry scenarios). For the same

@@ -1,4 +1,4 @@
-"""L2DP-ML (Lai et al. 2022, paper 001) as published, on cached features: a baseline whose
+"""L2DP-ML (Lai et al. 2022, [Lai2022]) as published, on cached features: a baseline whose
 privacy claim is violated under add/remove (an audit) and cannot be certified under any adjacency.
 
 Network (Sec. 4, Fig. 1): a tied-weight auto-encoder h = clip(θ₁ᵀx, [−1, 1]) with reconstruction
@@ -51,7 +51,7 @@ from .registry import LearnerAudit, LearnerSpec
 
 LEARNER = "l2dpml"
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the functional
-#: mechanism as published (not DP: ε = ∞ in the entry), with paper 001's Theorem 2 as its claim
+#: mechanism as published (not DP: ε = ∞ in the entry), with [Lai2022] Theorem 2 as its claim
 LEDGER_SPEC = LedgerSpec(training=(EntrySpec("l2dpml_functional"),), published_claim=True)
 
 #: the registry's entries (dpcl.learners.registry)
@@ -71,7 +71,7 @@ SPECS = (
         audit=LearnerAudit(
             function="dpcl.learners.l2dpml:audit_canary",
             name="L2DP-ML learner",
-            tag="as published, paper 001",
+            tag="as published, [Lai2022]",
         ),
         resources={"mem_mb": 2000, "runtime": 30},
     ),
@@ -94,7 +94,7 @@ WHY_NOT_DP = [
 
 @dataclass(frozen=True)
 class L2DPMLConfig:
-    """Settings of L2DP-ML (paper 001 leaves |h₁|, λ, the ε₁/ε₂ split and ϱ unreported)."""
+    """Settings of L2DP-ML ([Lai2022] leaves |h₁|, λ, the ε₁/ε₂ split and ϱ unreported)."""
 
     input_dim: int = 32  # d: features projected by the public projection (PCA on the tuning split)
     hidden: int = 32  # |h₁| = |h_π|
@@ -126,7 +126,7 @@ class L2DPMLConfig:
         return cfg
 
     def sensitivities(self) -> tuple[float, float]:
-        """(Δ_R, Δ_L) = (d(|h₁| + 2), 2|h_π|) as paper 001 states them (l. 151, 162)."""
+        """(Δ_R, Δ_L) = (d(|h₁| + 2), 2|h_π|) as [Lai2022] states them (l. 151, 162)."""
         return float(self.input_dim * (self.hidden + 2)), float(2 * self.hidden)
 
 
@@ -209,7 +209,7 @@ class L2DPMLModel:
         return ids[np.argmax(np.nan_to_num(scores, nan=-np.inf), axis=1)]
 
     def theta1_norm(self) -> float:
-        """‖θ₁‖₁,₁: the largest column 1-norm (paper 001 footnote 1), used by Theorem 2's γ (inf if diverged)."""
+        """‖θ₁‖₁,₁: the largest column 1-norm ([Lai2022] footnote 1), used by Theorem 2's γ (inf if diverged)."""
         with np.errstate(over="ignore", invalid="ignore"):
             v = float(np.abs(self.theta1).sum(axis=0).max())
         return v if math.isfinite(v) else math.inf
@@ -355,7 +355,7 @@ def theorem2_claim(epsilon: float, cfg, delta: float, audit: dict | None = None)
     e1, e2 = budgets(epsilon, cfg)
     d_r, d_l = cfg.sensitivities()
     return {
-        "source": "paper 001 (Lai et al. 2022), Theorem 2 and Alg. 2",
+        "source": "[Lai2022] (Lai et al. 2022), Theorem 2 and Alg. 2",
         "formula": "eps_1 + eps_1/gamma_x + eps_1/gamma + eps_2, gamma_x = Delta_R/lambda, "
         "gamma = 2 Delta_R/(lambda ||theta_1||_{1,1}); 'regardless of the number of tasks'",
         "epsilon_1": e1,
@@ -398,10 +398,10 @@ def claim_verdicts(claimed: float, delta: float, audit: dict | None = None) -> d
     """Three-valued verdicts (:mod:`dpcl.privacy.verdict`) on Theorem 2's data-independent part.
 
     No upper bound exists under either adjacency: the functional mechanism's noise is drawn once and
-    reused (paper 001 Alg. 2; :data:`WHY_NOT_DP`). Under add/remove the lower
+    reused ([Lai2022] Alg. 2; :data:`WHY_NOT_DP`). Under add/remove the lower
     bound is an empirical audit's Clopper-Pearson bound (``audit``: a row of
     :func:`audit_canary` for this mechanism, setting and claim) when one is
-    given; under substitution (paper 001's proof: x_e vs x'_e) no audit has been run yet.
+    given; under substitution ([Lai2022]'s proof: x_e vs x'_e) no audit has been run yet.
     """
     from ..privacy.verdict import Verdict, overall_verdict
 
@@ -429,7 +429,7 @@ def claim_verdicts(claimed: float, delta: float, audit: dict | None = None) -> d
     verdicts = [
         Verdict("add/remove one individual", claimed, delta, None, None, lower, method, note),
         Verdict(
-            "substitution (x_e vs x'_e, paper 001's proof)",
+            "substitution (x_e vs x'_e, [Lai2022]'s proof)",
             claimed,
             delta,
             None,

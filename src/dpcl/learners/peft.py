@@ -1,4 +1,4 @@
-"""The PEFT ensemble (paper 000 Alg. 2) and the Naive / Non-CL baselines (App. F.1), head-only on
+"""The PEFT ensemble ([LabelSpace] Alg. 2) and the Naive / Non-CL baselines (App. F.1), head-only on
 cached features (:func:`run_head_learner`) and with FiLM on images (:func:`run_film_learner`).
 
 - ``peft_head``: per task t a fresh zero-initialised linear head over O_t, trained on D_t;

@@ -45,7 +45,7 @@ METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods",
 #: where a list of :data:`METHOD_LISTS` lives in the config when its name is not its config key: the
 #: ``projected`` job's learners share the ``label_methods`` of L2DP-ML's config block
 _METHOD_LIST_KEYS = {"projected": "l2dpml"}
-#: a learner's role in Fig. 3: None (not drawn), "ours" (paper 000's methods, drawn beside the compared
+#: a learner's role in Fig. 3: None (not drawn), "ours" ([LabelSpace]'s methods, drawn beside the compared
 #: ones) or "compared" (a memory-buffer or published method: the figure is drawn when one of them runs)
 FIG3_ROLES = (None, "ours", "compared")
 #: what a learner's run trains on: each task's data in turn, or every task's at once (Non-CL)

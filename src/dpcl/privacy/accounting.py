@@ -1,4 +1,4 @@
-"""Privacy budgets and their split (paper 000 Sec. 3, App. B); the ledger is in
+"""Privacy budgets and their split ([LabelSpace] Sec. 3, App. B); the ledger is in
 :mod:`dpcl.privacy.ledger`.
 
 Privacy model: task-wise DP under add/remove adjacency. Within a task the mechanisms

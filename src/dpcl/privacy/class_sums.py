@@ -1,4 +1,4 @@
-"""The Gaussian class-sum release (paper 000 Alg. 1, Eq. 9): for every label o of a task's released label
+"""The Gaussian class-sum release ([LabelSpace] Alg. 1, Eq. 9): for every label o of a task's released label
 space O_t, Σ_{x ∈ D_{t,o}} f(x)/‖f(x)‖ + N(0, σ²I) — noise on every label of O_t, with data or not.
 
 Summands have unit norm, so adding or removing one individual changes one sum by a vector of norm ≤ 1:

@@ -1,6 +1,6 @@
 """Per-record (per-group) accounting of DP-SGD phase histories: PLD (pessimistic) or RDP.
 
-Paper 004 (DP active learning) trains records that joined at different times with different
+[Schwethelm2025] (DP active learning) trains records that joined at different times with different
 Poisson rates: a record's privacy loss is that of **its own** phase history, a list of
 (noise_multiplier, sample_rate, steps) segments (Sec. III-C), plus the selection ε it paid
 (Sec. III-E, basic composition). This module computes such losses quickly enough to *solve*
@@ -359,7 +359,7 @@ def group_epsilon(
     2020 Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld` on its fine grid, at
     most what the schedules were solved with at :data:`PLD_DISCRETIZATION`); both are valid
     upper bounds, RDP the looser. Segments that never sample the group (q = 0 or no steps)
-    cost nothing; selection and training compose by basic composition (paper 004, Sec. III-E).
+    cost nothing; selection and training compose by basic composition ([Schwethelm2025], Sec. III-E).
     """
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"unknown group accountant {accountant!r}; allowed: {list(ACCOUNTANTS)}")

@@ -1,6 +1,6 @@
 """The per-record (per-group) privacy ledger of a DP active-learning run and its verifier.
 
-Paper 004 accounts each record by the group it joined (Sec. III-C/E): group 0 is the initial
+[Schwethelm2025] accounts each record by the group it joined (Sec. III-C/E): group 0 is the initial
 labelled set, group g the records selected at selection phase g, and "unselected" the records
 never labelled. A record's loss is the selection ε it paid before it was labelled (g·ε_Sel/T;
 ε_Sel for the unselected) plus the ε of **its own** DP-SGD history (basic composition). The
@@ -41,7 +41,7 @@ INITIAL = {"poisson": True, "fixed_size": False}
 COUPLING = (
     "fixed-size selection couples records: adding a record can displace another from the labelled "
     "set, so neighbouring pools can give training sets that differ by a swap, which add/remove "
-    "accounting does not cover (paper 004 states no end-to-end theorem for it)"
+    "accounting does not cover ([Schwethelm2025] states no end-to-end theorem for it)"
 )
 NONPRIVATE = "the selection reads exact (un-noised) acquisition scores: it is not differentially private"
 REL_TOL = 1e-9

@@ -1,4 +1,4 @@
-"""DP release of the output label space (paper 000 Sec. 4.2, Eq. 7; App. C.3).
+"""DP release of the output label space ([LabelSpace] Sec. 4.2, Eq. 7; App. C.3).
 
 k-truncated symmetric geometric distribution (k-TSGD) thresholding of Desfontaines
 et al. (2022, Thm 6): with p = 1 − e^{−ε} and

@@ -1,4 +1,4 @@
-"""The per-run privacy ledger and its verifier (paper 000 Sec. 3-4, App. B).
+"""The per-run privacy ledger and its verifier ([LabelSpace] Sec. 3-4, App. B).
 
 A run's **release** is its released outputs (label spaces O_t, model parameters) plus its
 ``privacy.json``. The ledger is the part of the release that says which mechanism touched
@@ -49,7 +49,7 @@ LABEL_SPACE_KINDS = frozenset(
 TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate", "l2dpml_functional"})
 #: Mechanisms that are not DP by construction and are run as baselines: the entry says ε = ∞ and the
 #: run's ledger says guarantee_holds: false (the Label Oracle, Prop. 4.1; L2DP-ML's functional
-#: mechanism with noise drawn once and reused, paper 001, see dpcl.learners.l2dpml.WHY_NOT_DP).
+#: mechanism with noise drawn once and reused, [Lai2022], see dpcl.learners.l2dpml.WHY_NOT_DP).
 LEAKY_KINDS = frozenset({"label_oracle", "l2dpml_functional"})
 
 #: L2 (Gaussian) or L1 (count) sensitivity of each query a mechanism may answer, under
@@ -141,7 +141,7 @@ def _dpsgd_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, a
     return sgd_epsilon(sigma, sample_rate, steps, delta, accountant)
 
 
-#: How a dpsgd_buffer entry's block is chosen for a reread: "uniform" = paper 002's CalGref, one of the
+#: How a dpsgd_buffer entry's block is chosen for a reread: "uniform" = [Desai2021]'s CalGref, one of the
 #: τ blocks M_0..M_{τ−1} drawn uniformly at every step of task τ (probability 1/τ for this block)
 BLOCK_CHOICES = ("uniform",)
 
@@ -294,7 +294,7 @@ class Ledger:
     target: Budget
     n_tasks: int | None = None
     tasks: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
-    #: a published method's own privacy claim (e.g. paper 002's Lemma 2), shown beside what the
+    #: a published method's own privacy claim (e.g. [Desai2021] Lemma 2), shown beside what the
     #: entries compose to; with a claim the run may exceed its target and says guarantee_holds: false
     claim: dict[str, Any] | None = None
     #: uses of the private data that no entry accounts for (the paper protocol's hyperparameter
@@ -424,7 +424,7 @@ class Ledger:
                 for t in sorted(self.tasks)
             ],
             "overall": {
-                "rule": "parallel composition across tasks (paper 000 Thm B.7)",
+                "rule": "parallel composition across tasks ([LabelSpace] Thm B.7)",
                 "epsilon": total.epsilon,
                 "delta": total.delta,
             },

@@ -8,7 +8,7 @@ variables add).
 
 A segment may carry a fourth entry, ``choice_prob`` p ∈ (0, 1]: at each of its steps the
 record's block is chosen with probability p (independently of the data), and only then read
-at ``sample_rate`` (paper 002's CalGref picks one of t mini-memory blocks uniformly, p = 1/t).
+at ``sample_rate`` ([Desai2021]'s CalGref picks one of t mini-memory blocks uniformly, p = 1/t).
 Its PLD is the mixture "loss 0 with probability 1 − p, the subsampled Gaussian's loss with
 probability p": the PLD of the mechanism that also *reveals* which block it chose. Revealing
 more only adds information, so this is a valid upper bound; it is also the worst case over

@@ -2,7 +2,7 @@
 (One concept in one module: the accountants, their inverse search for σ and the composition of
 phase histories.)
 
-paper 000 App. D.1: opacus with Poisson sampling and the PRV
+[LabelSpace] App. D.1: opacus with Poisson sampling and the PRV
 accountant (Gopi et al. 2021), falling back to RDP (Mironov et al. 2019) where PRV
 fails; App. D.4: DP-A-GEM rereads a memory buffer at its own rate and noise, so its
 phases compose *sequentially* for the individuals they share (:func:`compose_epsilon`).

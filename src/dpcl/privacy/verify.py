@@ -98,7 +98,7 @@ class EntrySpec:
     query: str | None = None
     nonprivate: str = "nonprivate"
     all_but_last: bool = False
-    #: how a buffer entry's block is chosen for a reread ("uniform": paper 002's CalGref); None: the
+    #: how a buffer entry's block is chosen for a reread ("uniform": [Desai2021]'s CalGref); None: the
     #: whole buffer is read at every step. The learner's word, never the entry's: an entry that
     #: claims a block choice its learner does not make would understate its rereads.
     block_choice: str | None = None
@@ -611,7 +611,7 @@ def verify_privacy(
     below 1/size) and its data set's number of classes (default: the file's).
     """
     privacy = mapping(privacy, "")
-    if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run (paper 004)
+    if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run ([Schwethelm2025])
         from .group_ledger import verify_group_ledger
 
         want = plan.target if plan is not None else target

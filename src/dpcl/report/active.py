@@ -1,4 +1,4 @@
-"""Tables and figures of DP active learning (paper 004, Schwethelm et al.) from our runs.
+"""Tables and figures of DP active learning ([Schwethelm2025], Schwethelm et al.) from our runs.
 
 Reads ``results/active/summary.csv`` (one row per run: pool, mode, method, acquisition,
 selection, schedule, epsilon, selection_epsilon, seed, final_accuracy, guarantee_holds) and
@@ -37,7 +37,7 @@ PAPER_RUNS = 5  # the paper's tables: mean ± sd over 5 runs (CheXpert 3, not tr
 CIFAR = "CIFAR-10 ResNet-9"
 OCT = "RetinalOCT ResNet-9"
 
-#: Published numbers of paper 004 (accuracy in %, (mean, sd) over 5 runs), keyed by our method
+#: Published numbers of [Schwethelm2025] (accuracy in %, (mean, sd) over 5 runs), keyed by our method
 #: tag. Different data from ours (CIFAR-10 / RetinalOCT): context only, never a target.
 PUBLISHED: dict[str, Any] = {
     # Table I, ε = 8 (ε_Sel = 2 for DP selection, as Table II's 8 (2) Entropy cell shows)
@@ -184,7 +184,7 @@ def _pm_name(pool: str, mode: str) -> str:
 
 
 def _paper_col(dataset: str) -> str:
-    return f"paper 004: {dataset} (other data)"
+    return f"[Schwethelm2025]: {dataset} (other data)"
 
 
 def _setting_name(eps: float, sel: float | None) -> str:
@@ -271,7 +271,7 @@ class Table:
                         "row": " / ".join(x for x in labels if x),
                         "method": method,
                         "column": col,
-                        "source": "paper 004" if c.published else "ours",
+                        "source": "[Schwethelm2025]" if c.published else "ours",
                         "pool": c.meta.get("pool", ""),
                         "mode": c.meta.get("mode", ""),
                         "epsilon": c.meta.get("epsilon", math.nan),
@@ -292,7 +292,7 @@ class Table:
 def _stats_note(extra: str = "") -> str:
     return (
         f"Ours: final test accuracy in %, mean ± sample sd (ddof = 1) over seeds, (n) = runs{extra}; "
-        f"{MISSING}: no runs. Paper 004: mean ± sd over {PAPER_RUNS} runs on other data (context only)."
+        f"{MISSING}: no runs. [Schwethelm2025]: mean ± sd over {PAPER_RUNS} runs on other data (context only)."
     )
 
 
@@ -325,7 +325,7 @@ def table1(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
     sel_txt = f", ε_Sel = {sel:g} for DP selection" if sel is not None else ""
     t = Table(
         "table1",
-        f"Table I analogue (paper 004): AL methods under DP, ε = {eps:g}{sel_txt}",
+        f"Table I analogue ([Schwethelm2025]): AL methods under DP, ε = {eps:g}{sel_txt}",
         ["Method", "SA", "DP"],
         [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR), _paper_col(OCT)],
     )
@@ -350,7 +350,7 @@ def table1(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
         "SA: step amplification; DP: the selection is privatised (×: non-DP selection, an upper bound on "
         "utility). Random: one training phase on a random labelled set of the whole budget.",
         _guarantee_note(used),
-        "Paper 004 columns: Table I at ε = 8 (ε_Sel = 2), CIFAR-10 and RetinalOCT with ResNet-9.",
+        "[Schwethelm2025] columns: Table I at ε = 8 (ε_Sel = 2), CIFAR-10 and RetinalOCT with ResNet-9.",
     ]
     return t
 
@@ -372,7 +372,7 @@ def table2(df: pd.DataFrame, only: Sequence[Sequence[float]] | None = None) -> T
     cols = sorted(settings, key=lambda s: (s[0], -1.0 if s[1] is None else s[1]))
     t = Table(
         "table2",
-        "Table II analogue (paper 004): Random vs. Entropy (DP selection, SA) per overall ε",
+        "Table II analogue ([Schwethelm2025]): Random vs. Entropy (DP selection, SA) per overall ε",
         ["Data", "Method"],
         [f"ε (ε_Sel) = {_setting_name(*s)}" for s in cols],
     )
@@ -416,7 +416,7 @@ def table5(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
     sel_txt = f", ε_Sel = {sel:g}" if sel is not None else ""
     t = Table(
         "table5",
-        f"Table V analogue (paper 004): handling disparate privacy leakage, ε = {eps:g}{sel_txt}",
+        f"Table V analogue ([Schwethelm2025]): handling disparate privacy leakage, ε = {eps:g}{sel_txt}",
         ["Method"],
         [_pm_name(p, m) for p, m in pms] + [_paper_col(CIFAR)],
     )
@@ -435,7 +435,7 @@ def table5(df: pd.DataFrame, setting: tuple[float, float | None]) -> Table | Non
         _stats_note(),
         "Entropy acquisition with DP selection in every row.",
         _guarantee_note(used),
-        "Paper 004 column: Table V (App. E-B), CIFAR-10 ResNet-9, ε = 8.",
+        "[Schwethelm2025] column: Table V (App. E-B), CIFAR-10 ResNet-9, ε = 8.",
     ]
     return t
 
@@ -447,7 +447,7 @@ def active_tables(
     prefix: str = "",
     table2_settings: Sequence[Sequence[float]] | None = None,
 ) -> list[Path]:
-    """Write ``table1``, ``table2``, ``table5`` (.csv tidy, .md) — analogues of paper 004's Tables
+    """Write ``table1``, ``table2``, ``table5`` (.csv tidy, .md) — analogues of [Schwethelm2025] Tables
     I, II and V — skipping a table without runs; ``setting``: the main (ε, ε_Sel), else :func:`main_setting`."""
     df = load_summary(summary_csv)
     if not len(df):
@@ -477,7 +477,7 @@ def _load_schedule(src: Any):
 #: beside the main setting's: their CIFAR-10 setting (Table III, ``scripts/entropy.sh``: δ = 1e-5)
 #: and a smaller plan at which a group's training provably exceeds the budget Alg. 3 gives it
 AUTHORS_PLANS: dict[str, dict[str, Any]] = {
-    "paper 004 CIFAR-10 (10,000 + [10,000, 3,000, 1,000, 1,000], b = 4096, 30 epochs)": dict(
+    "[Schwethelm2025] CIFAR-10 (10,000 + [10,000, 3,000, 1,000, 1,000], b = 4096, 30 epochs)": dict(
         epsilon=8.0,
         delta=1e-5,
         selection_epsilon=2.0,
@@ -594,7 +594,7 @@ def authors_schedule_table(
         "gradient vanishes) exceeds it, else not_certified.",
     ]
     table = ModelTable(
-        "The authors' step amplification (paper 004, as released) per group: RDP beside PLD",
+        "The authors' step amplification ([Schwethelm2025], as released) per group: RDP beside PLD",
         [
             "Plan",
             "Group",

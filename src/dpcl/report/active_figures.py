@@ -1,4 +1,4 @@
-"""Figures of DP active learning (paper 004) from our runs: Fig. 5 (accuracy against ε_Sel at a fixed
+"""Figures of DP active learning ([Schwethelm2025]) from our runs: Fig. 5 (accuracy against ε_Sel at a fixed
 total ε, :func:`selection_epsilon_figure`) and Figs. 2/4 (each group's cumulative ε after each training
 phase, :func:`group_privacy_figure`). Tables: :mod:`dpcl.report.active`."""
 
@@ -28,7 +28,7 @@ def _outputs(out_png: str | Path) -> list[Path]:
 def selection_epsilon_figure(
     summary_csv: str | Path, out_png: str | Path, epsilon: float | None = None
 ) -> list[Path]:
-    """Fig. 5 analogue (paper 004): ``entropy-dp-sa`` accuracy against ε_Sel at total ε, bands for
+    """Fig. 5 analogue ([Schwethelm2025]): ``entropy-dp-sa`` accuracy against ε_Sel at total ε, bands for
     Random and non-DP-selection Entropy; one panel per pool × mode. Writes the PNG and a PDF beside it."""
     df = load_summary(summary_csv)
     eps = float(epsilon) if epsilon is not None else main_setting(df)[0]
@@ -78,7 +78,7 @@ def selection_epsilon_figure(
                 labels.append(key)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
     fig.suptitle(
-        f"Accuracy against the selection budget at total ε = {eps:g} (paper 004 Fig. 5 analogue; "
+        f"Accuracy against the selection budget at total ε = {eps:g} ([Schwethelm2025] Fig. 5 analogue; "
         "mean ± sd over seeds)",
         fontsize=10,
     )
@@ -91,7 +91,7 @@ def selection_epsilon_figure(
 
 def group_epsilon_curves(schedule: Any) -> list[list[float]]:
     """Per group g, its cumulative ε after each training phase p ≥ g (0-based): selection ε paid
-    plus the ε of its own segments up to phase p (paper 004 Sec. III-E, basic composition), with
+    plus the ε of its own segments up to phase p ([Schwethelm2025] Sec. III-E, basic composition), with
     the schedule's stating accountant (PLD, or RDP for a schedule solved with RDP)."""
     from ..privacy.group_accounting import training_epsilon
 
@@ -124,7 +124,7 @@ def _group_name(g: int) -> str:
 def group_privacy_figure(
     schedules: Mapping[str, str | Path], out_png: str | Path, rel_tol: float = 1e-6
 ) -> list[Path]:
-    """Figs. 2/4 analogue (paper 004): per schedule, each group's cumulative ε (selection paid +
+    """Figs. 2/4 analogue ([Schwethelm2025]): per schedule, each group's cumulative ε (selection paid +
     training, the schedule's stating accountant: an upper bound) after each training phase, the
     target ε dashed; groups whose upper bound ends above it in red ("not certified": an upper bound
     above the target is no proof of a violation, see :func:`authors_schedule_table`)."""
@@ -186,7 +186,7 @@ def group_privacy_figure(
                 text.set_color("red")
     axes[0][0].set_ylabel("cumulative ε of the group")
     axes[0][0].set_ylim(0, 1.2 * top)  # headroom for the red "max" note above the target line
-    fig.suptitle("Privacy loss per group across training phases (paper 004 Figs. 2/4 analogue)", fontsize=10)
+    fig.suptitle("Privacy loss per group across training phases ([Schwethelm2025] Figs. 2/4 analogue)", fontsize=10)
     fig.tight_layout()
     outs = _outputs(out_png)
     save_figure(fig, outs)

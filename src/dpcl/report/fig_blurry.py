@@ -1,4 +1,4 @@
-"""Blurry task boundaries: paper 000's Fig. 7 and Fig. A3 (i-Blurry) and paper 003's Fig. 4 (Sec. 7.2:
+"""Blurry task boundaries: [LabelSpace] Fig. 7 and Fig. A3 (i-Blurry) and [Tobaben2024] Fig. 4 (Sec. 7.2:
 Not Blurry vs I-Blurry vs Si-Blurry)."""
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
     }
 
 
-#: Paper 003 Sec. 7.2 (Fig. 4, Table F.2): the task splits compared on one data set, by scenario.
+#: [Tobaben2024] Sec. 7.2 (Fig. 4, Table F.2): the task splits compared on one data set, by scenario.
 BLURRY_SETTINGS = {"disjoint": "Not Blurry", "iblurry": "I-Blurry", "siblurry": "Si-Blurry"}
-#: The i-Blurry(N, M) of that comparison. Paper 003 states neither N nor M: Koh et al.'s i-Blurry-50-10.
+#: The i-Blurry(N, M) of that comparison. [Tobaben2024] states neither N nor M: Koh et al.'s i-Blurry-50-10.
 IBLURRY_NM = (50.0, 10.0)
 
 
 def blurry_comparisons(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
-    """Paper 003's Not Blurry / I-Blurry / Si-Blurry benchmarks grouped by (dataset, backbone, tasks):
+    """[Tobaben2024]'s Not Blurry / I-Blurry / Si-Blurry benchmarks grouped by (dataset, backbone, tasks):
     group title → {scenario: benchmark} in ``BLURRY_SETTINGS`` order, with the first disjoint, the
     i-Blurry with (N, M) = ``IBLURRY_NM`` and the first Si-Blurry benchmark of the group in config
     order; a group may lack some of the three."""
@@ -80,7 +80,7 @@ def blurry_comparisons(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]
 
 
 def blurry_trios(benchmarks: dict[str, dict]) -> dict[str, dict[str, str]]:
-    """The groups of ``blurry_comparisons`` with all three settings: those paper 003 Fig. 4 draws."""
+    """The groups of ``blurry_comparisons`` with all three settings: those [Tobaben2024] Fig. 4 draws."""
     return {g: s for g, s in blurry_comparisons(benchmarks).items() if len(s) == len(BLURRY_SETTINGS)}
 
 
@@ -264,12 +264,12 @@ def plot_figA3_blurriness(groups: dict[str, dict[float, list[dict]]], outputs: l
     return notes
 
 
-# --- Paper 003 Fig. 4 (Sec. 7.2): Not Blurry vs I-Blurry vs Si-Blurry ------------------------
+# --- [Tobaben2024] Fig. 4 (Sec. 7.2): Not Blurry vs I-Blurry vs Si-Blurry ------------------------
 
 
 @dataclass
 class BlurrySetting:
-    """One column of paper 003's blurry comparison: a benchmark, its runs and its task data."""
+    """One column of [Tobaben2024]'s blurry comparison: a benchmark, its runs and its task data."""
 
     benchmark: str
     records: list[dict]
@@ -344,14 +344,14 @@ def _accuracy_panel(
 def plot_p003_fig4_blurry(
     groups: dict[str, dict[str, BlurrySetting]], outputs: list[str | Path]
 ) -> list[str]:
-    """Paper 003 Fig. 4 (Sec. 7.2): per data set, training samples per task of disjoint and blurry
+    """[Tobaben2024] Fig. 4 (Sec. 7.2): per data set, training samples per task of disjoint and blurry
     classes for Not Blurry, I-Blurry and Si-Blurry (left) and the final accuracy of the Cosine
     Classifier and the PEFT Ensemble per setting and ε (right; Base Dataset, median with min/max
     over seeds). ``groups``: title → {scenario: BlurrySetting} with all of ``BLURRY_SETTINGS``
     (``blurry_comparisons``); without any, a note figure says which benchmarks to add."""
     plt = _pyplot()
     title = (
-        "Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry; train samples per task "
+        "[Tobaben2024] Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry; train samples per task "
         "(left), final accuracy, Base Dataset, median and min/max over seeds (right)"
     )
     groups = {g: s for g, s in groups.items() if len(s) == len(BLURRY_SETTINGS)}

@@ -15,7 +15,7 @@ from .tables import order_stats
 
 
 def fig_learners() -> tuple[str, ...]:
-    """Learners the paper compares in Figs. 4-7: paper 000's own methods (registry Fig. 3 role "ours":
+    """Learners the paper compares in Figs. 4-7: [LabelSpace]'s own methods (registry Fig. 3 role "ours":
     the Cosine Classifier and the PEFT Ensembles)."""
     from ..learners import registry
 
@@ -128,7 +128,7 @@ def _finish(fig, title: str, notes: list[str], handles: dict[str, object], ncol:
 
 
 def min_median_max(values) -> tuple[float, float, float]:
-    """(min, median, max) over seeds: paper 003's "min, median and max seed" (Sec. 7)."""
+    """(min, median, max) over seeds: [Tobaben2024]'s "min, median and max seed" (Sec. 7)."""
     v = np.asarray(values, dtype=float)
     return float(v.min()), float(np.median(v)), float(v.max())
 

@@ -1,4 +1,4 @@
-"""Paper 000's Figs. 4-6 (Sec. 6.1-6.2): label methods, Public Labels sizes and the release fraction."""
+"""[LabelSpace] Figs. 4-6 (Sec. 6.1-6.2): label methods, Public Labels sizes and the release fraction."""
 
 from __future__ import annotations
 

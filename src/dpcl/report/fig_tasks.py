@@ -1,4 +1,4 @@
-"""Paper 000's per-task figures (App. E.1, F: Figs. A4-A9) and the privacy-utility figure."""
+"""[LabelSpace]'s per-task figures (App. E.1, F: Figs. A4-A9) and the privacy-utility figure."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .fig_common import (
 from .names import label_methods_key, learner_name
 from .plotting import save_figure, series_style
 
-# --- Appendix figures A3-A9 (paper 000 App. E.1, F) ------------------------------------------
+# --- Appendix figures A3-A9 ([LabelSpace] App. E.1, F) ------------------------------------------
 
 
 def task_learners() -> tuple[str, ...]:

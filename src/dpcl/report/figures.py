@@ -313,7 +313,7 @@ def fig3_learners() -> dict[str, str]:
 
 
 def plot_desai_comparison(records: list[dict], title: str, outputs: list[str | Path]) -> None:
-    """Fig. 3 (paper 000 Sec. 6.1): test accuracy after each task t on the tasks seen so far
+    """Fig. 3 ([LabelSpace] Sec. 6.1): test accuracy after each task t on the tasks seen so far
     (AA_t) of the Cosine Classifier, PEFT Ensemble and DP-A-GEM, one panel per ε; median over
     seeds with min/max error bars. ``records`` are run metrics of one label method (Base Dataset)."""
     plt = pyplot()

@@ -38,7 +38,7 @@ CAPTIONS: list[tuple[str, str]] = [
     (r"^figA4$", "Fig. A4: final accuracy vs ε per learner, Base Dataset (median, min/max over seeds)"),
     (
         r"^p003_fig4_blurry$",
-        "Paper 003 Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry, training samples per task "
+        "[Tobaben2024] Fig. 4: Not Blurry vs I-Blurry (N = 50, M = 10) vs Si-Blurry, training samples per task "
         "(left) and final accuracy, Base Dataset (right; median, min/max over seeds)",
     ),
     (
@@ -158,11 +158,11 @@ def group_files(files: list[str | Path], config: dict) -> list[Section]:
                 Section(f"Benchmark {name}", sorted(groups.pop(f"bench {name}"), key=_natural), cfg)
             )
     titles = {
-        "paper figures": "Paper Figures 4-7, A3-A9 and paper 003 Fig. 4 (all benchmarks)",
-        "paper tables": "Paper Tables A3-A10 and paper 003 Tables F.1, F.2 (all benchmarks)",
+        "paper figures": "Paper Figures 4-7, A3-A9 and [Tobaben2024] Fig. 4 (all benchmarks)",
+        "paper tables": "Paper Tables A3-A10 and [Tobaben2024] Tables F.1, F.2 (all benchmarks)",
         "privacy": "Privacy: label-space attack, label release, audit (Figs. 1, 2, A1)",
         "other": "Other",
-        "active": "DP active learning (paper 004): Tables I, II, V, Fig. 5, per-group privacy",
+        "active": "DP active learning ([Schwethelm2025]): Tables I, II, V, Fig. 5, per-group privacy",
     }
     for key in ("paper figures", "paper tables", "privacy", "active"):
         if key in groups:

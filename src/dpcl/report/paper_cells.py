@@ -1,4 +1,4 @@
-"""The cells of paper 000's and 003's tables (``paper_tables``): a configured benchmark, our seed
+"""The cells of tables of [LabelSpace] and [Tobaben2024] (``paper_tables``): a configured benchmark, our seed
 statistics beside the published ones, and the tables' rendering through the table model
 (:mod:`dpcl.report.table`)."""
 
@@ -15,6 +15,7 @@ import pandas as pd
 from ..data.registry import display_name
 from .names import canonical_method, eps_key, eps_name, label_methods_key, learner_name, release_fraction
 from .reference import PAPER_LEARNERS
+from .reference import CITATION_KEYS
 from .reference import TABLES as SOURCES
 from .table import MISSING, Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
 from .table import to_latex as render_latex
@@ -33,7 +34,7 @@ _REF_ONLY_NAMES = {ref: name for ref, _, name in PAPER_LEARNERS if name}
 
 
 def classifiers() -> set[str]:
-    """The "Classifier" rows of Tables A3-A7: paper 000's own methods (registry role "ours")."""
+    """The "Classifier" rows of Tables A3-A7: [LabelSpace]'s own methods (registry role "ours")."""
     from ..learners import registry
 
     return {s.name for s in registry.specs() if s.fig3 == "ours"}
@@ -161,8 +162,8 @@ def _our_stats(values: Sequence[float], kind: str) -> tuple[dict[str, float], in
     if kind == "order":
         lo, med, hi = order_stats(v)
         return {"fourth_best": lo, "median": med, "second_best": hi}, int(v.size)
-    # sample standard deviation (ddof = 1), as the paper reports: 27 of the 32 cells of paper 003's
-    # Table F.1 that repeat paper 000's Table A6 fit ddof = 1 only, none ddof = 0 only
+    # sample standard deviation (ddof = 1), as the paper reports: 27 of the 32 cells of [Tobaben2024]'s
+    # Table F.1 that repeat [LabelSpace] Table A6 fit ddof = 1 only, none ddof = 0 only
     stats = {"mean": float(v.mean())}
     if v.size > 1:
         stats["std"] = float(v.std(ddof=1))
@@ -262,7 +263,7 @@ _MEAN_NOTE = (
     "Δ = our mean − published mean."
 )
 _REF_NOTE = (
-    "Published: paper {source} (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
+    "Published: [{source}] (ViT-B/16 pre-trained on ImageNet-21k, δ = 1e-5), transcribed in "
     "config/paper_reference; '–' where the paper has no number for that data set, setting or learner."
 )
 _NO_BASE_NOTE = (
@@ -354,7 +355,7 @@ def to_latex(t: PaperTable) -> str:
     header = [tex_escape(h) for h in t.row_header] + ["ours", "paper", r"$\Delta$"] * len(t.cols)
     return render_latex(
         as_table(t),
-        comment=f"% Table {t.table} (paper {SOURCES[t.table]}) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
+        comment=f"% Table {t.table} ([{CITATION_KEYS[SOURCES[t.table]]}]) rebuilt by dpcl; needs \\usepackage{{booktabs}}",
         groups=t.cols if t.col_levels else (),
         group_width=3,
         header=header,

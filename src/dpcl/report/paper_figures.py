@@ -1,4 +1,4 @@
-"""The paper's Figures 4-7, A3-A9 (paper 000 Sec. 6.1-6.2, App. E-F) and paper 003's Fig. 4 (Sec. 7.2:
+"""The paper's Figures 4-7, A3-A9 ([LabelSpace] Sec. 6.1-6.2, App. E-F) and [Tobaben2024] Fig. 4 (Sec. 7.2:
 Not Blurry vs I-Blurry vs Si-Blurry, ``plot_p003_fig4_blurry``) from the configured runs.
 (One concept in one module: every paper figure shares the panel layout, order statistics and notes.)
 
@@ -6,11 +6,11 @@ Each figure draws what the runs provide and writes a short note ("no runs for â€
 panel whose axis the config does not sweep, instead of failing: the embedded default has one
 release fraction and no i-Blurry benchmark, the paper's config has all of them. Points are
 the median over seeds with error bars from the 2nd worst to the 2nd best seed (the paper's
-"2nd/4th best seed" of five; min/max below three seeds, see ``tables.order_stats``); paper 003
+"2nd/4th best seed" of five; min/max below three seeds, see ``tables.order_stats``); [Tobaben2024]
 plots "the min, median and max seed" (Sec. 7), and so does its Fig. 4 here.
 
 The figures live in one module per family: :mod:`.fig_label_methods` (Figs. 4-6), :mod:`.fig_blurry`
-(Figs. 7, A3, paper 003's Fig. 4), :mod:`.fig_tasks` (Figs. A4-A9) and their shared parts in
+(Figs. 7, A3, [Tobaben2024] Fig. 4), :mod:`.fig_tasks` (Figs. A4-A9) and their shared parts in
 :mod:`.fig_common`; this module gathers them.
 """
 

@@ -1,9 +1,9 @@
-"""Paper 000's Tables A3-A10 and paper 003's Tables F.1, F.2 rebuilt from our runs, beside the
+"""[LabelSpace] Tables A3-A10 and [Tobaben2024] Tables F.1, F.2 rebuilt from our runs, beside the
 published numbers.
 (One concept in one module: every paper table shares the cell layout, reference lookup and notes.)
 
-Each table keeps the published layout (paper 000 App. E.2: A3-A7, "(2nd worst), median, (2nd
-best)" over seeds; App. F.2-F.4: A8-A10, and paper 003 App. F.1, F.2: "mean ± std") and puts the
+Each table keeps the published layout ([LabelSpace] App. E.2: A3-A7, "(2nd worst), median, (2nd
+best)" over seeds; App. F.2-F.4: A8-A10, and [Tobaben2024] App. F.1, F.2: "mean ± std") and puts the
 published value and our difference (ours − published) beside every cell. Published numbers come
 from ``config/paper_reference`` (``dpcl.report.reference``); where the paper has no number (other
 data sets such as the embedded Fashion-MNIST default, learners the paper did not run) the
@@ -18,12 +18,12 @@ Which benchmarks feed which table (config ``benchmarks`` entries):
 * A8: disjoint benchmarks on any data set but ImageNet-R (the paper's: Split-CIFAR-100; the
   embedded default's Split-Fashion-MNIST lands here), A9: disjoint ImageNet-R, A10:
   5-datasets (scenario ``datasets``). Label method ``base`` (reference README, decision 2).
-* F1 (paper 003 App. F.1, its Fig. 3): disjoint benchmarks (scenario ``disjoint``); rows
+* F1 ([Tobaben2024] App. F.1, its Fig. 3): disjoint benchmarks (scenario ``disjoint``); rows
   benchmark × ε × classifier, columns Label Oracle, Base Dataset, Public Labels ×10, ×100, ×1000.
-* F2 (paper 003 App. F.2, Sec. 7.2): per data set (and backbone, task count) its disjoint
-  benchmark (Not Blurry), its i-Blurry benchmark with N = 50, M = 10 (I-Blurry; paper 003 states
+* F2 ([Tobaben2024] App. F.2, Sec. 7.2): per data set (and backbone, task count) its disjoint
+  benchmark (Not Blurry), its i-Blurry benchmark with N = 50, M = 10 (I-Blurry; [Tobaben2024] states
   neither) and its first Si-Blurry benchmark (``paper_figures.blurry_comparisons``); rows ε ×
-  classifier, label method ``base`` (paper 003 does not state F.2's). Data sets with a blurry
+  classifier, label method ``base`` ([Tobaben2024] does not state F.2's). Data sets with a blurry
   benchmark are shown; without any, every disjoint benchmark's data set (Not Blurry only).
 """
 
@@ -68,6 +68,7 @@ from .paper_cells import (
     write_paper_tables,
 )
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
+from .reference import CITATION_KEYS
 from .reference import TABLES as SOURCES
 from .reference import load_reference
 
@@ -282,12 +283,12 @@ def table_a6(benches, runs, ref) -> PaperTable:
 
 
 def table_f1(benches, runs, ref) -> PaperTable:
-    """Paper 003 Table F.1 (its Fig. 3): final accuracy, mean ± std, of Label Oracle, Base Dataset and
+    """[Tobaben2024] Table F.1 (its Fig. 3): final accuracy, mean ± std, of Label Oracle, Base Dataset and
     Public Labels ×10, ×100, ×1000 on the disjoint benchmarks."""
     t = _label_method_table(
         "F1",
         "Performance (final test accuracy in %, mean ± std) when varying the label "
-        "space: label match and additional dummy labels (paper 003 App. F.1, tabular "
+        "space: label match and additional dummy labels ([Tobaben2024] App. F.1, tabular "
         "form of its Fig. 3).",
         _public_columns((10, 100, 1000)),
         benches,
@@ -299,7 +300,7 @@ def table_f1(benches, runs, ref) -> PaperTable:
     )
     t.notes.insert(
         0,
-        "Columns as paper 003 prints them: Label Oracle (labels matching the task data), Base "
+        "Columns as [Tobaben2024] prints them: Label Oracle (labels matching the task data), Base "
         "Dataset (no additional labels), Public Labels (N×): dummy labels up to N× the base labels.",
     )
     return t
@@ -420,7 +421,7 @@ def table_a7(benches, runs, ref) -> PaperTable:
     si = [b.name for b in benches if b.scenario == "siblurry"]
     if si:
         t.notes.append(
-            f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 (paper 003 App. F.2)."
+            f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 ([Tobaben2024] App. F.2)."
         )
     _missing_row_notes(t, runs)
     return t
@@ -512,11 +513,11 @@ _F2_SPEC = {
     "siblurry": "scenario 'siblurry' (config/paper.yaml: disjoint_pct 50, blurry_pct 10)",
 }
 _F2_NOTES = (
-    "Label method: ours are Base Dataset (base) runs. Paper 003 does not state F.2's label method; base is its "
+    "Label method: ours are Base Dataset (base) runs. [Tobaben2024] does not state F.2's label method; base is its "
     "stated default prior ('all classes of the base dataset(s) at all tasks', Sec. 7), though its Cosine ε = 1 "
     "Not Blurry mean (76.16) matches neither its F.1 Base (72.44) nor Oracle (78.38) mean.",
     f"I-Blurry: i-Blurry-{IBLURRY_NM[0]:g}-{IBLURRY_NM[1]:g} of Koh et al. 2022 (N = {IBLURRY_NM[0]:g} % "
-    f"disjoint classes, blurry sample ratio M = {IBLURRY_NM[1]:g} %), our choice: paper 003 states neither N nor "
+    f"disjoint classes, blurry sample ratio M = {IBLURRY_NM[1]:g} %), our choice: [Tobaben2024] states neither N nor "
     "M (nor Si-Blurry's).",
 )
 
@@ -589,12 +590,12 @@ def _f2_group(
 
 
 def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTable:
-    """Paper 003 Table F.2 (Sec. 7.2): final accuracy, mean ± std, on Not Blurry, I-Blurry and
+    """[Tobaben2024] Table F.2 (Sec. 7.2): final accuracy, mean ± std, on Not Blurry, I-Blurry and
     Si-Blurry tasks per data set, ε and classifier, label method Base Dataset."""
     r = _Reference(ref, "F2")
     t = PaperTable(
         "F2",
-        "Performance (final test accuracy in %, mean ± std) with blurry tasks (paper 003 "
+        "Performance (final test accuracy in %, mean ± std) with blurry tasks ([Tobaben2024] "
         "App. F.2, Sec. 7.2).",
         "mean",
         2,
@@ -665,7 +666,7 @@ def build_paper_tables(
     for t in tables:
         seeds = sorted({c.n_seeds for row in t.cells for c in row if c.n_seeds})
         t.notes.insert(0, _ORDER_NOTE if t.kind == "order" else _MEAN_NOTE)
-        t.notes.insert(1, _REF_NOTE.format(source=SOURCES[t.table]))
+        t.notes.insert(1, _REF_NOTE.format(source=CITATION_KEYS[SOURCES[t.table]]))
         if seeds:
             t.notes.insert(0, f"Seeds per cell: {seeds[0]}" + (f"-{seeds[-1]}." if len(seeds) > 1 else "."))
         if not t.rows:

@@ -1,4 +1,4 @@
-"""The privacy tables: the label-space attack game (paper 000 Fig. 1, :func:`dpcl.audits.attack.attack_table`)
+"""The privacy tables: the label-space attack game ([LabelSpace] Fig. 1, :func:`dpcl.audits.attack.attack_table`)
 and the empirical audits (:func:`dpcl.audits.audit.audit_table`) through the table model."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def attack_table_markdown(df: pd.DataFrame) -> str:
         "(ε, δ)-DP release; Release Labels spends only the fraction f of (ε, δ) on the label space."
     )
     columns = ["Label method", "ε", "δ", "Trials", "Attack accuracy", "CI", "Expected", "(ε, δ)-DP bound"]
-    title = "Attack on the output label space (paper 000 Fig. 1)"
+    title = "Attack on the output label space ([LabelSpace] Fig. 1)"
     return to_markdown(Table(title, columns, rows, [note], notes_style="plain"))
 
 

@@ -36,7 +36,7 @@ COLUMNS = [
 ]
 KEY = [c for c in COLUMNS if c != "value"]
 
-# table -> paper it was transcribed from (000: the main paper, 003: the short paper)
+# table -> paper it was transcribed from (000: the main paper [LabelSpace], 003: the short paper [Tobaben2024])
 TABLES = {
     "A3": "000",
     "A4": "000",
@@ -49,6 +49,8 @@ TABLES = {
     "F1": "003",
     "F2": "003",
 }
+#: the citation key (docs/references.md) of each source paper, for notes and captions
+CITATION_KEYS = {"000": "LabelSpace", "003": "Tobaben2024"}
 DATASETS = {"cifar100", "imagenet_r", "five_datasets"}
 EPSILONS = {"1", "8", "inf"}
 

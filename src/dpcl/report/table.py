@@ -1,7 +1,7 @@
 """The one table model of the reports: a :class:`Cell` (numbers and how to print them), a
 :class:`Table` (title, columns, rows, notes) and its renderers (Markdown, LaTeX, CSV).
 
-Every table the pipeline writes (the benchmark summaries, paper 000's and 003's tables, the
+Every table the pipeline writes (the benchmark summaries, [LabelSpace]'s and 003's tables, the
 active-learning tables, the privacy tables) is built as a :class:`Table` and printed by
 :func:`to_markdown` / :func:`to_latex` / :func:`to_csv`; a table family differs only in its cells
 (what they hold and how they print) and its layout options (column alignment, how notes are set).
@@ -48,7 +48,7 @@ def fmt_number(v: float, decimals: int) -> str:
 
 
 def fmt_order(stats: Mapping[str, float], decimals: int, keys=("lo", "median", "hi")) -> str:
-    """ "(2nd worst), median, (2nd best)" as paper 000 App. E.2 prints seed statistics; the median
+    """ "(2nd worst), median, (2nd best)" as [LabelSpace] App. E.2 prints seed statistics; the median
     alone where the others are missing; :data:`MISSING` without a median."""
     lo, mid, hi = keys
     if all(k in stats for k in keys):

@@ -1,5 +1,5 @@
 """Result tables in the layout of the paper's Table A3 (median with the 2nd and 4th best
-seed in parentheses; paper 000 App. E.2)."""
+seed in parentheses; [LabelSpace] App. E.2)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def table_a3(summary: pd.DataFrame, methods: list[str], title: str) -> Table:
     n = int(summary["n_seeds"].max()) if len(summary) else 0
     note = (
         f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
-        "in parentheses (paper 000 Table A3 layout)."
+        "in parentheses ([LabelSpace] Table A3 layout)."
     )
     return Table(title, cols, rows, [note], n_labels=2, notes_style="plain")
 

@@ -1,4 +1,4 @@
-"""Stages of ``workflow/rules/active.smk``: DP active learning (paper 004) on cached features.
+"""Stages of ``workflow/rules/active.smk``: DP active learning ([Schwethelm2025]) on cached features.
 
 Schedules are solved once per (kind, ε, ε_Sel) from public quantities and shared by every run;
 one job per (pool variant, seed) runs every configured method; a summary CSV, the Table I/II/V

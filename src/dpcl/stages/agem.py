@@ -92,7 +92,7 @@ def agem_sweep(
     learners: list[str] | tuple[str, ...],
 ) -> None:
     """All (ε, label method) runs of one seed of the memory-buffer learners (job ``agem`` of the learner
-    registry: the enhanced DP-A-GEM, App. D.4, and Desai et al.'s DP-CL as published, paper 002), each
+    registry: the enhanced DP-A-GEM, App. D.4, and Desai et al.'s DP-CL as published, [Desai2021]), each
     made by its registered stage function; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
     diagnostics)}} or, for a single learner, {labels, metrics, privacy, diagnostics}.
 

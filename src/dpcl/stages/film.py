@@ -1,4 +1,4 @@
-"""Stages of ``workflow/rules/film.smk``: the FiLM learners (paper 000 Alg. 2 with FiLM, App. F.1 baselines).
+"""Stages of ``workflow/rules/film.smk``: the FiLM learners ([LabelSpace] Alg. 2 with FiLM, App. F.1 baselines).
 
 The PEFT ensemble's members are independent given the released label spaces; one job per
 run trains them one after the other (:func:`film_members_stage`, one GPU, the data and the

@@ -1,4 +1,4 @@
-"""Stages of ``workflow/rules/paper_figures.smk``: paper 000 Figs. 4-7, A3-A9, paper 003 Fig. 4 and the HTML report."""
+"""Stages of ``workflow/rules/paper_figures.smk``: [LabelSpace] Figs. 4-7, A3-A9, [Tobaben2024] Fig. 4 and the HTML report."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def p003_fig4_groups(
     resources: str | Path,
     datasets: dict[str, dict],
 ) -> dict[str, dict]:
-    """Paper 003 Fig. 4's groups (``blurry_trios``): per setting the benchmark's runs and its
+    """[Tobaben2024] Fig. 4's groups (``blurry_trios``): per setting the benchmark's runs and its
     training samples per task of disjoint and blurry classes, from its scenario file in
     ``scenarios`` (benchmark → path) and the labels of the data set under ``resources/<dataset>``
     (``datasets``: the config's entries)."""
@@ -50,8 +50,8 @@ def paper_figures(
     resources: str | Path = "resources",
     datasets: dict[str, dict] | None = None,
 ) -> dict[str, list[str]]:
-    """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of paper 000 (Sec. 6, App. E.1, F) and
-    paper 003's Fig. 4 from the run metrics of every benchmark; returns (and logs) per figure the
+    """Figs. 4-7 (left), A3, A4 and the per-task Figs. A5-A9 of [LabelSpace] (Sec. 6, App. E.1, F) and
+    [Tobaben2024] Fig. 4 from the run metrics of every benchmark; returns (and logs) per figure the
     notes on what the config does not sweep.
 
     ``runs`` maps a benchmark to its metrics.json paths (any learners; Figs. 4-7 and A3 keep the
@@ -60,7 +60,7 @@ def paper_figures(
     ``task_outputs`` maps a benchmark to {'accuracy': paths, 'forgetting': paths} (Figs. A5-A9).
     Figs. 4-6 use the disjoint-split benchmarks (Sec. 6.1), Figs. 7 and A3 the i-Blurry ones
     (Sec. 6.2), Fig. A4 the disjoint and 5-dataset ones (App. F). 'p003_fig4_blurry' in ``outputs``:
-    paper 003 Fig. 4 on each data set with a disjoint, an i-Blurry(50, 10) and a Si-Blurry
+    [Tobaben2024] Fig. 4 on each data set with a disjoint, an i-Blurry(50, 10) and a Si-Blurry
     benchmark (``p003_fig4_groups``: ``scenarios``, ``resources`` and ``datasets`` feed its data panel).
     """
     from ..report.paper_figures import (

@@ -1,4 +1,4 @@
-"""Stage of ``workflow/rules/paper_tables.smk``: paper 000 Tables A3-A10 and paper 003 Tables F.1, F.2
+"""Stage of ``workflow/rules/paper_tables.smk``: [LabelSpace] Tables A3-A10 and [Tobaben2024] Tables F.1, F.2
 beside the published numbers."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def build_paper_tables(
     tuning: dict | None = None,
     miniature: bool = False,
 ) -> list[Path]:
-    """Paper 000 Tables A3-A10 (App. E.2, F.2-F.4) and paper 003's F.1, F.2 from every run of every
+    """[LabelSpace] Tables A3-A10 (App. E.2, F.2-F.4) and [Tobaben2024] F.1, F.2 from every run of every
     benchmark, beside the published numbers: ``out_dir/table_<ID>.{csv,md,tex}``; ``metrics_paths``:
     benchmark -> its metrics.json; ``tuning``: the config's block (a note says how the runs were tuned);
     ``miniature``: every table's first note says the run is a miniature (config key ``miniature``)."""

@@ -62,7 +62,7 @@ def privacy_audit(
                 for r in rows
             ]
         )
-        # L2DP-ML has no upper bound (its noise is drawn once and reused, paper 001); the sound learners'
+        # L2DP-ML has no upper bound (its noise is drawn once and reused, [Lai2022]); the sound learners'
         # ledgers certify their claim with their accountant
         learners["verdict"] = [
             audit_verdict(c, lb, certified_by_accountant=not broken)
@@ -114,9 +114,9 @@ def privacy_audit(
         )
     if cfg.get("learner_trials", 0):
         notes.append(
-            "L2DP-ML (paper 001): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
+            "L2DP-ML ([Lai2022]): the claimed ε is Theorem 2 without its γ term (γ needs the trained θ₁; "
             "with it the formula is data-dependent and much larger). Under substitution (x_e vs x′_e, the "
-            "adjacency of paper 001's proof) its claim is not certified: no upper bound exists (the noise "
+            "adjacency of [Lai2022]'s proof) its claim is not certified: no upper bound exists (the noise "
             "is drawn once and reused) and no audit under substitution has been run."
         )
     md = audit_table_markdown(df, notes)

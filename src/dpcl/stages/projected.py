@@ -1,6 +1,6 @@
 """Stage of ``workflow/rules/projected.smk``: the learners of registry job ``projected`` (the functional
 mechanism on cached features projected by a PCA fitted on the public tuning split: L2DP-ML as published,
-paper 001, whose claim is violated under add/remove, and its sound variant FM-A-GEM) over every
+[Lai2022], whose claim is violated under add/remove, and its sound variant FM-A-GEM) over every
 (ε, label method) of one seed.
 
 Each learner's run is made by its registered stage function (:attr:`LearnerSpec.stage`, in its own

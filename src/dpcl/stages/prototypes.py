@@ -1,5 +1,5 @@
 """Stage of ``workflow/rules/prototypes.smk``: the learners of registry job ``prototypes`` (noisy class
-sums on cached features: the DP cosine classifier, paper 000 Alg. 1) over every (ε, label method) of one
+sums on cached features: the DP cosine classifier, [LabelSpace] Alg. 1) over every (ε, label method) of one
 seed, each run made by the learner's registered stage function (:attr:`LearnerSpec.stage`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The FiLM DP-SGD engine (paper 000 Sec. 5.2, Alg. 2, App. D, D.1): FiLM members, their
+"""The FiLM DP-SGD engine ([LabelSpace] Sec. 5.2, Alg. 2, App. D, D.1): FiLM members, their
 swap into one shared backbone, and :func:`train_film`, which the FiLM learners drive
 (:func:`dpcl.learners.peft.run_film_learner`: ensemble, Naive, Non-CL; with a
 :class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`). One concept in

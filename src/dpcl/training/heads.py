@@ -1,6 +1,6 @@
 """DP-SGD for a linear head on cached features, with closed-form per-sample clipping.
 
-Paper 000 Alg. 2 (head-only PEFT), App. D.1. Each step samples
+[LabelSpace] Alg. 2 (head-only PEFT), App. D.1. Each step samples
 every example independently with probability q (Poisson sampling), computes the
 per-example gradient g_i of the cross-entropy loss, clips it to norm C, sums, adds
 N(0, σ²C²I) and takes an Adam step. For a linear head z = Wx + b the per-example
@@ -118,7 +118,7 @@ def train_head(
     the run still takes every step (noise only): the released head is a proper,
     randomly perturbed classifier (App. B, Prop. B.6), never "no model".
 
-    ``record_rates`` gives every record its own Poisson rate (paper 004's step amplification:
+    ``record_rates`` gives every record its own Poisson rate ([Schwethelm2025]'s step amplification:
     record i joins each batch independently with probability record_rates[i]; the noisy sum
     is still divided by the public ``cfg.normaliser``, the planned expected batch size), and
     ``steps`` overrides the configured step count (a schedule's segment).

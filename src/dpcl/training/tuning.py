@@ -1,4 +1,4 @@
-"""Hyperparameter tuning of the DP-SGD learners, head-only and FiLM (paper 000 App. D.1, Table A2).
+"""Hyperparameter tuning of the DP-SGD learners, head-only and FiLM ([LabelSpace] App. D.1, Table A2).
 
 Optuna with its Gaussian-process sampler, 20 trials per (ε, δ, seed) by default, over
 the ranges of Table A2: learning rate 1e-7…1e-2 (log), expected batch size 10…tuning-set

@@ -1,5 +1,5 @@
 """Which data the DP-SGD hyperparameters are tuned on, and how the tuned values scale to a run
-(paper 000 App. D.1), from the public configuration alone.
+([LabelSpace] App. D.1), from the public configuration alone.
 
 Two protocols (config ``tuning.protocol``):
 
@@ -221,7 +221,7 @@ def hyperparameters_use(
     data, which makes the choice an unaccounted use (:func:`unaccounted_uses`)."""
     if protocol == "paper":
         return {
-            "chosen_by": f"{search} on PRIVATE training data (paper 000 App. D.1: a task-sized subset "
+            "chosen_by": f"{search} on PRIVATE training data ([LabelSpace] App. D.1: a task-sized subset "
             "of the training data; 5-datasets: a CIFAR-10 subset), as the paper does",
             "private_data_used": True,
             "accounted": False,
@@ -283,7 +283,7 @@ def unaccounted_uses(note: dict) -> list[dict]:
         {
             "use": "hyperparameter tuning",
             "data": "private training data",
-            "why": "paper 000 App. D.1 tunes on the training data and does not account for it; the "
+            "why": "[LabelSpace] App. D.1 tunes on the training data and does not account for it; the "
             "(epsilon, delta) above covers label release and training only",
         }
     ]
