@@ -205,7 +205,7 @@ def test_independent_oracle_google_partition_selection():
         ours = np.asarray(keep_probabilities(n, eps, delta, "laplace"))
         assert np.allclose(ours[1:], google[1:], rtol=1e-9, atol=1e-12)  # same mechanism, same numbers
         # Google's truncated-geometric strategy is the *optimal* partition selection
-        # (Desfontaines et al. 2022, Thm 1): keep(1) = delta exactly. Our k-TSGD with the
+        # ([Desfontaines2022], Thm 1): keep(1) = delta exactly. Our k-TSGD with the
         # integer k = ceil(...) of [LabelSpace] Eq. 7 is (eps, delta)-DP with slack, so it
         # never keeps a class more often than the optimum does.
         opt = ps.create_truncated_geometric_partition_strategy(eps, delta, 1)

@@ -1,4 +1,4 @@
-"""The one-run audit bound (Steinke, Nasr & Jagielski 2023): validity against the exact worst case
+"""The one-run audit bound ([Steinke2023]): validity against the exact worst case
 (ε-randomized response), tightness with many guesses, the p-value's shape, and validity on the
 Gaussian mechanism."""
 

@@ -1,8 +1,8 @@
 """DP-SGD accounting (src/dpcl/privacy/sgd_accounting.py): safety, tightness, composition, oracles.
 
 Tolerances are derived from the accountants' own error guarantees. opacus's PRV bound is
-ε_PRV = ε̂(δ − δ_err) + ε_err, with |ε̂ − ε_true| ≤ ε_err at δ shifted by δ_err (Gopi et al.
-2021, Thm 5.5), ε_err = PRV_EPS_ERROR = 0.01, δ_err = δ/1000. Hence
+ε_PRV = ε̂(δ − δ_err) + ε_err, with |ε̂ − ε_true| ≤ ε_err at δ shifted by δ_err ([Gopi2021],
+Thm 5.5), ε_err = PRV_EPS_ERROR = 0.01, δ_err = δ/1000. Hence
 
     ε_true(δ) ≤ ε_PRV ≤ ε_true(δ − 2δ_err) + 2 ε_err.                               (*)
 """
@@ -86,7 +86,7 @@ def test_rdp_never_tighter_than_prv(solved, target):
 @pytest.mark.parametrize(("sigma", "steps", "delta"), [(1.0, 1, 1e-5), (3.0, 10, 1e-5), (5.0, 50, 1e-6)])
 def test_full_batch_matches_exact_gaussian(sigma, steps, delta):
     # q = 1: T Gaussian steps with noise σ are one Gaussian with noise σ/√T, whose ε is exact
-    # (Balle & Wang 2018). Check the sandwich (*) and that RDP is a valid (larger) bound.
+    # ([Balle2018]). Check the sandwich (*) and that RDP is a valid (larger) bound.
     # Measured ε_PRV − ε_exact: 0.0102, 0.0102, 0.0103 (= ε_err plus the δ_err shift).
     s_eff = sigma / math.sqrt(steps)
     exact = _exact_gaussian_epsilon(s_eff, delta)
@@ -249,8 +249,8 @@ def _dp_rdp_epsilon(sigma: float, q: float, steps: int, delta: float, orders) ->
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_rdp_agrees_with_dp_accounting_rdp(solved, target, monkeypatch):
-    # At integer orders both libraries evaluate the same closed-form sum (Mironov et al. 2019) and
-    # the same ε conversion (Balle et al. 2020, Prop. 12): agreement to rounding (measured ≤ 1e-14).
+    # At integer orders both libraries evaluate the same closed-form sum ([Mironov2019]) and
+    # the same ε conversion ([Balle2020], Prop. 12): agreement to rounding (measured ≤ 1e-14).
     # At fractional orders dp_accounting 0.6.0 adds |binomial| terms whose binomial coefficients
     # are negative (an over-estimate: +55 % at α = 1.1, q = 0.1), while opacus subtracts them and
     # matches quadrature (next test); so over all orders ours ≤ dp_accounting's, measured equal
@@ -269,7 +269,7 @@ def test_rdp_agrees_with_dp_accounting_rdp(solved, target, monkeypatch):
 @pytest.mark.parametrize("alpha", [1.1, 1.5, 2.5, 3.4, 5.9])
 def test_fractional_order_rdp_matches_quadrature(alpha):
     # The RDP of one Poisson-subsampled Gaussian step is log(A_α)/(α − 1) with
-    # A_α = E_{z~N(0,σ²)}[((1 − q) + q exp((2z − 1)/(2σ²)))^α] (Mironov et al. 2019, Sec. 3.3).
+    # A_α = E_{z~N(0,σ²)}[((1 − q) + q exp((2z − 1)/(2σ²)))^α] ([Mironov2019], Sec. 3.3).
     # Integrated numerically with epsrel 1e-12; A_α − 1 ≈ 1e-3, so the RDP is good to ~1e-8.
     sigma, q, steps = 1.4238, 0.1, 400
     pdf = stats.norm(scale=sigma).pdf

@@ -51,7 +51,7 @@ def test_overall_verdict_and_record():
 
 
 def test_pld_bounds_bracket_the_rdp_and_prv_accountants():
-    """Optimistic ≤ pessimistic PLD, and the pessimistic bound is no looser than RDP (Balle et al. 2020
+    """Optimistic ≤ pessimistic PLD, and the pessimistic bound is no looser than RDP ([Balle2020]
     conversion) for a Poisson-subsampled Gaussian — the reason verdicts use it."""
     from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 

@@ -1,4 +1,4 @@
-# DP-A-GEM baseline (enhanced Desai et al. 2021, [LabelSpace] App. D.4), head-only on cached
+# DP-A-GEM baseline ([Desai2021], enhanced as in [LabelSpace] App. D.4), head-only on cached
 # features: every (ε, label method) of one seed in one job; and Fig. 3 (Sec. 6.1).
 # Its memory buffer keeps raw samples across tasks: a baseline, not a method of the paper.
 

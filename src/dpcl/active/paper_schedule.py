@@ -43,7 +43,7 @@ Mapping from :class:`~dpcl.active.schedules.ALPlan` to the released code's input
   ``sigma_corr=False`` is ``step_ampl_prob`` (Alg. 2/3 as printed).
 
 Accountant: opacus's RDP accountant with its default orders (``RDPAccountant.DEFAULT_ALPHAS``:
-1.1..10.9 by 0.1, 12..63) and its (ε, δ) conversion (Balle et al. 2020, Thm 21), applied to a
+1.1..10.9 by 0.1, 12..63) and its (ε, δ) conversion ([Balle2020], Thm 21), applied to a
 heterogeneous history (Alg. 6). opacus's ``compute_rdp(steps=n)`` is the one-step curve
 times n, so per-step curves are cached by (σ, q) and every history is a sum of cached curves:
 bit-identical to building an ``RDPAccountant`` history, at one curve computation per new (σ, q).
@@ -420,7 +420,7 @@ def reaccount(schedule: Schedule, orders: Sequence[float] | None = None) -> list
 
 # ----------------------------------------------------------------------------- verdict on the claim
 
-SOURCE = "[Schwethelm2025] (Schwethelm et al.), Alg. 2/3 as released (kschwethelm/DPAL)"
+SOURCE = "[Schwethelm2025] Alg. 2/3 as released (kschwethelm/DPAL)"
 POOL_ADJACENCY = "add/remove one record of the pool (selection + training, basic composition)"
 UPPER_METHOD = "pessimistic PLD (dp_accounting, discretisation 1e-4) of the group's own history"
 LOWER_METHOD = (

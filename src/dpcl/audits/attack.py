@@ -46,7 +46,7 @@ TABLE_COLUMNS = [
 def dp_attack_bound(epsilon: float, delta: float) -> float:
     """Largest accuracy of any attack on an (ε, δ)-DP release with a fair prior: (e^ε + δ)/(1 + e^ε).
 
-    Hypothesis-testing view of DP (Kairouz et al. 2015): for the attacker's rejection
+    Hypothesis-testing view of DP ([Kairouz2015]): for the attacker's rejection
     region S (guess D'), TPR = Pr[M(D') ∈ S] and FPR = Pr[M(D) ∈ S] obey
     TPR ≤ e^ε FPR + δ and, applied to the complement with D, D' swapped,
     1 − FPR ≤ e^ε (1 − TPR) + δ. Accuracy ½(1 + TPR − FPR) grows along the first line

@@ -39,7 +39,7 @@ AUDIT_MECHANISMS = ("tsgd", "laplace", "oracle")
 def clopper_pearson(
     k: int | np.ndarray, n: int | np.ndarray, alpha: float = 0.05, two_sided: bool = True
 ) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
-    """Exact binomial confidence bounds (Clopper & Pearson 1934) for k successes in n trials.
+    """Exact binomial confidence bounds ([Clopper1934]) for k successes in n trials.
 
     ``two_sided=True``: the interval covers p with probability ≥ 1 − α (α/2 per tail).
     ``two_sided=False``: each end alone is a one-sided 1 − α bound, e.g. for k = 0 the

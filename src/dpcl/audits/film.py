@@ -1,8 +1,8 @@
 """White-box audit of FiLM DP-SGD (:func:`dpcl.training.film.train_film`, the engine of every FiLM learner)
-on the embedded EfficientNet-Lite0: one training run, many canaries (Steinke, Nasr & Jagielski 2023,
+on the embedded EfficientNet-Lite0: one training run, many canaries ([Steinke2023],
 :mod:`dpcl.audits.one_run`).
 
-Threat model (Nasr et al. 2021, adversary instantiation; Steinke et al. 2023): the adversary sees the
+Threat model ([Nasr2021], adversary instantiation; [Steinke2023]): the adversary sees the
 privatized gradient sum of the step (clipped sum + noise, before the normaliser and Adam;
 ``train_film(observe=...)``, instrumentation only), knows the model it was computed at and chooses the
 canaries and that model. Adjacency: add/remove one individual (each canary present or absent), the
@@ -45,7 +45,7 @@ with 1000 canaries and a head branch escaping clipping), so claims of ε = 4 or 
 refuted with many thousands of canaries. It tests one
 step of the "train" part: not Poisson sampling, the step count, the composition over steps, nor
 DP-A-GEM's buffer branch g_ref (``buffer``), which this audit does not run. The one-run bound is
-not tight for the Gaussian mechanism (Steinke et al. 2023, Sec. 7): a correct implementation's bound
+not tight for the Gaussian mechanism ([Steinke2023], Sec. 7): a correct implementation's bound
 sits well below its claim, and its trials are not independent, so there is no μ bound here.
 """
 
@@ -259,7 +259,7 @@ def audit_film(
     return [
         {
             "part": "train",
-            "audit": "FiLM: one run, many canaries (Steinke et al. 2023)",
+            "audit": "FiLM: one run, many canaries ([Steinke2023])",
             "claimed_epsilon": float(epsilon),
             "claimed_mu": AUDIT_DPSGD.steps**0.5 / sigma,
             "delta": float(delta),

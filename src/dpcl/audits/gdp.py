@@ -1,4 +1,4 @@
-"""The f-DP route of an audit (Dong, Roth & Su 2022; Nasr et al. 2023, tight auditing): a rigorous lower
+"""The f-DP route of an audit ([Dong2022]; [Nasr2023], tight auditing): a rigorous lower
 bound on the Gaussian-DP parameter μ of a mechanism, from one threshold test's error rates.
 
 A mechanism is μ-GDP when every test between D and D' has type II error β ≥ Φ(Φ⁻¹(1 − α) − μ) at type I

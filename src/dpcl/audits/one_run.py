@@ -1,4 +1,4 @@
-"""Privacy auditing with one training run (Steinke, Nasr & Jagielski 2023, arXiv 2305.08846, Thm. 3.1 and
+"""Privacy auditing with one training run ([Steinke2023], arXiv 2305.08846, Thm. 3.1 and
 App. D): a lower bound on ε from m canaries, each included in the training data by an independent fair
 coin, and an auditor that guesses the coins of some of them after seeing the one output.
 

@@ -1,7 +1,7 @@
 """White-box audits of the DP-SGD head learners on their own training code (``dpcl.training.heads.train_head``,
 which the PEFT ensemble's heads and the Naive and Non-CL head baselines run).
 
-Threat model (Nasr et al. 2021, adversary instantiation; Nasr et al. 2023, tight auditing): the adversary
+Threat model ([Nasr2021], adversary instantiation; [Nasr2023], tight auditing): the adversary
 sees every privatized gradient sum DP-SGD releases (clipped, noised, before the normaliser and the
 optimiser) and the model it was computed at, and chooses the canary. Adjacency: add/remove one
 individual, the ledger's.
@@ -10,7 +10,7 @@ Audit setting: sampling rate q = 1 and one step, so each release is one Gaussian
 accountant's σ for the claimed (ε, δ) at (q = 1, 1 step); the audited code is the same function the
 pipeline runs, instrumented only to hand the adversary what it releases (``train_head(observe=...)``).
 
-- **Weight branch, many canaries in one run** (Steinke, Nasr & Jagielski 2023): canary k is a "Dirac"
+- **Weight branch, many canaries in one run** ([Steinke2023]): canary k is a "Dirac"
   record whose features are a large value on a coordinate of its own (no other record uses it), so its
   clipped gradient lands in one column of the head's weights and nowhere else in that column. From the
   zero initialisation each canary's contribution is fixed and the noise of different columns is

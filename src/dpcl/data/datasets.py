@@ -2,7 +2,7 @@
 (download, digests) the other data sets share (:mod:`dpcl.data.sources`). Which data sets exist and
 how each is obtained and loaded is the registry's (:mod:`dpcl.data.registry`).
 
-Fashion-MNIST (Xiao et al. 2017) is the embedded default's dataset: taken from the
+Fashion-MNIST ([Xiao2017]) is the embedded default's dataset: taken from the
 Debian package ``dataset-fashion-mnist`` (idx files under
 /usr/share/datasets/fashion-mnist) when present, else downloaded from the official
 location with checksum verification.
@@ -256,7 +256,7 @@ def select_per_class(labels: np.ndarray, per_class: int | None, seed: int) -> np
     return np.sort(np.concatenate(keep))
 
 
-# --- CIFAR-10 / CIFAR-100 (Krizhevsky 2009), the official python-pickle archives --------
+# --- CIFAR-10 / CIFAR-100 ([Krizhevsky2009]), the official python-pickle archives --------
 
 CIFAR_URLS = ("https://www.cs.toronto.edu/~kriz/",)
 CIFAR_ARCHIVES = {

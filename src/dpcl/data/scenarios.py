@@ -94,7 +94,7 @@ def _blurry_setup(labels, n_tasks: int, disjoint_pct: float, blurry_pct: float, 
 def iblurry_scenario(
     labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
 ) -> Scenario:
-    """i-Blurry(N, M) of Koh et al. 2022 ([LabelSpace] Sec. 3 "Blurry Tasks", Sec. 6.2).
+    """i-Blurry(N, M) of [Koh2022] ([LabelSpace] Sec. 3 "Blurry Tasks", Sec. 6.2).
 
     N % of the classes are disjoint (all their samples in the one task that owns them),
     the rest are blurry; every task owns an equal share of disjoint and of blurry classes.
@@ -144,7 +144,7 @@ def _random_composition(total: int, n_parts: int, gen: np.random.Generator, posi
 
     ``positive``: T - 1 distinct cuts drawn uniformly from 1..total-1 (every part non-empty,
     a uniform random composition); otherwise T - 1 cuts drawn with replacement from
-    0..total (Moon et al.'s ``torch.randint`` cuts; parts may be empty).
+    0..total (the ``torch.randint`` cuts of [Moon2023]'s code; parts may be empty).
     """
     if n_parts == 1:
         return np.asarray([total], dtype=np.int64)
@@ -169,9 +169,9 @@ class SiBlurrySplit:
 def siblurry_split(
     labels: np.ndarray, n_tasks: int, disjoint_pct: float, blurry_pct: float, seed: int
 ) -> SiBlurrySplit:
-    """Si-Blurry (Moon et al., ICCV 2023; [Tobaben2024] Sec. 7.2): stochastic blurry task boundaries.
+    """Si-Blurry ([Moon2023]; [Tobaben2024] Sec. 7.2): stochastic blurry task boundaries.
 
-    Follows the ``varing_NM`` branch of Moon et al.'s ``OnlineSampler`` (MVP code):
+    Follows the ``varing_NM`` branch of the ``OnlineSampler`` of [Moon2023] (MVP code):
     1. permute the classes; the first round(N % · C) are disjoint, the rest blurry;
     2. cut the disjoint classes into T consecutive groups at random points, and likewise
        the blurry classes (so the number of disjoint and blurry classes varies per task);

@@ -148,7 +148,7 @@ def random_split(n: int, test_fraction: float, seed: int, key: str) -> tuple[np.
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
-# --- MNIST (LeCun et al. 2010): idx.gz, the same format as Fashion-MNIST -------------------
+# --- MNIST ([LeCun2010]): idx.gz, the same format as Fashion-MNIST -------------------
 
 MNIST_URLS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
 MNIST_FILES = {
@@ -198,7 +198,7 @@ def load_mnist(root: str | Path, split: str) -> ImageDataset:
     return load_idx_split(root, split, MNIST_FILES, MNIST_CLASSES)
 
 
-# --- SVHN (Netzer et al. 2011): cropped digits, MATLAB v5 .mat files ---------------------
+# --- SVHN ([Netzer2011]): cropped digits, MATLAB v5 .mat files ---------------------
 
 SVHN_URLS = ("http://ufldl.stanford.edu/housenumbers/",)
 SVHN_FILES = {
@@ -249,11 +249,11 @@ def load_svhn(root: str | Path, split: str) -> ImageDataset:
     )
 
 
-# --- notMNIST (Bulatov 2011), the paper's copy from Adversarial-Continual-Learning ----------
+# --- notMNIST ([Bulatov2011]), the paper's copy from Adversarial-Continual-Learning ----------
 
 # [LabelSpace] App. E: "notMNIST ... the version at git hash 339df59 found at
 # github.com/facebookresearch/Adversarial-Continual-Learning/blob/main/data/notMNIST.zip",
-# the 5-datasets copy of Ebrahimi et al. 2020: notMNIST/{Train,Test}/{A..J}/*.png (28x28 grey),
+# the 5-datasets copy of [Ebrahimi2020]: notMNIST/{Train,Test}/{A..J}/*.png (28x28 grey),
 # a fixed train/test split. No checksum is published; the manifest records its sha256.
 NOTMNIST_URLS = (
     "https://github.com/facebookresearch/Adversarial-Continual-Learning/raw/"
@@ -338,7 +338,7 @@ def load_notmnist(root: str | Path, split: str) -> ImageDataset:
     return _load_split(root, split, "notmnist")
 
 
-# --- ImageNet-R (Hendrycks et al. 2021) ----------------------------------------------------
+# --- ImageNet-R ([Hendrycks2021]) ----------------------------------------------------
 
 IMAGENET_R_URLS = ("https://people.eecs.berkeley.edu/~hendrycks/",)
 # md5 of imagenet-r.tar as recorded when this loader was written; not yet confirmed against a
@@ -474,7 +474,7 @@ def load_imagenet_r(root: str | Path, split: str) -> ImageDataset:
     return _load_split(root, split, "imagenet_r")
 
 
-# --- 5-datasets (Ebrahimi et al. 2020; [LabelSpace] App. F.5) ----------------------------------
+# --- 5-datasets ([Ebrahimi2020]; [LabelSpace] App. F.5) ----------------------------------
 
 FIVE_DATASETS = ("mnist", "svhn", "notmnist", "fashion_mnist", "cifar10")
 

@@ -1,4 +1,4 @@
-"""Enhanced DP-A-GEM (Desai et al. 2021) head-only on cached features: a baseline.
+"""Enhanced DP-A-GEM ([Desai2021]) head-only on cached features: a baseline.
 
 [LabelSpace] Sec. 6.1 ("Comparison with Desai et al.", Fig. 3) and App. D.4. One linear head
 over the label universe (softmax restricted to ∪_{k≤t} O_k, like the Naive baseline's head) is

@@ -1,4 +1,4 @@
-"""Enhanced DP-A-GEM (Desai et al. 2021) with FiLM on images: a baseline ([LabelSpace] Sec. 6.1,
+"""Enhanced DP-A-GEM ([Desai2021]) with FiLM on images: a baseline ([LabelSpace] Sec. 6.1,
 Fig. 3, App. D.4, "to fine-tune the same ViT-B model (with PEFT)").
 
 The FiLM twin of :mod:`dpcl.learners.agem` (read its docstring for the mechanism and the

@@ -1,7 +1,7 @@
 """White-box audit of DP-A-GEM (head-only, :mod:`dpcl.learners.agem`) on its own training code: its train
 part and its buffer rereads.
 
-Threat model (Nasr et al. 2021; the adversary of DP-SGD's accountant): the adversary sees every
+Threat model ([Nasr2021]; the adversary of DP-SGD's accountant): the adversary sees every
 privatized release of :func:`~dpcl.learners.agem.run_agem_head` (each step's g of the train part and g_ref
 of the buffer, before the projection and the optimiser; ``observe``, instrumentation only) and the head
 each was computed at, and chooses the canaries. Adjacency: add/remove one individual, the ledger's.
@@ -11,7 +11,7 @@ is what :func:`~dpcl.learners.agem.agem_noise` gives for the claimed (ε, δ): �
 one step, σ_ref for the buffer's (T − 1) · steps = 1 reread. Each part is then one Gaussian mechanism
 per read, so the ledger's claim for it is exactly μ-GDP with μ = √reads / σ (:mod:`dpcl.audits.gdp`).
 
-Canaries ("Dirac", Steinke, Nasr & Jagielski 2023): record k of task 0 has the value
+Canaries ("Dirac", [Steinke2023]): record k of task 0 has the value
 :data:`DIRAC_SCALE` on a feature coordinate of its own and nothing else, so its clipped gradient lands in
 one column of the head's weights that no other record touches; each is included by a fair coin. Its
 part is decided by the learner's own public coin (:func:`~dpcl.learners.agem.reference_mask` of its

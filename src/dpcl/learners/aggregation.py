@@ -5,7 +5,7 @@ Each member l has logits over its own output space O_l.
 - ``argmax`` (Eq. 11): the label of the largest logit over all members and labels.
 - ``median`` (Eq. A101): first subtract each member's median logit, so members with
   overconfident offsets do not win by scale alone.
-- ``entropy`` (Zhao et al. 2024, "SAFE", Eq. 11, γ = 1 as in App. D.2): per test input,
+- ``entropy`` ([Zhao2024], "SAFE", Eq. 11, γ = 1 as in App. D.2): per test input,
   member l gets weight w_l = softmax_l(−γ H_l) with H_l the entropy of softmax(z_l) over
   O_l, and the ensemble scores label y by Σ_{l : y ∈ O_l} w_l z_{l,y}. SAFE combines two
   learners over one label space (a weighted sum of their logits); with members over

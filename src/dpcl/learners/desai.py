@@ -1,4 +1,4 @@
-"""Desai et al. (2021) DP-CL **as published** ([Desai2021], Alg. 1, Lemma 2), head-only on cached features.
+"""Desai et al. DP-CL **as published** ([Desai2021], Alg. 1, Lemma 2), head-only on cached features.
 
 [LabelSpace] compares against an *enhanced* version of this method (:mod:`dpcl.learners.agem`,
 its App. D.4); this module runs the published one beside it, with the published privacy
@@ -20,7 +20,7 @@ mini-memory block M_t (l. 17, 24-26). At every step of task t:
 Readings of ambiguous steps (each a choice; the paper does not settle it):
 
 1. Noise placement. Alg. 1 l. 9 prints the noise inside the per-example loop. The moments
-   accountant the paper cites (Abadi et al. 2016, its ref. [1]) assumes one draw per step on
+   accountant the paper cites ([Abadi2016], its ref. [1]) assumes one draw per step on
    the sum of clipped per-example gradients; we do that (also [LabelSpace] App. D.4 item 1).
 2. Clipping of g_ref. l. 14 clips g_ref as a whole (a batch gradient). A whole-batch clip does
    not bound one individual's influence by C in the way the accountant assumes; we clip per

@@ -1,4 +1,4 @@
-"""L2DP-ML (Lai et al. 2022, [Lai2022]) as published, on cached features: a baseline whose
+"""L2DP-ML ([Lai2022]) as published, on cached features: a baseline whose
 privacy claim is violated under add/remove (an audit) and cannot be certified under any adjacency.
 
 Network (Sec. 4, Fig. 1): a tied-weight auto-encoder h = clip(θ₁ᵀx, [−1, 1]) with reconstruction
@@ -355,7 +355,7 @@ def theorem2_claim(epsilon: float, cfg, delta: float, audit: dict | None = None)
     e1, e2 = budgets(epsilon, cfg)
     d_r, d_l = cfg.sensitivities()
     return {
-        "source": "[Lai2022] (Lai et al. 2022), Theorem 2 and Alg. 2",
+        "source": "[Lai2022] Theorem 2 and Alg. 2",
         "formula": "eps_1 + eps_1/gamma_x + eps_1/gamma + eps_2, gamma_x = Delta_R/lambda, "
         "gamma = 2 Delta_R/(lambda ||theta_1||_{1,1}); 'regardless of the number of tasks'",
         "epsilon_1": e1,

@@ -1,4 +1,4 @@
-"""Analytic Gaussian mechanism (Balle & Wang 2018, Thm 8).
+"""Analytic Gaussian mechanism ([Balle2018], Thm 8).
 
 For L2 sensitivity Δ, N(0, σ²I) noise is (ε, δ)-DP iff
     Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ.

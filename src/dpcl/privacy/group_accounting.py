@@ -12,9 +12,9 @@ verified, with one of two accountants:
   composed segment by segment in history order, at :data:`PLD_DISCRETIZATION`. Its ε(δ) is a
   valid upper bound, and the tightest we have: at ε ≈ 8 it certifies 0.5-0.65 more of the
   budget than RDP for the same phases, which our schedules spend on larger rates.
-- ``"rdp"``: RDP of the Poisson-subsampled Gaussian (Mironov et al. 2019, opacus's
+- ``"rdp"``: RDP of the Poisson-subsampled Gaussian ([Mironov2019], opacus's
   implementation) over the integer orders of :data:`dpcl.privacy.sgd_accounting.RDP_ORDERS`,
-  converted to (ε, δ) with Balle et al. 2020, Thm 21 (opacus's ``get_privacy_spent``); kept to
+  converted to (ε, δ) with [Balle2020], Thm 21 (opacus's ``get_privacy_spent``); kept to
   compare with the paper's own (RDP) numbers and to read schedules solved before the switch.
 
 A solver holds each group's *state* (an RDP curve, or the composed PLD) and extends it by one
@@ -80,7 +80,7 @@ def history_rdp(history: Sequence[Segment]) -> np.ndarray:
 
 
 def rdp_to_epsilon(curve: np.ndarray, delta: float) -> float:
-    """(ε, δ) conversion of an RDP curve (Balle et al. 2020, Thm 21; opacus's formula), ε ≥ 0."""
+    """(ε, δ) conversion of an RDP curve ([Balle2020], Thm 21; opacus's formula), ε ≥ 0."""
     if not np.any(curve > 0):
         return 0.0
     with np.errstate(all="ignore"):
@@ -143,7 +143,7 @@ class RDPGroupAccountant(GroupAccountant):
         return {
             "name": "rdp",
             "orders": list(ORDERS),
-            "conversion": "Balle et al. 2020, Thm 21; selection + training by basic composition",
+            "conversion": "[Balle2020], Thm 21; selection + training by basic composition",
         }
 
 
@@ -355,8 +355,8 @@ def group_epsilon(
 ) -> float:
     """A group's total ε: selection ε + an upper bound on the ε of its own DP-SGD history.
 
-    ``accountant``: ``"rdp"`` (the project's RDP accountant over all its orders, Balle et al.
-    2020 Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld` on its fine grid, at
+    ``accountant``: ``"rdp"`` (the project's RDP accountant over all its orders, [Balle2020]
+    Thm 21) or ``"pld"`` (pessimistic PLD of :mod:`dpcl.privacy.pld` on its fine grid, at
     most what the schedules were solved with at :data:`PLD_DISCRETIZATION`); both are valid
     upper bounds, RDP the looser. Segments that never sample the group (q = 0 or no steps)
     cost nothing; selection and training compose by basic composition ([Schwethelm2025], Sec. III-E).

@@ -1,7 +1,7 @@
 """DP release of the output label space ([LabelSpace] Sec. 4.2, Eq. 7; App. C.3).
 
-k-truncated symmetric geometric distribution (k-TSGD) thresholding of Desfontaines
-et al. (2022, Thm 6): with p = 1 − e^{−ε} and
+k-truncated symmetric geometric distribution (k-TSGD) thresholding of
+[Desfontaines2022] (Thm 6): with p = 1 − e^{−ε} and
     k = ⌈(1/ε) ln((e^ε + 2δ − 1) / ((e^ε + 1) δ))⌉,
 Pr[Z = z] ∝ e^{−ε|z|} on {−k, …, k}, and label y is released iff |C_t(y)| + Z_y > k.
 Only labels present in the data are candidates; each individual is in one class, so
@@ -41,7 +41,7 @@ def tsgd_delta(k: int, epsilon: float) -> float:
     """δ actually achieved by k-TSGD thresholding at ε: Pr[Z = k] = (e^ε − 1)/((e^ε + 1) e^{kε} − 2).
 
     This is the probability that a label with a single example is released, the worst
-    case over neighbouring datasets (Desfontaines et al. 2022, Thm 6).
+    case over neighbouring datasets ([Desfontaines2022], Thm 6).
     """
     ee = math.expm1(epsilon)
     return ee / ((ee + 2.0) * math.exp(k * epsilon) - 2.0)

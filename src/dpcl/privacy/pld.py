@@ -1,7 +1,7 @@
 """Privacy-loss-distribution (PLD) bounds of Poisson-subsampled Gaussian histories, both ways.
 
 The tightest accountant we have for compositions of Poisson-subsampled Gaussian steps
-(Koskela et al. 2020; Doroshenko et al. 2022, "Connect the dots"), through Google's
+([Koskela2020]; [Doroshenko2022], "Connect the dots"), through Google's
 ``dp_accounting``. A history is a list of (noise_multiplier, sample_rate, steps) segments,
 composed in order (heterogeneous composition is exact for PLDs: the privacy-loss random
 variables add).

@@ -3,7 +3,7 @@
 phase histories.)
 
 [LabelSpace] App. D.1: opacus with Poisson sampling and the PRV
-accountant (Gopi et al. 2021), falling back to RDP (Mironov et al. 2019) where PRV
+accountant ([Gopi2021]), falling back to RDP ([Mironov2019]) where PRV
 fails; App. D.4: DP-A-GEM rereads a memory buffer at its own rate and noise, so its
 phases compose *sequentially* for the individuals they share (:func:`compose_epsilon`).
 
@@ -160,7 +160,7 @@ def _check_phase_shapes(phases_shape: Sequence[tuple[float, int]]) -> list[tuple
 
 def _prv_half_width(history: Sequence[Phase], delta_error: float, eps_error: float = PRV_EPS_ERROR) -> float:
     """Half-width L of the PRV discretisation domain [-L, L]: opacus's rule
-    (``compute_safe_domain_size``, Gopi et al. 2021 Remark 5.6, ``max(L, eps_error) + 3``) with
+    (``compute_safe_domain_size``, [Gopi2021] Remark 5.6, ``max(L, eps_error) + 3``) with
     its RDP bounds taken over the integer orders among opacus's defaults only. An RDP bound
     over a subset of the orders is never smaller, so this domain contains the one opacus would
     size (the mass it truncates is never larger; the mesh does not depend on L), at a tenth of

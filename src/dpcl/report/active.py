@@ -1,4 +1,4 @@
-"""Tables and figures of DP active learning ([Schwethelm2025], Schwethelm et al.) from our runs.
+"""Tables and figures of DP active learning ([Schwethelm2025]) from our runs.
 
 Reads ``results/active/summary.csv`` (one row per run: pool, mode, method, acquisition,
 selection, schedule, epsilon, selection_epsilon, seed, final_accuracy, guarantee_holds) and

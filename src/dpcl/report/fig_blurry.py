@@ -55,7 +55,7 @@ def blurry_groups(benchmarks: dict[str, dict]) -> dict[str, dict[float, str]]:
 
 #: [Tobaben2024] Sec. 7.2 (Fig. 4, Table F.2): the task splits compared on one data set, by scenario.
 BLURRY_SETTINGS = {"disjoint": "Not Blurry", "iblurry": "I-Blurry", "siblurry": "Si-Blurry"}
-#: The i-Blurry(N, M) of that comparison. [Tobaben2024] states neither N nor M: Koh et al.'s i-Blurry-50-10.
+#: The i-Blurry(N, M) of that comparison. [Tobaben2024] states neither N nor M: the i-Blurry-50-10 of [Koh2022].
 IBLURRY_NM = (50.0, 10.0)
 
 

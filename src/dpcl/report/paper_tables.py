@@ -516,7 +516,7 @@ _F2_NOTES = (
     "Label method: ours are Base Dataset (base) runs. [Tobaben2024] does not state F.2's label method; base is its "
     "stated default prior ('all classes of the base dataset(s) at all tasks', Sec. 7), though its Cosine ε = 1 "
     "Not Blurry mean (76.16) matches neither its F.1 Base (72.44) nor Oracle (78.38) mean.",
-    f"I-Blurry: i-Blurry-{IBLURRY_NM[0]:g}-{IBLURRY_NM[1]:g} of Koh et al. 2022 (N = {IBLURRY_NM[0]:g} % "
+    f"I-Blurry: i-Blurry-{IBLURRY_NM[0]:g}-{IBLURRY_NM[1]:g} of [Koh2022] (N = {IBLURRY_NM[0]:g} % "
     f"disjoint classes, blurry sample ratio M = {IBLURRY_NM[1]:g} %), our choice: [Tobaben2024] states neither N nor "
     "M (nor Si-Blurry's).",
 )

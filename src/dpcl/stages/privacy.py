@@ -102,7 +102,7 @@ def privacy_audit(
     if cfg.get("whitebox_runs", 0) and cfg.get("film_canaries", 0):
         notes.append(
             "FiLM (dpcl.audits.film): the pipeline's train_film on the embedded EfficientNet-Lite0 at q = 1 "
-            "and one step, audited in ONE training with many canaries (Steinke, Nasr & Jagielski 2023, "
+            "and one step, audited in ONE training with many canaries ([Steinke2023], "
             "dpcl.audits.one_run): random images, each with an output of its own and included by a fair "
             "coin, a random initial head so that the FiLM branch carries gradient; the adversary decodes "
             "the release by least squares on the canaries' clipped gradients (and on their FiLM block alone), "

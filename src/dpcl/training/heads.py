@@ -174,7 +174,7 @@ def train_head(
             observe(step, g_w.copy(), g_b.copy())
         g_w /= cfg.normaliser
         g_b /= cfg.normaliser
-        # Adam (Kingma & Ba 2015), bias-corrected
+        # Adam ([Kingma2015]), bias-corrected
         for p, g, m, v in ((head.w, g_w, m_w, v_w), (head.b, g_b, m_b, v_b)):
             m *= b1
             m += (1 - b1) * g

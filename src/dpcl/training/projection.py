@@ -1,4 +1,4 @@
-"""The A-GEM projection (Chaudhry et al. 2019; [LabelSpace] App. D.4, Eq. A102), shared by the head
+"""The A-GEM projection ([Chaudhry2019]; [LabelSpace] App. D.4, Eq. A102), shared by the head
 engine's DP-A-GEM (numpy) and the FiLM engine (torch): post-processing of two DP gradient releases."""
 
 from __future__ import annotations
