@@ -47,8 +47,8 @@ Readings of ambiguous steps (each a choice; the paper does not settle it):
    charged once. Since σ, q, q_ref and the steps are the same for every task, the claim is
    the same ε_i + ε'_i for every task (the proof's base case gives task 1 only ε_1, which is
    smaller; we list ε_i + ε'_i for every task, the larger value, which is also the one the
-   noise is calibrated to). Lemma 2's part 2, ε^all = Σ_i ε_i(T), is stated under paper
-   002's global adjacency (Def. 2); under the task-wise adjacency used here ([LabelSpace]
+   noise is calibrated to). Lemma 2's part 2, ε^all = Σ_i ε_i(T), is stated under
+   [Desai2021]'s global adjacency (Def. 2); under the task-wise adjacency used here ([LabelSpace]
    App. B) per-task guarantees compose in parallel, so the claim compared is max_i ε_i(T).
 8. Split. l. 4 splits D_t "∼" at random; we use the public per-individual coin of
    :func:`~dpcl.learners.agem.split_task` (a fixed-size draw would let one individual move

@@ -186,7 +186,9 @@ def group_privacy_figure(
                 text.set_color("red")
     axes[0][0].set_ylabel("cumulative ε of the group")
     axes[0][0].set_ylim(0, 1.2 * top)  # headroom for the red "max" note above the target line
-    fig.suptitle("Privacy loss per group across training phases ([Schwethelm2025] Figs. 2/4 analogue)", fontsize=10)
+    fig.suptitle(
+        "Privacy loss per group across training phases ([Schwethelm2025] Figs. 2/4 analogue)", fontsize=10
+    )
     fig.tight_layout()
     outs = _outputs(out_png)
     save_figure(fig, outs)

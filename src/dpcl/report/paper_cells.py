@@ -14,8 +14,7 @@ import pandas as pd
 
 from ..data.registry import display_name
 from .names import canonical_method, eps_key, eps_name, label_methods_key, learner_name, release_fraction
-from .reference import PAPER_LEARNERS
-from .reference import CITATION_KEYS
+from .reference import CITATION_KEYS, PAPER_LEARNERS
 from .reference import TABLES as SOURCES
 from .table import MISSING, Table, blank_repeats, fmt_mean_sd, fmt_order, tex_escape, to_csv, write_table
 from .table import to_latex as render_latex

@@ -68,9 +68,8 @@ from .paper_cells import (
     write_paper_tables,
 )
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
-from .reference import CITATION_KEYS
+from .reference import CITATION_KEYS, load_reference
 from .reference import TABLES as SOURCES
-from .reference import load_reference
 
 # --- the tables ------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The one table model of the reports: a :class:`Cell` (numbers and how to print them), a
 :class:`Table` (title, columns, rows, notes) and its renderers (Markdown, LaTeX, CSV).
 
-Every table the pipeline writes (the benchmark summaries, [LabelSpace]'s and 003's tables, the
+Every table the pipeline writes (the benchmark summaries, tables of [LabelSpace] and [Tobaben2024], the
 active-learning tables, the privacy tables) is built as a :class:`Table` and printed by
 :func:`to_markdown` / :func:`to_latex` / :func:`to_csv`; a table family differs only in its cells
 (what they hold and how they print) and its layout options (column alignment, how notes are set).
