@@ -1,6 +1,6 @@
 """The authors' step-amplification schedule of [Schwethelm2025], re-implemented to measure its defect.
 
-[Schwethelm2025] (Schwethelm et al., "Differentially Private Active Learning") computes, before any
+Schwethelm et al., "Differentially Private Active Learning" [Schwethelm2025], compute, before any
 data is read, a DP-SGD schedule in which every training phase i ≥ 1 samples the *old* records
 (labelled before selection i) at one rate q_old,i and the records selected at selection i at
 a higher rate q_new,i, with more steps than the naive schedule so that the expected batch
