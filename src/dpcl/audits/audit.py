@@ -1,7 +1,9 @@
 """Empirical privacy audits: Monte-Carlo lower bounds on ε.
 
-An (ε, δ)-DP mechanism M satisfies, for neighbouring D, D' and every event S,
+An (ε, δ)-DP mechanism M satisfies, for neighbouring D, D' and every event S::
+
     Pr[M(D) ∈ S] ≤ e^ε Pr[M(D') ∈ S] + δ   (and with D, D' swapped),
+
 so any pair of probabilities (p, p') of one event gives ε ≥ ln((p − δ)/p').
 An audit runs the *real* mechanism many times on D and on D', counts how often S
 happens, replaces p by a Clopper-Pearson lower bound and p' by an upper bound, and
@@ -9,10 +11,12 @@ reports the resulting ε that holds with confidence 1 − α. If this lower boun
 the claimed ε, the implementation does not meet its claim (up to probability α).
 
 Audited here (neighbouring datasets differ in one individual, add/remove adjacency):
+
 - label release ([LabelSpace] Sec. 4.2, Eq. 7; App. C.3, Thm C.3): a class of size n vs
   n + 1, and a new label (0 vs 1 example); S = "the label is released";
 - the cosine classifier's noisy class sums (Alg. 1, Eq. 9): one unit-norm feature more
   in one class sum; S = "the sum's projection on that feature exceeds a threshold".
+
 Broken variants (the Label Oracle, Prop. 4.1; under-noised sums) show the audit bites.
 """
 

@@ -1,11 +1,13 @@
 """Output label spaces O_t per task ([LabelSpace] Sec. 4, 6).
 
 Methods (config tags):
+
 - ``oracle``: O_t = labels present in D_t. A leaky baseline: not DP for any δ < 1 (Prop. 4.1).
 - ``base``: all labels of the base dataset at every task (data-independent).
 - ``public-xN[-cP][-grow][-unknown|-parent]``: Public Labels (S_prior, Sec. 4.3), fixed
   before seeing data, from public information only (T, n_base, N, P, the dataset's
   published class hierarchy and the run seed):
+
   * ``xN``: label ids ``0 .. N*n_base-1``: the base labels ``0 .. n_base-1`` plus dummy
     labels ``n_base .. N*n_base-1`` that never occur in the data (×10, ×100, ×1000 in the
     paper's Sec. 6.1 / Fig. 6 use the same set at every task, S_prior^all);
@@ -22,6 +24,7 @@ Methods (config tags):
     fine → coarse), the parents being extra public labels with ids N*n_base + p. With
     full coverage (P = 100) no data label is outside O_t, so a rule would be vacuous:
     ``-unknown``/``-parent`` therefore need P < 100.
+
 - ``release-fF``: O_t released by k-TSGD thresholding (Eq. 7) with fraction F of both ε
   and δ; data of labels not released is dropped (Prop. 4.2).
 - ``release-laplace-fF``: the same with Laplace thresholding (App. C.3, Thm C.3; the

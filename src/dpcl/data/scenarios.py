@@ -172,6 +172,7 @@ def siblurry_split(
     """Si-Blurry ([Moon2023]; [Tobaben2024] Sec. 7.2): stochastic blurry task boundaries.
 
     Follows the ``varing_NM`` branch of the ``OnlineSampler`` of [Moon2023] (MVP code):
+
     1. permute the classes; the first round(N % · C) are disjoint, the rest blurry;
     2. cut the disjoint classes into T consecutive groups at random points, and likewise
        the blurry classes (so the number of disjoint and blurry classes varies per task);
@@ -179,6 +180,7 @@ def siblurry_split(
        cut into T random shares m_t; task t gives min(m_t, b_t) random samples of its own
        blurry classes to a pool, the pool is shuffled and task t gets back as many as it
        gave (so the blurry ratio varies per task, and task sizes are those of step 2).
+
     Our choices (documented deviations): N % is rounded, not truncated to a multiple of T,
     and no class is discarded (MVP drops the remainder); the class cuts are distinct, so a
     group with >= T classes gives every task at least one (MVP's cuts may coincide and

@@ -1,7 +1,9 @@
 """DP cosine classifier ([LabelSpace] Sec. 5.1, Alg. 1, Eq. 9-10).
 
-At task t, for **every** o ∈ O_t (with data in D_t or not):
+At task t, for **every** o ∈ O_t (with data in D_t or not)::
+
     s_o ← s_o + Σ_{x ∈ D_{t,o}} f(x)/‖f(x)‖ + N(0, σ²I).
+
 Summands have unit norm, so adding or removing one individual changes exactly one sum
 by a vector of norm ≤ 1: L2 sensitivity Δ = 1 for the whole per-task release, and σ is
 the analytic-Gaussian σ(ε, δ, Δ = 1). Sums, not means: class counts are never released.

@@ -12,6 +12,7 @@ run** and added to every example of every task: x̄ = x + χ₁/λ, h̄ = clip(�
 (Eq. 13 with Alg. 2's batch size λ in place of |D_τ|).
 
 Losses (our readings of the ambiguous steps, each stated where it is used):
+
 - reconstruction, first-order Taylor (Eq. 11/13): ∇_{θ₁ₛ} R̄_B = Σ_{r∈B} h̄_r (½ − x̄_rs) (l. 156),
   h̄ treated as a constant, as the paper's gradient formula does;
 - classification, second-order Taylor of the per-class logistic loss (Eq. 9): Eq. 12 is printed with

@@ -253,7 +253,7 @@ def run_film_learner(
     """Train a FiLM learner through the tasks on images (mirrors ``run_head_learner``).
 
     Returns predictions[t][i] on task i's test images after task t (Non-CL: only the last
-    row), one ledger record per task ({**noise, **run info, "data"}), and the released
+    row), one ledger record per task (``{**noise, **run info, "data"}``), and the released
     models with their label ids (per task for ``peft_film``, one for the baselines).
     ``rng_for(t)`` gives task t's generator (sampling and noise).
     """

@@ -1,7 +1,9 @@
 """Analytic Gaussian mechanism ([Balle2018], Thm 8).
 
-For L2 sensitivity Δ, N(0, σ²I) noise is (ε, δ)-DP iff
+For L2 sensitivity Δ, N(0, σ²I) noise is (ε, δ)-DP iff::
+
     Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ.
+
 :func:`gaussian_sigma` returns the smallest such σ (the left side decreases in σ), raised
 by a relative safety margin (:data:`SIGMA_MARGIN`) so that the guarantee holds in exact
 arithmetic, not only in double precision (the float evaluation of δ(σ) near the root errs by

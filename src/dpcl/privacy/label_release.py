@@ -1,8 +1,10 @@
 """DP release of the output label space ([LabelSpace] Sec. 4.2, Eq. 7; App. C.3).
 
 k-truncated symmetric geometric distribution (k-TSGD) thresholding of
-[Desfontaines2022] (Thm 6): with p = 1 − e^{−ε} and
+[Desfontaines2022] (Thm 6): with p = 1 − e^{−ε} and::
+
     k = ⌈(1/ε) ln((e^ε + 2δ − 1) / ((e^ε + 1) δ))⌉,
+
 Pr[Z = z] ∝ e^{−ε|z|} on {−k, …, k}, and label y is released iff |C_t(y)| + Z_y > k.
 Only labels present in the data are candidates; each individual is in one class, so
 the per-class counts have L1 sensitivity 1 per label and the release is (ε, δ)-DP.

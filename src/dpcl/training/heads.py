@@ -4,8 +4,10 @@
 every example independently with probability q (Poisson sampling), computes the
 per-example gradient g_i of the cross-entropy loss, clips it to norm C, sums, adds
 N(0, σ²C²I) and takes an Adam step. For a linear head z = Wx + b the per-example
-gradient is δ_i x_iᵀ (weight) and δ_i (bias) with δ_i = softmax(z_i) − e_{y_i}, so
+gradient is δ_i x_iᵀ (weight) and δ_i (bias) with δ_i = softmax(z_i) − e_{y_i}, so::
+
     ‖g_i‖² = ‖x_i‖² ‖δ_i‖² + ‖δ_i‖²,
+
 and the clipped sum is (c ⊙ Δ)ᵀ X with c_i = min(1, C/‖g_i‖): no per-example gradient
 is ever materialised (the identity is tested against opacus's per-sample gradients).
 
