@@ -1,6 +1,6 @@
 """Public Labels ×1000 at ImageNet-R scale: a full DP cosine-classifier run.
 
-Issue bar: 200,000 labels (200 base classes × 1000) × 768 dims (ViT-B/16), 6,000 test
+Bar: 200,000 labels (200 base classes × 1000) × 768 dims (ViT-B/16), 6,000 test
 samples, 10 tasks; every task noises all 200,000 sums (Alg. 1) and scores the test
 samples of the tasks seen so far (33,000 rows in all) — in ≤ 2 minutes and ≤ 4 GB peak
 memory on 2 cores. Synthetic features of that shape; the same code path as the pipeline

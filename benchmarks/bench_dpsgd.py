@@ -1,6 +1,6 @@
 """Head-only DP-SGD: one private epoch against one non-private epoch on the same data.
 
-Issue target: private/non-private time ratio ≤ 3 at 10,000 × 1280 features, 10 classes,
+Target: private/non-private time ratio ≤ 3 at 10,000 × 1280 features, 10 classes,
 expected batch 256. The private step adds the closed-form per-sample gradient norms,
 clipping and Gaussian noise; the non-private twin skips all three (clip = inf, σ = 0).
 """

@@ -1,6 +1,6 @@
 """How a sweep rule's outputs map to runs (dpcl.stages.common.runs_by_learner): learner-major,
 then label files; with ``requested``, each learner only on the label files it runs (Naive and
-Non-CL on the baseline label methods only, issue-15 note), so no job trains an unrequested run."""
+Non-CL on the baseline label methods only), so no job trains an unrequested run."""
 
 from __future__ import annotations
 

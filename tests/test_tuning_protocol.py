@@ -46,7 +46,7 @@ def test_cifar100_public_protocol_tunes_on_the_holdout():
     assert (plan.split, plan.classes, plan.private) == ("tune", tuple(range(10)), False)
     # 10 % of 500 = 50 public images per class, 35 of them train: 350 vs a 4,500-image task
     assert _sizes(plan) == pytest.approx((350, 4500 / 350, 45000 / 350), rel=1e-12)
-    assert plan.factor("task") == pytest.approx(12.857, abs=1e-3)  # the "factor 12.9"
+    assert plan.factor("task") == pytest.approx(12.857, abs=1e-3)  # 4,500 / 350
 
 
 def test_imagenet_r_sizes_are_nominal_under_both_protocols():
