@@ -374,7 +374,9 @@ def tracked_text_files() -> list[Path]:
 
 def test_nothing_points_outside_the_repository():
     """No pointer a reader cannot follow: planning notes outside the repository or tracker numbers."""
-    pattern = re.compile(r"\bDESIGN\b|\.\./shared|\b[Ii]ssues?[ -]#?\d+|(?:^|[\s(])#\d{1,4}\b(?![\da-fA-F};])")
+    pattern = re.compile(
+        r"\bDESIGN\b|\.\./shared|\b[Ii]ssues?[ -]#?\d+|(?:^|[\s(])#\d{1,4}\b(?![\da-fA-F};])"
+    )
     this = Path(__file__).resolve()
     hits = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}"
