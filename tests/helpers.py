@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,3 +82,38 @@ def adam_step(head, grads, moments, cfg, step: int) -> None:
         m[k] = b1 * m[k] + (1 - b1) * g
         v[k] = b2 * v[k] + (1 - b2) * g * g
         p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+
+
+#: files never read as text (binary data, images, archives)
+BINARY_SUFFIXES = {
+    ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".npz", ".npy", ".pt", ".pth", ".pkl", ".gz", ".tar",
+    ".zip", ".mat", ".parquet", ".onnx", ".safetensors", ".ico", ".woff", ".woff2", ".ttf",
+}  # fmt: skip
+
+
+@cache
+def tracked_texts() -> dict[str, str]:
+    """Every git-tracked text file of the repository (path relative to its root -> content); symlinks once,
+    at their target. Skips the test when the tree is not a git checkout."""
+    import pytest
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, text=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    texts = {}
+    for rel in filter(None, out.split("\0")):
+        path = root / rel
+        if path.suffix.lower() in BINARY_SUFFIXES or path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            texts[rel] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return texts

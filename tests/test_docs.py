@@ -8,12 +8,12 @@ import argparse
 import functools
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import tracked_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md"] + sorted(
@@ -24,7 +24,8 @@ OUTPUT_DIRS = ("results", "resources")
 ROOT_FILES = ("Snakefile", "pyproject.toml", "environment.yml", "README.md")
 BUILD_OUTPUTS = ("docs/_build",)  # written by sphinx-build
 
-sys.path.insert(0, str(ROOT / "docs"))
+sys.path[:0] = [str(ROOT / "docs"), str(ROOT / "docs" / "_ext")]
+import dpcl_docs  # noqa: E402
 import update_numbers  # noqa: E402
 
 
@@ -104,9 +105,7 @@ def code_corpus() -> str:
     """The tracked text of the workflow, the library, the configs and CI (never build products such as
     an egg-info copy of an older README)."""
     folders = ("Snakefile", "workflow/", "src/", "config/", "tests/slurm/", ".ci/")
-    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    files = [ROOT / n for n in names.splitlines() if n.startswith(folders)]
-    return "\n".join(p.read_text(errors="ignore") for p in files if p.is_file() and p.suffix != ".png")
+    return "\n".join(text for rel, text in tracked_texts().items() if rel.startswith(folders))
 
 
 def missing_paths(doc: Path) -> list[str]:
@@ -223,18 +222,12 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
     return {s for a in parser._actions for s in a.option_strings}
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:  # argparse has no public walk over subparsers
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
 @functools.cache
-def dpcl_parser() -> argparse.ArgumentParser:
+def dpcl_commands() -> dict[str, argparse.ArgumentParser]:
+    """'dpcl ledger verify' -> its parser, for every command (the walk the CLI reference page uses)."""
     from dpcl.cli import build_parser
 
-    return build_parser()
+    return dict(dpcl_docs.subcommands(build_parser()))
 
 
 @functools.cache
@@ -246,12 +239,7 @@ def snakemake_flags() -> frozenset[str]:
 
 @functools.cache
 def all_dpcl_flags() -> frozenset[str]:
-    flags, todo = set(), [dpcl_parser()]
-    while todo:
-        parser = todo.pop()
-        flags |= _options(parser)
-        todo += _subparsers(parser).values()
-    return frozenset(flags)
+    return frozenset().union(*(_options(p) for p in dpcl_commands().values()))
 
 
 def _flags(tokens: list[str]) -> list[str]:
@@ -274,10 +262,12 @@ def unknown_flags(text: str) -> list[str]:
             if not tokens:
                 continue
             if tokens[0] == "dpcl":
-                parser, rest = dpcl_parser(), tokens[1:]
-                while rest and rest[0] in _subparsers(parser):
-                    parser, rest = _subparsers(parser)[rest[0]], rest[1:]
-                known = _options(parser)
+                command = "dpcl"
+                for token in tokens[1:]:
+                    if f"{command} {token}" not in dpcl_commands():
+                        break
+                    command = f"{command} {token}"
+                known = _options(dpcl_commands()[command])
             elif tokens[0] == "snakemake":
                 known = snakemake_flags()
             else:
@@ -360,20 +350,6 @@ def test_numbers_are_rewritten_from_a_run(tmp_path):
 # --------------------------------------------------------------------------- no pointers outside
 
 
-def tracked_text_files() -> list[Path]:
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    files = []
-    for name in out.splitlines():
-        path = ROOT / name
-        if path.suffix in (".png", ".pdf", ".npz", ".npy", ".gz", ".zip", ".tar") or not path.is_file():
-            continue
-        try:
-            files.append((path, path.read_text()))
-        except UnicodeDecodeError:
-            continue
-    return files
-
-
 def test_nothing_points_outside_the_repository():
     """No pointer a reader cannot follow: planning notes outside the repository or tracker numbers."""
     pattern = re.compile(
@@ -381,9 +357,9 @@ def test_nothing_points_outside_the_repository():
     )
     this = Path(__file__).resolve()
     hits = [
-        f"{path.relative_to(ROOT)}:{n}: {line.strip()[:100]}"
-        for path, text in tracked_text_files()
-        if path != this
+        f"{rel}:{n}: {line.strip()[:100]}"
+        for rel, text in tracked_texts().items()
+        if ROOT / rel != this
         for n, line in enumerate(text.splitlines(), 1)
         if pattern.search(line)
     ]

@@ -9,20 +9,13 @@ has an entry, and every entry is cited somewhere else. Each failure lists file:l
 from __future__ import annotations
 
 import re
-import subprocess
 from functools import cache
 from pathlib import Path
 
-import pytest
+from helpers import tracked_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = "docs/references.md"
-
-#: files never read as text (binary data, images, archives)
-BINARY_SUFFIXES = {
-    ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".npz", ".npy", ".pt", ".pth", ".pkl", ".gz", ".tar",
-    ".zip", ".mat", ".parquet", ".onnx", ".safetensors", ".ico", ".woff", ".woff2", ".ttf",
-}  # fmt: skip
 
 #: a citation of a numbered paper copy, e.g. "paper" or "papers" followed by 000-009
 NUMBERED = re.compile(r"\bpapers? 00\d\b", re.IGNORECASE)
@@ -40,30 +33,6 @@ BARE = [
 ]
 
 
-@cache
-def _texts() -> dict[str, str]:
-    """Every git-tracked text file (path relative to the root -> content); symlinks once, at their target."""
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, text=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: the tracked files are unknown")
-    texts = {}
-    for rel in filter(None, out.split("\0")):
-        path = ROOT / rel
-        if path.suffix.lower() in BINARY_SUFFIXES or path.is_symlink() or not path.is_file():
-            continue
-        data = path.read_bytes()
-        if b"\0" in data:
-            continue
-        try:
-            texts[rel] = data.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return texts
-
-
 def _line(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
@@ -75,7 +44,7 @@ def _where(hits: list[str]) -> str:
 @cache
 def _entries() -> dict[str, int]:
     """Key -> line of its entry on the references page (the label and the bold key must agree)."""
-    text = _texts()[REFERENCES]
+    text = tracked_texts()[REFERENCES]
     entries = {}
     for m in ENTRY.finditer(text):
         assert m.group(1) == m.group(2), f"{REFERENCES}:{_line(text, m.start())}: label {m.group(1)!r} " \
@@ -89,7 +58,7 @@ def _citations() -> list[tuple[str, int, str]]:
     """(file, line, key) of every bracketed key that is a citation: AuthorYear form, or a defined key."""
     keys = _entries()
     found = []
-    for rel, text in _texts().items():
+    for rel, text in tracked_texts().items():
         for m in BRACKETED.finditer(text):
             key = m.group(1)
             if AUTHOR_YEAR_KEY.fullmatch(key) or key in keys:
@@ -98,7 +67,7 @@ def _citations() -> list[tuple[str, int, str]]:
 
 
 def test_references_page_has_sorted_labelled_entries():
-    text = _texts()[REFERENCES]
+    text = tracked_texts()[REFERENCES]
     assert text.startswith("# References\n")
     entries = _entries()
     assert len(entries) == text.count("(ref-"), "every '(ref-' label must introduce a well-formed entry"
@@ -110,7 +79,7 @@ def test_references_page_has_sorted_labelled_entries():
 def test_no_numbered_paper_citations():
     hits = [
         f"{rel}:{_line(text, m.start())}: {m.group(0)!r}"
-        for rel, text in _texts().items()
+        for rel, text in tracked_texts().items()
         for m in NUMBERED.finditer(text)
     ]
     assert not hits, "cite papers by key (docs/references.md), not by copy number; " + _where(hits)
@@ -131,7 +100,7 @@ def test_every_entry_is_cited():
 def test_no_bare_author_year_citations():
     hits = [
         f"{rel}:{_line(text, m.start())}: {m.group(0)!r}"
-        for rel, text in _texts().items()
+        for rel, text in tracked_texts().items()
         if rel != REFERENCES
         for pattern in BARE
         for m in pattern.finditer(text)

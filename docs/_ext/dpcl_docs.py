@@ -110,21 +110,22 @@ def config_reference() -> str:
 # --------------------------------------------------------------------------- command-line reference
 
 
-def _subcommands(parser: argparse.ArgumentParser, prefix: str):
+def subcommands(parser: argparse.ArgumentParser, prefix: str = "dpcl"):
+    """(command line, parser) of ``parser`` and of every subcommand below it, depth first."""
     yield prefix, parser
     for action in parser._actions:  # argparse has no public walk over subparsers
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help for a in action._choices_actions}
             for name, sub in action.choices.items():
                 sub._dpcl_help = helps.get(name)
-                yield from _subcommands(sub, f"{prefix} {name}")
+                yield from subcommands(sub, f"{prefix} {name}")
 
 
 def cli_reference() -> str:
     from dpcl.cli import build_parser
 
     lines = []
-    for command, parser in _subcommands(build_parser(), "dpcl"):
+    for command, parser in subcommands(build_parser()):
         options = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
         positionals = [
             a
