@@ -87,7 +87,12 @@ def step_time(*, x, y, outputs: int, q: float, private: bool, steps: int, repeat
         train_head(LinearHead(x.shape[1], outputs), x, y, cfg, sigma, np.random.default_rng(1))
 
     run()  # warm-up
-    return statistics.median(_best(run, 1) for _ in range(repeats)) / cfg.steps
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / cfg.steps
 
 
 def main() -> None:
@@ -155,7 +160,7 @@ def plot(roofs: Roofs, rows: list[dict], path: str) -> None:
         "k-",
         label="machine roof",
     )
-    for row, marker in zip(rows, "os^v"[: len(rows)], strict=True):
+    for row, marker in zip(rows, "os^v", strict=False):
         ai = row["flops"] / row["bytes"]
         for kind, fill in (("private", "C3"), ("nonprivate", "C0")):
             rate = row["flops"] / (row[f"{kind}_ms"] / 1e3) / 1e9
