@@ -47,41 +47,27 @@ def merge_configs(base: dict, over: dict) -> dict:
 
 
 def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
-    """A copy of the memory learners' noisy clipped gradient sum of a linear head (same random draws in the
-    same order: the Poisson sample, then the weight and bias noise), with clipping optional, for the
-    white-box audits' broken variants."""
+    """A copy of the head learners' noisy clipped gradient sum (dpcl.training.clipped_sum.noisy_clipped_sum:
+    same random draws in the same order, the Poisson sample, then the weight and bias noise, and the same
+    arithmetic), with clipping optional, for the white-box audits' broken variants."""
     import numpy as np
 
-    from dpcl.training.heads import logit_grads, per_sample_grad_norms
+    from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32, poisson_sample
 
-    n = len(y)
-    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
-    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+    data = HeadData(x, y)
+    batch = poisson_sample(gen, len(data), rate)
+    s_w, s_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
     if batch.size:
-        xb = x[batch]
-        d = logit_grads(head.w, head.b, xb, y[batch], active)
+        xb = data.x[batch]
+        d = logit_grads32(head.w, head.b, xb, data.y[batch], active)
         if clipped:
-            d *= np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
-        g_w += d.T @ xb
-        g_b += d.sum(axis=0)
+            d *= clip_factors(data.sq1[batch], d, clip).astype(np.float32)[:, None]
+        s_w, s_b = d.T @ xb, d.sum(axis=0, dtype=np.float64)
     if sigma > 0:
-        g_w += sigma * clip * gen.standard_normal(g_w.shape)
-        g_b += sigma * clip * gen.standard_normal(g_b.shape)
-    return g_w, g_b
-
-
-def adam_step(head, grads, moments, cfg, step: int) -> None:
-    """The memory learners' Adam step on the head (g / normaliser, bias-corrected) in place; ``moments`` is
-    [m, v], each a [weight, bias] pair of arrays."""
-    import numpy as np
-
-    m, v = moments
-    b1, b2 = cfg.betas
-    for k, (p, g) in enumerate(((head.w, grads[0]), (head.b, grads[1]))):
-        g = g / cfg.normaliser
-        m[k] = b1 * m[k] + (1 - b1) * g
-        v[k] = b2 * v[k] + (1 - b2) * g * g
-        p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+        return sigma * clip * gen.standard_normal(head.w.shape) + s_w, sigma * clip * gen.standard_normal(
+            head.b.shape
+        ) + s_b
+    return s_w.astype(np.float64), s_b
 
 
 #: files never read as text (binary data, images, archives)

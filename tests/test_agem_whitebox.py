@@ -15,11 +15,12 @@ import math
 
 import numpy as np
 import pytest
-from helpers import adam_step, noisy_head_sum
+from helpers import noisy_head_sum
 
 from dpcl.learners import agem as agem_mod
 from dpcl.learners.agem import agem_noise, project
 from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
+from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
 
 DELTA = 1e-5
@@ -31,10 +32,7 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
     its noise scaled by ``ref_noise``, its clipping skipped, or ``rereads`` reads of the buffer a step."""
 
     def train(head, x, y, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, gen, gen_ref, active, observe=None):
-        moments = [
-            [np.zeros_like(head.w), np.zeros_like(head.b)],
-            [np.zeros_like(head.w), np.zeros_like(head.b)],
-        ]
+        adam = Adam.for_head(head, cfg)  # the learners' own optimiser (not under test here)
         for step in range(1, cfg.steps + 1):
             g_w, g_b = noisy_head_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
             if observe is not None:
@@ -56,7 +54,7 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
                         observe(step, "reference", r_w.copy(), r_b.copy(), head)
                 g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
                 g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
-            adam_step(head, (g_w, g_b), moments, cfg, step)
+            adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0}
 
     return train

@@ -15,12 +15,13 @@ import math
 
 import numpy as np
 import pytest
-from helpers import adam_step, noisy_head_sum
+from helpers import noisy_head_sum
 
 from dpcl.learners import desai as desai_mod
 from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD
 from dpcl.learners.desai import lemma2_noise
 from dpcl.learners.desai_whitebox import audit_whitebox
+from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
 from dpcl.training.projection import project
 
@@ -33,10 +34,7 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
     by ``ref_noise``, the train branch's clipping skipped, or ``rereads`` draws of g_ref a step."""
 
     def train(head, x, y, blocks, cfg, *, sigma, q_ref, gen, gen_ref, gen_choice, active, observe=None):
-        moments = [
-            [np.zeros_like(head.w), np.zeros_like(head.b)],
-            [np.zeros_like(head.w), np.zeros_like(head.b)],
-        ]
+        adam = Adam.for_head(head, cfg)  # the learners' own optimiser (not under test here)
         for step in range(1, cfg.steps + 1):
             g_w, g_b = noisy_head_sum(
                 head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active, clipped=clip_train
@@ -53,7 +51,7 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
                         observe(step, "reference", r_w.copy(), r_b.copy(), head)
                 g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
                 g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
-            adam_step(head, (g_w, g_b), moments, cfg, step)
+            adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0, "block_counts": [0] * len(blocks)}
 
     return train

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from dpcl.audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
-from dpcl.training.heads import LinearHead, logit_grads, per_sample_grad_norms, train_head
+from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32, poisson_sample
+from dpcl.training.heads import LinearHead, train_head
 
 DELTA = 1e-5
 
@@ -24,19 +25,18 @@ def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: flo
     with an optional bug: a branch that escapes clipping, or noise scaled by ``noise_scale``."""
 
     def train(head, x, y, cfg, sigma, gen, *, observe):
-        batch = (
-            np.flatnonzero(gen.random(len(y)) < cfg.sample_rate) if len(y) else np.zeros(0, dtype=np.int64)
-        )
-        g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
+        data = HeadData(x, y)
+        batch = poisson_sample(gen, len(data), cfg.sample_rate)
+        g_w, g_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
         if batch.size:
-            xb = np.asarray(x, dtype=np.float64)[batch]
-            d = logit_grads(head.w, head.b, xb, np.asarray(y)[batch], None)
-            c = np.minimum(1.0, cfg.clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))[:, None]
-            g_w += (d * c if clip_weights else d).T @ xb
-            g_b += (d * c if clip_bias else d).sum(axis=0)
+            xb = data.x[batch]
+            d = logit_grads32(head.w, head.b, xb, data.y[batch], None)
+            c = clip_factors(data.sq1[batch], d, cfg.clip).astype(np.float32)[:, None]
+            g_w = (d * c if clip_weights else d).T @ xb
+            g_b = (d * c if clip_bias else d).sum(axis=0, dtype=np.float64)
         std = noise_scale * sigma * cfg.clip
-        g_w += std * gen.standard_normal(g_w.shape)
-        g_b += std * gen.standard_normal(g_b.shape)
+        g_w = std * gen.standard_normal(head.w.shape) + g_w
+        g_b = std * gen.standard_normal(head.b.shape) + g_b
         observe(1, g_w, g_b)
         return {}
 

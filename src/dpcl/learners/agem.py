@@ -48,7 +48,9 @@ import numpy as np
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..seeding import rng
-from ..training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
+from ..training.adam import Adam
+from ..training.clipped_sum import HeadData, noisy_clipped_sum
+from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
 from .aggregation import aggregate
 from .peft import dpsgd_noise
@@ -290,32 +292,19 @@ def privacy_summary(
 
 def _noisy_clipped_sum(
     head: LinearHead,
-    x: np.ndarray,
-    y: np.ndarray,
+    data: HeadData,
     rate: float,
     clip: float,
     sigma: float,
     gen: np.random.Generator,
     active: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1)."""
-    n = len(y)
-    batch = np.flatnonzero(gen.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
-    g_w, g_b = np.zeros_like(head.w), np.zeros_like(head.b)
-    clipped = 0.0
-    if batch.size:
-        xb = x[batch]
-        d = logit_grads(head.w, head.b, xb, y[batch], active)
-        if math.isfinite(clip):
-            c = np.minimum(1.0, clip / np.maximum(per_sample_grad_norms(xb, d), 1e-12))
-            clipped = float(np.mean(c < 1.0))
-            d *= c[:, None]
-        g_w += d.T @ xb
-        g_b += d.sum(axis=0)
-    if sigma > 0:
-        g_w += sigma * clip * gen.standard_normal(g_w.shape)
-        g_b += sigma * clip * gen.standard_normal(g_b.shape)
-    return g_w, g_b, clipped
+    """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1), and the
+    clipped fraction of the sample (a diagnostic): :func:`dpcl.training.clipped_sum.noisy_clipped_sum`."""
+    g_w, g_b, batch, n_clipped = noisy_clipped_sum(
+        data, head.w, head.b, rate=rate, clip=clip, sigma=sigma, gen=gen, active=active
+    )
+    return g_w, g_b, (n_clipped / len(batch) if len(batch) else 0.0)
 
 
 def train_agem_task(
@@ -346,28 +335,24 @@ def train_agem_task(
     for name, s in (("noise_multiplier", sigma), ("buffer noise_multiplier", sigma_ref)):
         if s < 0 or (s > 0 and math.isinf(cfg.clip)):
             raise ValueError(f"{name} must be >= 0 and a private run needs a finite clip, got {s}")
-    m = [np.zeros_like(head.w), np.zeros_like(head.b)]
-    v = [np.zeros_like(head.w), np.zeros_like(head.b)]
-    b1, b2 = cfg.betas
+    adam = Adam.for_head(head, cfg)
+    data = HeadData(x, y)
+    buf = HeadData(buf_x, buf_y) if buf_x is not None else None
     clipped = projected = 0.0
     for step in range(1, cfg.steps + 1):
-        g_w, g_b, c = _noisy_clipped_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
+        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active)
         clipped += c
         if observe is not None:
             observe(step, "train", g_w.copy(), g_b.copy(), head)
-        if buf_x is not None:
-            r_w, r_b, _ = _noisy_clipped_sum(head, buf_x, buf_y, q_ref, cfg.clip, sigma_ref, gen_ref, active)
+        if buf is not None:
+            r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active)
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
             g = np.concatenate([g_w.ravel(), g_b])
             g, did = project(g, np.concatenate([r_w.ravel(), r_b]))
             projected += did
             g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
-        for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):
-            g = g / cfg.normaliser  # public constant (see dpcl.training.heads)
-            m[k] = b1 * m[k] + (1 - b1) * g
-            v[k] = b2 * v[k] + (1 - b2) * g * g
-            p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+        adam.step([g_w, g_b])  # divides by the public normaliser (see dpcl.training.heads)
     return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
 
 

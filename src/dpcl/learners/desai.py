@@ -104,6 +104,8 @@ from ..privacy.sgd_accounting import PRV_EPS_ERROR, SIGMA_RTOL, _smallest_sigma
 from ..privacy.sgd_accounting import epsilon as sgd_epsilon
 from ..privacy.verdict import overall_verdict
 from ..privacy.verify import EntrySpec, LedgerSpec
+from ..training.adam import Adam
+from ..training.clipped_sum import HeadData
 from ..training.heads import DPSGDConfig, LinearHead
 from ..training.projection import project
 from .agem import AGEM_SEARCH, AGEMConfig, _noisy_clipped_sum, split_task
@@ -455,32 +457,26 @@ def train_desai_task(
     cfg.validate()
     if sigma < 0 or (sigma > 0 and math.isinf(cfg.clip)):
         raise ValueError(f"noise_multiplier must be >= 0 and a private run needs a finite clip, got {sigma}")
-    m = [np.zeros_like(head.w), np.zeros_like(head.b)]
-    v = [np.zeros_like(head.w), np.zeros_like(head.b)]
-    b1, b2 = cfg.betas
+    adam = Adam.for_head(head, cfg)
+    data = HeadData(x, y)
+    prepared = [HeadData(bx, by) for bx, by in blocks]
     clipped = projected = 0.0
     counts = np.zeros(len(blocks), dtype=np.int64)
     for step in range(1, cfg.steps + 1):
-        g_w, g_b, c = _noisy_clipped_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
+        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active)
         clipped += c
         if observe is not None:
             observe(step, "train", g_w.copy(), g_b.copy(), head)
         if blocks:
             s = int(gen_choice.integers(len(blocks)))
             counts[s] += 1
-            r_w, r_b, _ = _noisy_clipped_sum(
-                head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, sigma, gen_ref, active
-            )
+            r_w, r_b, _ = _noisy_clipped_sum(head, prepared[s], q_ref, cfg.clip, sigma, gen_ref, active)
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
             g, did = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
             projected += did
             g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
-        for k, (p, g) in enumerate(((head.w, g_w), (head.b, g_b))):  # Adam, as learners.agem (reading 9)
-            g = g / cfg.normaliser  # public constant (see dpcl.training.heads)
-            m[k] = b1 * m[k] + (1 - b1) * g
-            v[k] = b2 * v[k] + (1 - b2) * g * g
-            p -= cfg.lr * (m[k] / (1 - b1**step)) / (np.sqrt(v[k] / (1 - b2**step)) + cfg.adam_eps)
+        adam.step([g_w, g_b])  # Adam as learners.agem (reading 9), g / the public normaliser
     return {
         "mean_clipped_fraction": clipped / cfg.steps,
         "projected_fraction": projected / cfg.steps,

@@ -9,7 +9,10 @@ gradient is δ_i x_iᵀ (weight) and δ_i (bias) with δ_i = softmax(z_i) − e_
     ‖g_i‖² = ‖x_i‖² ‖δ_i‖² + ‖δ_i‖²,
 
 and the clipped sum is (c ⊙ Δ)ᵀ X with c_i = min(1, C/‖g_i‖): no per-example gradient
-is ever materialised (the identity is tested against opacus's per-sample gradients).
+is ever materialised (the identity is tested against opacus's per-sample gradients). The
+release itself — sampling, clipping, noise — is :func:`dpcl.training.clipped_sum.noisy_clipped_sum`
+(products with the batch in float32, clipping with a margin for their rounding) and the step
+:class:`dpcl.training.adam.Adam`.
 
 Privacy: q and the number of steps are configured, not derived from the (private)
 dataset size, and the noisy sum is divided by a configured constant (``normaliser``),
@@ -25,6 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from .adam import Adam
+from .clipped_sum import HeadData, noisy_clipped_sum
 
 
 @dataclass(frozen=True)
@@ -134,10 +140,10 @@ def train_head(
         raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier}")
     if noise_multiplier > 0 and math.isinf(cfg.clip):
         raise ValueError("a private run needs a finite clipping bound")
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.int64)
-    n = len(y)
-    if n and (y.min() < 0 or y.max() >= len(head.b)):
+    x = np.asarray(x, dtype=np.float32)
+    data = HeadData(x if x.size else x.reshape(0, head.w.shape[1]), y)
+    n = len(data)
+    if n and (data.y.min() < 0 or data.y.max() >= len(head.b)):
         raise ValueError("labels must index the head's outputs")
     if record_rates is not None:
         record_rates = np.asarray(record_rates, dtype=np.float64)
@@ -147,42 +153,20 @@ def train_head(
     if n_steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     rate = cfg.sample_rate if record_rates is None else record_rates
-    m_w, v_w = np.zeros_like(head.w), np.zeros_like(head.w)
-    m_b, v_b = np.zeros_like(head.b), np.zeros_like(head.b)
-    b1, b2 = cfg.betas
+    adam = Adam.for_head(head, cfg)
     clipped_fraction = 0.0
     inclusions = np.zeros(n, dtype=np.int64) if record_rates is not None else None
     for step in range(1, n_steps + 1):
-        batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, dtype=np.int64)
+        g_w, g_b, batch, n_clipped = noisy_clipped_sum(
+            data, head.w, head.b, rate=rate, clip=cfg.clip, sigma=noise_multiplier, gen=rng, active=active
+        )
         if inclusions is not None:
             inclusions[batch] += 1
-        g_w = np.zeros_like(head.w)
-        g_b = np.zeros_like(head.b)
-        if batch.size:
-            xb = x[batch]
-            d = logit_grads(head.w, head.b, xb, y[batch], active)
-            if math.isfinite(cfg.clip):
-                norms = per_sample_grad_norms(xb, d)
-                c = np.minimum(1.0, cfg.clip / np.maximum(norms, 1e-12))
-                clipped_fraction += float(np.mean(c < 1.0))
-                d *= c[:, None]
-            g_w += d.T @ xb
-            g_b += d.sum(axis=0)
-        if noise_multiplier > 0:
-            std = noise_multiplier * cfg.clip
-            g_w += std * rng.standard_normal(g_w.shape)
-            g_b += std * rng.standard_normal(g_b.shape)
+        if len(batch):
+            clipped_fraction += n_clipped / len(batch)
         if observe is not None:
             observe(step, g_w.copy(), g_b.copy())
-        g_w /= cfg.normaliser
-        g_b /= cfg.normaliser
-        # Adam ([Kingma2015]), bias-corrected
-        for p, g, m, v in ((head.w, g_w, m_w, v_w), (head.b, g_b, m_b, v_b)):
-            m *= b1
-            m += (1 - b1) * g
-            v *= b2
-            v += (1 - b2) * g * g
-            p -= cfg.lr * (m / (1 - b1**step)) / (np.sqrt(v / (1 - b2**step)) + cfg.adam_eps)
+        adam.step([g_w, g_b])
     out = {
         "steps": n_steps,
         "sample_rate": cfg.sample_rate if record_rates is None else "per record",

@@ -1,0 +1,170 @@
+"""The noisy clipped gradient sum of a linear head over a Poisson sample: DP-SGD's mechanism, fast.
+
+One release of the subsampled Gaussian mechanism on cached features, shared by every head-only learner
+(:func:`dpcl.training.heads.train_head`, DP-A-GEM's two parts, Desai et al.'s buffer):
+
+1. a Poisson sample of the records (:func:`poisson_sample`: each record joins independently with
+   probability q);
+2. the per-example gradients of the cross-entropy loss, clipped to norm C in closed form (for a linear
+   head the gradient of example i is δ_i x_iᵀ and δ_i, so ‖g_i‖² = (‖x_i‖² + 1)‖δ_i‖²; no per-example
+   gradient is materialised), summed;
+3. N(0, σ²C²I) added to the weight and bias sums.
+
+How it is fast (the law of the release is unchanged):
+
+* **Sampling by gaps.** The gaps between successive members of a Poisson sample are independent
+  Geometric(q) variables, so the sample is drawn with about q·n geometric draws instead of n uniform ones.
+  Same distribution, different random stream (a run's bits differ from the record-by-record draw).
+* **Float32 per-example work.** The cached features are float32 on disk; the batch's rows are gathered
+  into a reused float32 buffer, and the batch × outputs arrays (logits, softmax, δ, the clipped δ) and
+  the two products with the batch are float32. The norms are accumulated in float64 (‖x_i‖² + 1 once per
+  dataset), and the clipping factors, the bias sum, the noise and the optimiser are float64.
+* **A clipping margin for float32.** The clipping factor and the clipped δ_i are rounded to float32,
+  which can lengthen a clipped gradient by a relative 2·2⁻²⁴; clipping to C·(1 − 2⁻²⁰) keeps every
+  per-example gradient actually summed within C, so the sensitivity the accountant is told (C) holds for
+  the arithmetic done. (As with float64, the rounding of the sum across examples is not modelled; the
+  noise is float64.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: clipping factor margin: a float32 rounding of the clipped δ_i lengthens it by at most 2⁻²⁴ (relative)
+CLIP_MARGIN = 1.0 - 2.0**-20
+
+
+def poisson_sample(gen: np.random.Generator, n: int, rate: float, *, chunk: int | None = None) -> np.ndarray:
+    """Sorted indices of a Poisson sample of ``range(n)``: each index independently with probability ``rate``.
+
+    Drawn by geometric gaps (the positions of a Bernoulli(rate) process's successes), ``chunk`` gaps at a
+    time (default: the expected sample size plus four standard deviations, so one chunk nearly always).
+    """
+    if n <= 0 or rate <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if rate >= 1:
+        return np.arange(n, dtype=np.int64)
+    chunk = chunk or int(n * rate + 4.0 * math.sqrt(n * rate) + 16)
+    pos = np.cumsum(gen.geometric(rate, chunk)) - 1
+    while pos[-1] < n:  # the sample ran past the chunk (rare): continue from its last position
+        pos = np.concatenate([pos, pos[-1] + np.cumsum(gen.geometric(rate, chunk))])
+    return pos[: np.searchsorted(pos, n)]
+
+
+def record_sample(gen: np.random.Generator, rates: np.ndarray) -> np.ndarray:
+    """Sorted indices of a Poisson sample with a rate per record (record i joins with probability rates[i])."""
+    return np.flatnonzero(gen.random(len(rates)) < rates)
+
+
+#: logits more than this far below their row's maximum are raised to it before exp: their probabilities
+#: (below e⁻⁶⁰ ≈ 1e-26) would otherwise become float32 subnormals, which slow every later product tenfold
+FLOOR = -60.0
+
+
+def softmax_(z: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+    """Row-wise softmax in place, over the ``active`` outputs only (the others get probability 0), each
+    logit at most :data:`FLOOR` below its row's maximum (a change below 1e-26 in every probability)."""
+    if active is not None:
+        z[:, ~active] = -np.inf
+    z -= z.max(axis=1, keepdims=True)
+    np.maximum(z, FLOOR, out=z)
+    np.exp(z, out=z)
+    if active is not None:
+        z[:, ~active] = 0.0
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+class HeadData:
+    """A dataset prepared for the head's gradient sums: float32 features, labels, ‖x_i‖² + 1 in float64."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.x = np.ascontiguousarray(x, dtype=np.float32)
+        self.y = np.asarray(y, dtype=np.int64)
+        if self.x.ndim != 2 or self.y.shape != (len(self.x),):
+            raise ValueError(f"features must be (n, dim) with one label per row, got {x.shape} and {y.shape}")
+        self.sq1 = np.einsum("ij,ij->i", self.x, self.x, dtype=np.float64) + 1.0
+        self._rows = np.empty((0, self.x.shape[1]), dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def rows(self, batch: np.ndarray) -> np.ndarray:
+        """The batch's feature rows, gathered into a reused buffer (valid until the next call)."""
+        if len(batch) > len(self._rows):
+            self._rows = np.empty((max(len(batch), 2 * len(self._rows)), self.x.shape[1]), dtype=np.float32)
+        return np.take(self.x, batch, axis=0, out=self._rows[: len(batch)], mode="clip")
+
+
+def logit_grads32(
+    w: np.ndarray, b: np.ndarray, xb: np.ndarray, yb: np.ndarray, active: np.ndarray | None
+) -> np.ndarray:
+    """δ_i = softmax(z_i) − e_{y_i} with z = x Wᵀ + b, in float32 (batch × outputs: with a large label
+    space, e.g. Public Labels ×1000, these are the step's largest arrays)."""
+    z = xb @ w.astype(np.float32).T
+    z += b.astype(np.float32)
+    p = softmax_(z, active)
+    p[np.arange(len(yb)), yb] -= 1.0
+    return p
+
+
+def clip_factors(sq1: np.ndarray, delta: np.ndarray, clip: float) -> np.ndarray:
+    """c_i = min(1, C·(1 − 2⁻²⁰) / ‖g_i‖) with ‖g_i‖² = (‖x_i‖² + 1)‖δ_i‖², accumulated in float64."""
+    norms = np.sqrt(sq1 * np.einsum("ij,ij->i", delta, delta, dtype=np.float64))
+    return np.minimum(1.0, (clip * CLIP_MARGIN) / np.maximum(norms, 1e-12))
+
+
+def clipped_sum(
+    data: HeadData, w: np.ndarray, b: np.ndarray, batch: np.ndarray, *, clip: float, active: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(Σ clip(g_i) weight part (float32), bias part (float64), how many were clipped) over ``batch``.
+
+    ``clip = inf``: no clipping (the non-private twin). ``active`` (bool per output) restricts the softmax
+    to a subset of the head's outputs (the Naive and memory baselines' seen labels); None: all outputs.
+    Each example's clipped δ_i is rounded to float32 (c_i too): the clipping margin covers both roundings.
+    """
+    if not len(batch):
+        return np.zeros(w.shape, dtype=np.float32), np.zeros(b.shape), 0
+    xb = data.rows(batch)
+    d = logit_grads32(w, b, xb, data.y[batch], active)
+    n_clipped = 0
+    if math.isfinite(clip):
+        c = clip_factors(data.sq1[batch], d, clip)
+        n_clipped = int(np.count_nonzero(c < 1.0))
+        d *= c.astype(np.float32)[:, None]
+    return d.T @ xb, d.sum(axis=0, dtype=np.float64), n_clipped
+
+
+def noisy_clipped_sum(
+    data: HeadData,
+    w: np.ndarray,
+    b: np.ndarray,
+    *,
+    rate: float | np.ndarray,
+    clip: float,
+    sigma: float,
+    gen: np.random.Generator,
+    active: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """One release: (g_w, g_b) = Σ clip_C(g_i) over a Poisson sample + N(0, σ²C²I), float64; also the
+    sample's indices and how many of its examples were clipped (diagnostics, not private).
+
+    Random draws in this order from ``gen``: the sample (``rate`` a float: by gaps; an array: one uniform
+    per record), then the weight noise, then the bias noise (none when σ = 0).
+    """
+    n = len(data)
+    batch = poisson_sample(gen, n, rate) if np.ndim(rate) == 0 else record_sample(gen, rate)
+    s_w, s_b, n_clipped = clipped_sum(data, w, b, batch, clip=clip, active=active)
+    if sigma > 0:
+        std = sigma * clip
+        g_w = gen.standard_normal(w.shape)
+        g_w *= std
+        g_w += s_w
+        g_b = gen.standard_normal(b.shape)
+        g_b *= std
+        g_b += s_b
+    else:
+        g_w, g_b = s_w.astype(np.float64), s_b
+    return g_w, g_b, batch, n_clipped
