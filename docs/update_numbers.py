@@ -37,7 +37,7 @@ STEPS = {
     "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`)",
     "audit": "strong privacy audits (`.ci/audit.sh`)",
     "slurm": "SLURM integration test",
-    "pytest": "test suite (`python -m pytest`)",
+    "pytest": "test suite (`python -m pytest -n auto`)",
     "total": "all of `.ci/run`",
 }
 

@@ -18,12 +18,26 @@ def fake_fmnist(tmp_path):
     return root, files
 
 
+def pytest_configure(config):
+    """Under ``pytest -n`` (pytest-xdist) the workers share the cores: one BLAS/OpenMP thread each, in
+    the worker and in every process it starts (a workflow run's jobs set their own per rule)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = "1"
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _accounting_cache(tmp_path_factory):
     """One accountant cache per test session (dpcl.privacy.cache), shared with the workflow runs
-    the tests start, never the user's."""
+    the tests start and, under ``pytest -n``, by the workers (its writes are atomic), never the user's."""
     old = os.environ.get("DPCL_ACCOUNTING_CACHE")
-    os.environ["DPCL_ACCOUNTING_CACHE"] = str(tmp_path_factory.mktemp("accounting_cache"))
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    (shared / "accounting_cache").mkdir(exist_ok=True)
+    os.environ["DPCL_ACCOUNTING_CACHE"] = str(shared / "accounting_cache")
     yield
     if old is None:
         os.environ.pop("DPCL_ACCOUNTING_CACHE", None)

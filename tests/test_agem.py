@@ -12,12 +12,13 @@ from dpcl.config import eps_tag
 from dpcl.data.label_space import output_label_spaces, parse_label_method
 from dpcl.data.scenarios import disjoint_scenario
 from dpcl.io import read_json, write_json
-from dpcl.learners.agem import AGEMConfig, agem_noise, buffer_record, project, reference_mask, run_agem_head
+from dpcl.learners.agem import AGEMConfig, agem_noise, buffer_record, reference_mask, run_agem_head
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.stages.agem import run_memory_learner
 from dpcl.training.heads import DPSGDConfig
+from dpcl.training.projection import project
 
 CFG = DPSGDConfig(sample_rate=0.5, epochs=4, lr=0.05, clip=1.0, normaliser=20.0)
 

@@ -18,10 +18,11 @@ import pytest
 from helpers import noisy_head_sum
 
 from dpcl.learners import agem as agem_mod
-from dpcl.learners.agem import agem_noise, project
+from dpcl.learners.agem import agem_noise
 from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
 from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
+from dpcl.training.projection import project_parts_
 
 DELTA = 1e-5
 AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
@@ -52,8 +53,7 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
                     )
                     if observe is not None:
                         observe(step, "reference", r_w.copy(), r_b.copy(), head)
-                g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
-                g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+                project_parts_([g_w, g_b], [r_w, r_b])
             adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0}
 

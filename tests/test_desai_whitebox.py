@@ -23,7 +23,7 @@ from dpcl.learners.desai import lemma2_noise
 from dpcl.learners.desai_whitebox import audit_whitebox
 from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
-from dpcl.training.projection import project
+from dpcl.training.projection import project_parts_
 
 DELTA = 1e-5
 AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
@@ -49,8 +49,7 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
                     )
                     if observe is not None:
                         observe(step, "reference", r_w.copy(), r_b.copy(), head)
-                g, _ = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
-                g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+                project_parts_([g_w, g_b], [r_w, r_b])
             adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0, "block_counts": [0] * len(blocks)}
 

@@ -34,7 +34,8 @@ the paper's privacy model forbids (Table 1: only DP releases may be kept between
 This learner exists to be compared against, not to be deployed.
 
 The FiLM twin (:mod:`dpcl.learners.agem_film`) shares :func:`split_task`, :func:`agem_noise`,
-:func:`project`, :func:`task_records` and :func:`privacy_summary` with this module.
+:func:`task_records` and :func:`privacy_summary` with this module, and the projection
+(:mod:`dpcl.training.projection`; here on the head's weight and bias in place).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ..seeding import rng
 from ..training.adam import Adam
 from ..training.clipped_sum import HeadData, noisy_clipped_sum
 from ..training.heads import DPSGDConfig, LinearHead
-from ..training.projection import project
+from ..training.projection import project_parts_
 from .aggregation import aggregate
 from .peft import dpsgd_noise
 from .registry import LearnerAudit, LearnerSpec
@@ -348,10 +349,7 @@ def train_agem_task(
             r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active)
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
-            g = np.concatenate([g_w.ravel(), g_b])
-            g, did = project(g, np.concatenate([r_w.ravel(), r_b]))
-            projected += did
-            g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+            projected += project_parts_([g_w, g_b], [r_w, r_b])
         adam.step([g_w, g_b])  # divides by the public normaliser (see dpcl.training.heads)
     return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
 

@@ -107,7 +107,7 @@ from ..privacy.verify import EntrySpec, LedgerSpec
 from ..training.adam import Adam
 from ..training.clipped_sum import HeadData
 from ..training.heads import DPSGDConfig, LinearHead
-from ..training.projection import project
+from ..training.projection import project_parts_
 from .agem import AGEM_SEARCH, AGEMConfig, _noisy_clipped_sum, split_task
 from .aggregation import aggregate
 from .desai_verdicts import cached_claim_verdicts, reread_history, verify_claim
@@ -473,9 +473,7 @@ def train_desai_task(
             r_w, r_b, _ = _noisy_clipped_sum(head, prepared[s], q_ref, cfg.clip, sigma, gen_ref, active)
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
-            g, did = project(np.concatenate([g_w.ravel(), g_b]), np.concatenate([r_w.ravel(), r_b]))
-            projected += did
-            g_w, g_b = g[: g_w.size].reshape(g_w.shape), g[g_w.size :]
+            projected += project_parts_([g_w, g_b], [r_w, r_b])
         adam.step([g_w, g_b])  # Adam as learners.agem (reading 9), g / the public normaliser
     return {
         "mean_clipped_fraction": clipped / cfg.steps,

@@ -12,3 +12,17 @@ def project(g: np.ndarray, g_ref: np.ndarray) -> tuple[np.ndarray, bool]:
     if dot >= 0.0:
         return g, False
     return g - (dot / float(g_ref.ravel() @ g_ref.ravel())) * g_ref, True
+
+
+def project_parts_(g: list[np.ndarray], g_ref: list[np.ndarray]) -> bool:
+    """:func:`project` on a gradient held in parts (a head's weight and bias), in place on ``g`` without
+    concatenating: the inner products are sums over the parts. ``g_ref`` is overwritten (scratch).
+    Returns whether it projected."""
+    dot = sum(float(a.ravel() @ r.ravel()) for a, r in zip(g, g_ref, strict=True))
+    if dot >= 0.0:
+        return False
+    scale = dot / sum(float(r.ravel() @ r.ravel()) for r in g_ref)
+    for a, r in zip(g, g_ref, strict=True):
+        r *= scale
+        a -= r
+    return True
