@@ -3,11 +3,14 @@ interpreter -- streams, exit status, tracebacks, working directory, environment,
 and a child whose job process is killed does not outlive it."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -35,9 +38,17 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.fixture
-def env(tmp_path):
-    short = tmp_path / "t"  # the socket lives in $TMPDIR/dpcl-<uid>/
-    short.mkdir()
+def short_tmp():
+    """A short temporary folder: the warm worker's socket lives in $TMPDIR/dpcl-<uid>/ and a Unix socket's
+    path is limited to about 100 characters (pytest's tmp_path under ``pytest -n`` is longer)."""
+    d = Path(tempfile.mkdtemp(prefix="dpclt-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def env(short_tmp):
+    short = short_tmp
     e = {
         **os.environ,
         "TMPDIR": str(short),
@@ -86,7 +97,7 @@ def test_script_runs_in_a_preloaded_child_with_the_jobs_streams_cwd_and_env(tmp_
     # a second job reuses the same warm process (one socket, one log)
     again = _run(tmp_path, env, "ok")
     assert again.returncode == 0
-    logs = list((tmp_path / "t" / f"dpcl-{os.getuid()}").glob("*.log"))
+    logs = list((Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}").glob("*.log"))
     assert len(logs) == 1 and logs[0].read_text().count("listening on") == 1
 
 
@@ -102,9 +113,8 @@ def test_switched_off_the_script_runs_in_its_own_process(tmp_path, env):
     res = _run(tmp_path, {**env, "DPCL_WARM_WORKER": "0"}, "ok")
     words = res.stdout.split()
     assert res.returncode == 0 and words[words.index("in_worker") + 1] == "None"
-    assert not (tmp_path / "t" / f"dpcl-{os.getuid()}").exists() or not list(
-        (tmp_path / "t" / f"dpcl-{os.getuid()}").glob("*.sock")
-    )
+    sockets = Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}"
+    assert not sockets.exists() or not list(sockets.glob("*.sock"))
 
 
 def test_killing_the_job_kills_its_child(tmp_path, env):
@@ -133,10 +143,8 @@ def test_killing_the_job_kills_its_child(tmp_path, env):
         time.sleep(0.05)
 
 
-def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, tmp_path):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
+def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
+    monkeypatch.setenv("TMPDIR", str(short_tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)
     first = worker.socket_path()
     assert first.parent.name == f"dpcl-{os.getuid()}" and len(str(first)) < 100
