@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
     g = np.random.default_rng(0)
-    x = g.normal(size=(args.n, args.dim))
+    x = g.normal(size=(args.n, args.dim)).astype(np.float32)  # cached features are float32
     y = g.integers(0, args.classes, args.n)
     q = args.batch / args.n
     private = DPSGDConfig(sample_rate=q, epochs=1.0, clip=1.0)
