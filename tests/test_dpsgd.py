@@ -10,6 +10,7 @@ from dpcl.learners.peft import dpsgd_noise, run_head_learner
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import Ledger
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
+from dpcl.training.clipped_sum import CLIP_MARGIN, HeadData, clip_factors, clipped_sum, logit_grads32
 from dpcl.training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms, train_head
 
 
@@ -40,6 +41,13 @@ def test_closed_form_per_sample_norms_and_clipped_sum_match_opacus():
     ref_sum_w = (gw * c[:, None, None]).sum(0)
     ours_w = (d * np.minimum(1.0, clip / per_sample_grad_norms(x, d))[:, None]).T @ x
     assert np.allclose(ours_w, ref_sum_w, rtol=1e-6, atol=1e-9)
+    # the training kernel (float32 products, float64 norms, the clipping margin) against the same reference
+    data = HeadData(x, y)
+    d32 = logit_grads32(w, b, data.x, data.y, None)
+    c32 = clip_factors(data.sq1, d32, clip)
+    assert np.allclose(c32, np.minimum(1.0, clip * CLIP_MARGIN / ref_norms), rtol=1e-5)
+    s_w, _, _ = clipped_sum(data, w, b, np.arange(len(y)), clip=clip, active=None)
+    assert np.allclose(s_w, ref_sum_w, rtol=1e-4, atol=1e-5 * np.abs(ref_sum_w).max())
 
 
 def test_no_sample_contributes_more_than_clip():

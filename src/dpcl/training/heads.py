@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .adam import Adam
-from .clipped_sum import HeadData, noisy_clipped_sum
+from .clipped_sum import HeadData, noisy_clipped_sum, softmax_
 
 
 @dataclass(frozen=True)
@@ -71,26 +71,18 @@ class DPSGDConfig:
 CHOSEN_WITH_PRIVATE_DATA = "chosen_with_private_data"
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    return z
-
-
 def per_sample_grad_norms(x: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """‖g_i‖ of the linear head's per-example gradient (weight and bias), closed form."""
+    """‖g_i‖ of the linear head's per-example gradient (weight and bias), closed form, float64: the
+    identity's reference form (training uses :func:`dpcl.training.clipped_sum.clip_factors`)."""
     return np.sqrt((np.einsum("ij,ij->i", x, x) + 1.0) * np.einsum("ij,ij->i", delta, delta))
 
 
 def logit_grads(
     w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray | None
 ) -> np.ndarray:
-    """δ_i = ∂ℓ_i/∂z_i = softmax(z_i) − e_{y_i} for cross-entropy over the unmasked outputs."""
-    z = x @ w.T + b
-    if mask is not None:
-        z[:, ~mask] = -np.inf
-    p = _softmax(z)
+    """δ_i = ∂ℓ_i/∂z_i = softmax(z_i) − e_{y_i} for cross-entropy over the unmasked outputs, float64 (the
+    reference form; training uses :func:`dpcl.training.clipped_sum.logit_grads32`)."""
+    p = softmax_(x @ w.T + b, mask)
     p[np.arange(len(y)), y] -= 1.0
     return p
 
