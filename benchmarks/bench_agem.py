@@ -19,25 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 
 import numpy as np
+from _timing import median_time
 from threadpoolctl import threadpool_limits
 
 from dpcl.learners.agem import train_agem_task, tune_agem_head
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 from dpcl.training.tuning import tune_head
-
-
-def _median_time(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def learner_step_times(*, x, y, bx, by, outputs: int, q: float, steps: int, repeats: int) -> dict:
@@ -53,8 +43,8 @@ def learner_step_times(*, x, y, bx, by, outputs: int, q: float, steps: int, repe
             gen=np.random.default_rng(1), gen_ref=np.random.default_rng(2), active=active,
         )  # fmt: skip
 
-    t_head = _median_time(head, repeats) / cfg.steps
-    t_agem = _median_time(agem, repeats) / cfg.steps
+    t_head = median_time(head, repeats) / cfg.steps
+    t_agem = median_time(agem, repeats) / cfg.steps
     return {
         "head_ms": round(t_head * 1e3, 4),
         "agem_ms": round(t_agem * 1e3, 4),

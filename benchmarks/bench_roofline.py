@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import time
 from dataclasses import dataclass
 
 import numpy as np
+from _timing import median_time
 from threadpoolctl import threadpool_limits
 
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
@@ -96,13 +96,7 @@ def step_time(*, x, y, outputs: int, q: float, private: bool, steps: int, repeat
     def run() -> None:
         train_head(LinearHead(x.shape[1], outputs), x, y, cfg, sigma, np.random.default_rng(1))
 
-    run()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / cfg.steps
+    return median_time(run, repeats) / cfg.steps
 
 
 def main() -> None:
