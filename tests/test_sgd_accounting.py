@@ -24,7 +24,9 @@ from dpcl.privacy.sgd_accounting import (
     PRV_DELTA_ERROR_FRACTION,
     PRV_EPS_ERROR,
     RDP_ORDERS,
+    COARSE_SIGMA_RTOL,
     accountant_record,
+    coarse_noise_multiplier,
     compose_epsilon,
     compose_noise_multiplier,
     compose_noise_multiplier_info,
@@ -69,6 +71,28 @@ def test_rdp_search_is_safe_and_smallest():
     sigma = noise_multiplier(eps_t, delta, q, steps, accountant="rdp")
     assert epsilon(sigma, q, steps, delta, accountant="rdp") <= eps_t
     assert epsilon(0.999 * sigma, q, steps, delta, accountant="rdp") > eps_t
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_coarse_search_is_safe_and_within_its_tolerance(target):
+    """The tuning trials' fast σ: valid by the integer-order RDP bound (hence by the full RDP bound,
+    a minimum over more orders), at most COARSE_SIGMA_RTOL above the smallest σ that bound
+    certifies, and never below the full-order RDP search's σ."""
+    eps_t, delta, q, steps = target
+    sigma = coarse_noise_multiplier(eps_t, delta, q, steps)
+    assert sa._rdp_integer_epsilon([(sigma, q, steps)], delta) <= eps_t
+    assert epsilon(sigma, q, steps, delta, accountant="rdp") <= eps_t
+    smaller = sigma / (1 + COARSE_SIGMA_RTOL) * (1 - 1e-9)  # its last bracket [σ/(1+rtol), σ] or less
+    assert sa._rdp_integer_epsilon([(smaller, q, steps)], delta) > eps_t
+    assert sigma >= noise_multiplier(eps_t, delta, q, steps, accountant="rdp")
+    with pytest.raises(ValueError, match="^epsilon"):
+        coarse_noise_multiplier(0.0, delta, q, steps)
+
+
+def test_integer_orders_never_tighter_than_all_orders():
+    for sigma, q, steps in [(0.9, 0.02, 1600), (2.3, 0.4, 100), (20.0, 0.5, 80)]:
+        full = sa._rdp_epsilon([(sigma, q, steps)], 1e-5)
+        assert sa._rdp_integer_epsilon([(sigma, q, steps)], 1e-5) >= full
 
 
 @pytest.mark.parametrize("target", TARGETS)

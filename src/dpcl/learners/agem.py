@@ -464,10 +464,11 @@ def tune_agem_head(
     workflow passes the benchmark's first two tasks, :func:`dpcl.training.tuning_protocol.tuning_plan`),
     task 0's reference part (``buffer_fraction``, :func:`reference_mask`) is kept as the buffer and
     reread at every step of task 1 at the trial's buffer rate; both noise multipliers come from
-    the RDP accountant at (ε, δ) (the buffer's for its one later task); the score is the final
+    the RDP accountant's fast search at (ε, δ) (the buffer's for its one later task,
+    :func:`~dpcl.privacy.sgd_accounting.coarse_noise_multiplier`); the score is the final
     accuracy on the 30 % of both tasks.
     """
-    from ..privacy.sgd_accounting import noise_multiplier
+    from ..privacy.sgd_accounting import coarse_noise_multiplier
     from ..training.tuning import tune_dpsgd
 
     classes = np.unique(y)
@@ -483,9 +484,7 @@ def tune_agem_head(
     def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, buffer_sample_rate) -> float:
         key = (buffer_sample_rate, cfg.steps)  # the buffer is reread by the one later task's steps
         if key not in ref_sigmas:
-            ref_sigmas[key] = (
-                0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
-            )
+            ref_sigmas[key] = 0.0 if math.isinf(epsilon) else coarse_noise_multiplier(epsilon, delta, *key)
         # the Base Dataset setting (Fig. 3): every tuning class is in the label space from task 0
         head, active = LinearHead(x.shape[1], n_classes), np.ones(n_classes, dtype=bool)
         in_ref = reference_mask(tr, buffer_fraction, int(gen.integers(2**31)))

@@ -7,7 +7,9 @@ tuning set with DP-SGD at the target budget and is scored on the other 30 %. The
 the best configuration as tuned; :mod:`dpcl.training.tuning_protocol` chooses the tuning set
 (public holdout or, as the paper, private training data) and scales the result to each run
 (sampling rate kept, Adam's lr × √(final size / tuning-train size), nominal sizes).
-Tuning uses the RDP accountant for speed; the real runs use PRV.
+Tuning trials take their noise multiplier from the RDP accountant's fast search over its integer
+orders to 1 % (:func:`dpcl.privacy.sgd_accounting.coarse_noise_multiplier`, a σ that is valid for
+(ε, δ) and at most about 2 % above the smallest); the real runs calibrate theirs exactly with PRV.
 
 One search loop (:func:`tune_dpsgd`) serves every learner: it owns the split, the search
 space, the noise multipliers and the scaling; a learner supplies only a "train at this
@@ -82,7 +84,7 @@ def tune_dpsgd(
     """
     import optuna
 
-    from ..privacy.sgd_accounting import noise_multiplier
+    from ..privacy.sgd_accounting import coarse_noise_multiplier
 
     classes, yy = np.unique(np.asarray(y), return_inverse=True)
     tr, va = split_tuning_set(yy, seed, *keys)
@@ -106,9 +108,7 @@ def tune_dpsgd(
         cfg = DPSGDConfig(sample_rate=batch / n_tr, epochs=epochs, lr=lr, clip=clip, normaliser=normaliser)
         key = (cfg.sample_rate, cfg.steps)
         if key not in sigmas:
-            sigmas[key] = (
-                0.0 if math.isinf(epsilon) else noise_multiplier(epsilon, delta, *key, accountant="rdp")
-            )
+            sigmas[key] = 0.0 if math.isinf(epsilon) else coarse_noise_multiplier(epsilon, delta, *key)
         gen = rng(seed, "tuning", *keys, "trial", k)
         acc = float(
             train_and_score(tr, va, yy, n_classes=len(classes), cfg=cfg, sigma=sigmas[key], gen=gen, **extra)
