@@ -213,43 +213,100 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
     import optuna
 
     from dpcl.training.heads import LinearHead, train_head
-    from dpcl.training.tuning import tune_dpsgd
+    from dpcl.training.tuning import checkpoints, tune_dpsgd
 
     y = np.repeat([3, 7], [50, 30])
     g = np.random.default_rng(0)
-    x = np.where(y[:, None] == 3, 1.0, -1.0) + g.normal(size=(80, 4))
+    x = np.where(y[:, None] == 3, 0.3, -0.3) + g.normal(size=(80, 4))  # hard enough that trials differ
     calls = []
 
-    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, fail_at=None):
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, checkpoint, fail_at=None):
         calls.append(cfg.lr)
         if fail_at is not None and len(calls) == fail_at:
             raise RuntimeError("node lost")
         head = LinearHead(x.shape[1], n_classes)
-        train_head(head, x[tr], yy[tr], cfg, sigma, gen)
-        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
 
-    kw = {"n_trials": 5, "epochs": 2}
+        def score():
+            return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+        train_head(head, x[tr], yy[tr], cfg, sigma, gen, after_step=checkpoints(cfg.steps, score, checkpoint))
+        return score()
+
+    kw = {"n_trials": 9, "epochs": 2}
     whole = tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw)
+    assert any(t["stopped_at_percent"] is not None for t in whole["trials"])  # the journal keeps those too
     journal = tmp_path / "eps4.json.optuna-journal"
     calls.clear()
     with pytest.raises(RuntimeError, match="node lost"):
         tune_dpsgd(
-            y, 4.0, 1e-5, 3, lambda *a, **k: train_and_score(*a, **k, fail_at=3), **kw, journal=journal
+            y, 4.0, 1e-5, 3, lambda *a, **k: train_and_score(*a, **k, fail_at=8), **kw, journal=journal
         )
-    assert journal.is_file() and len(calls) == 3
+    assert journal.is_file() and len(calls) == 8
     # a kill mid-trial leaves it RUNNING in the journal: it is redone, not counted
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     study = optuna.load_study(study_name="dpcl", storage=storage)
     study.ask()
     calls.clear()
     resumed = tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=journal)
-    assert len(calls) == 3 and resumed == whole and not journal.exists()  # trials 3-5 only, then removed
+    assert len(calls) == 2 and resumed == whole and not journal.exists()  # trials 8-9 only, then removed
     other = tmp_path / "other.optuna-journal"  # a journal of another search is not resumed
     calls.clear()
     with pytest.raises(RuntimeError):
         tune_dpsgd(y, 8.0, 1e-5, 3, lambda *a, **k: train_and_score(*a, **k, fail_at=2), **kw, journal=other)
     calls.clear()
-    assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 5
+    assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 9
+
+
+def test_trials_below_the_earlier_median_stop_at_that_checkpoint():
+    """The median rule on the validation curve: after PRUNE_STARTUP_TRIALS finished trials, a trial whose
+    accuracy at a checkpoint is below the median of the earlier trials' accuracies there stops, scored
+    by that accuracy (a finished trial, so that the GP sampler learns from it); the others run to the
+    end. The expected stops are recomputed here from the reported curves."""
+    pytest.importorskip("optuna")
+    from dpcl.training.tuning import PRUNE_AT, PRUNE_STARTUP_TRIALS, tune_dpsgd
+
+    y = np.repeat([0, 1], 40)
+    levels = []
+
+    def train_and_score(tr, va, yy, n_classes, cfg, sigma, gen, checkpoint):
+        level = float(np.log(cfg.lr / 1e-7) / np.log(1e5))  # in [0, 1], monotone in lr
+        levels.append(level)
+        for f in PRUNE_AT:
+            checkpoint(round(100 * f), level * f)  # an increasing validation curve
+        return level
+
+    res = tune_dpsgd(y, float("inf"), 1e-5, 0, train_and_score, n_trials=14, epochs=4)
+    reported = []  # per trial: percent -> accuracy it reported
+    for k, (trial, level) in enumerate(zip(res["trials"], levels, strict=True)):
+        rep, stop = {}, None
+        for f in PRUNE_AT:
+            rep[round(100 * f)] = level * f
+            earlier = [r[round(100 * f)] for r in reported if round(100 * f) in r]
+            if k >= PRUNE_STARTUP_TRIALS and level * f < np.median(earlier):
+                stop = round(100 * f)
+                break
+        reported.append(rep)
+        assert trial["stopped_at_percent"] == stop, k
+        assert trial["accuracy"] == (level if stop is None else rep[stop])
+    assert 1 <= sum(t["stopped_at_percent"] is not None for t in res["trials"]) < 14 - PRUNE_STARTUP_TRIALS
+
+
+def test_checkpoints_fall_at_the_fractions_of_a_trials_steps():
+    from dpcl.training.tuning import PRUNE_AT, checkpoints
+
+    for total in (40, 7, 1):
+        seen, step_now = [], [0]
+
+        def checkpoint(percent, acc, seen=seen, step_now=step_now):
+            seen.append((step_now[0], percent, acc))
+
+        after = checkpoints(total, lambda: 0.5, checkpoint)
+        for step in range(1, total + 1):
+            step_now[0] = step
+            after(step)
+        want = {max(1, round(f * total)): round(100 * f) for f in PRUNE_AT}
+        assert [(s, p) for s, p, _ in seen] == sorted(want.items()) and all(a == 0.5 for *_, a in seen)
+    assert [(s, p) for s, p, _ in seen] == [(1, 75)]  # one step: a single checkpoint
 
 
 def test_incremental_ensemble_votes_equal_aggregating_all_members_so_far():

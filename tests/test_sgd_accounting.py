@@ -21,10 +21,10 @@ from scipy.optimize import brentq
 from dpcl.privacy import sgd_accounting as sa
 from dpcl.privacy.gaussian import gaussian_delta
 from dpcl.privacy.sgd_accounting import (
+    COARSE_SIGMA_RTOL,
     PRV_DELTA_ERROR_FRACTION,
     PRV_EPS_ERROR,
     RDP_ORDERS,
-    COARSE_SIGMA_RTOL,
     accountant_record,
     coarse_noise_multiplier,
     compose_epsilon,

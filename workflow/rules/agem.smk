@@ -18,6 +18,7 @@ if AGEM:
             ),
         log:
             f"{R}/logs/tune_agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        priority: 80
         conda:
             "../envs/dpcl.yaml"
         threads: 1
@@ -53,6 +54,7 @@ if AGEM:
             diagnostics=_job_outputs("agem", "diagnostics"),  # NOT private: counts etc., never published
         log:
             f"{R}/logs/agem/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
+        priority: 70  # the longest jobs start first
         conda:
             "../envs/dpcl.yaml"
         threads: 1

@@ -6,6 +6,7 @@ rule obtain_dataset:
         f"{RES}/{{dataset}}/MANIFEST.json",
     log:
         f"{R}/logs/obtain_dataset/{{dataset}}.log",
+    priority: 100  # the critical path first: data, features, tuning, the long DP-SGD jobs
     conda:
         "../envs/dpcl.yaml"
     threads: 1

@@ -11,6 +11,7 @@ rule features:
         f"{R}/features/{{dataset}}/{{backbone}}/{{split}}.npz",
     log:
         f"{R}/logs/features/{{dataset}}_{{backbone}}_{{split}}.log",
+    priority: 90
     conda:
         "../envs/dpcl.yaml"
     threads: 8  # at most --cores locally; --cpus-per-task on SLURM

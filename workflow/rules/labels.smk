@@ -13,6 +13,7 @@ rule label_spaces:
         ),
     log:
         f"{R}/logs/labels/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    priority: 90
     conda:
         "../envs/dpcl.yaml"
     threads: 1

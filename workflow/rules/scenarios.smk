@@ -8,6 +8,7 @@ rule scenario:
         f"{R}/scenarios/{{dataset}}/{{scenario}}/seed{{seed}}.json",
     log:
         f"{R}/logs/scenario/{{dataset}}_{{scenario}}_seed{{seed}}.log",
+    priority: 100
     conda:
         "../envs/dpcl.yaml"
     threads: 1

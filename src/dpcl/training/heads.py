@@ -110,6 +110,7 @@ def train_head(
     record_rates: np.ndarray | None = None,
     steps: int | None = None,
     observe: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
+    after_step: Callable[[int], None] | None = None,
 ) -> dict:
     """Train ``head`` in place with DP-SGD (``noise_multiplier = 0``: the non-private twin).
 
@@ -126,6 +127,8 @@ def train_head(
     ``observe(step, g_w, g_b)``, if given, sees copies of each step's privatized gradient sums (clipped,
     noised, before the normaliser and Adam), with ``head`` still at the step's starting point: what
     DP-SGD releases to a white-box adversary (:mod:`dpcl.audits.whitebox`). Instrumentation only.
+    ``after_step(step)``, if given, is called after each step's update (a tuning trial's checkpoints,
+    :func:`dpcl.training.tuning.tune_dpsgd`); it may raise to stop the training.
     """
     cfg.validate()
     if noise_multiplier < 0:
@@ -159,6 +162,8 @@ def train_head(
         if observe is not None:
             observe(step, g_w.copy(), g_b.copy())
         adam.step([g_w, g_b])
+        if after_step is not None:
+            after_step(step)
     out = {
         "steps": n_steps,
         "sample_rate": cfg.sample_rate if record_rates is None else "per record",

@@ -30,12 +30,46 @@ from .heads import DPSGDConfig, LinearHead, train_head
 from .tuning_protocol import TRAIN_FRACTION
 
 # (train indices, validation indices, label rows 0..n_classes-1, *, n_classes=, cfg= (config),
-#  sigma= (noise multiplier), gen= (the trial's generator)[, buffer_sample_rate=]) -> validation accuracy
+#  sigma= (noise multiplier), gen= (the trial's generator), checkpoint= (see below)
+#  [, buffer_sample_rate=]) -> validation accuracy
 TrainAndScore = Callable[..., float]
+# checkpoint(percent, accuracy): a trial's validation accuracy with ``percent`` of its steps done; it
+# raises (and the trial stops, scored by that accuracy) when the study's pruner says so
+Checkpoint = Callable[[int, float], None]
 
 LR_RANGE = (1e-7, 1e-2)
 CLIP_RANGE = (0.2, 10.0)
 MIN_BATCH = 10
+# Early stopping of trials (Optuna's median rule): at these fractions of its steps a trial reports
+# its validation accuracy, and once PRUNE_STARTUP_TRIALS trials have finished, a trial below the
+# median of the earlier trials' accuracies at the same fraction stops there, scored by that accuracy
+# (a finished trial with that score, so that the GP sampler, which ignores pruned trials, learns
+# from it).
+PRUNE_AT = (0.25, 0.5, 0.75)
+PRUNE_STARTUP_TRIALS = 5
+
+
+class _Stopped(Exception):
+    """A trial stopped early by the pruner, with its accuracy at that point."""
+
+    def __init__(self, percent: int, accuracy: float):
+        super().__init__(percent, accuracy)
+        self.percent, self.accuracy = percent, accuracy
+
+
+def checkpoints(
+    total_steps: int, score: Callable[[], float], checkpoint: Checkpoint
+) -> Callable[[int], None]:
+    """An ``after_step(step)`` for a trial of ``total_steps`` steps (:func:`dpcl.training.heads.train_head`'s
+    hook): at each fraction of :data:`PRUNE_AT` of them it hands ``score()`` (the validation
+    accuracy now) to ``checkpoint``, which may stop the trial."""
+    at = {max(1, round(f * total_steps)): round(100 * f) for f in PRUNE_AT}
+
+    def after_step(step: int) -> None:
+        if step in at:
+            checkpoint(at[step], score())
+
+    return after_step
 
 
 def split_tuning_set(y: np.ndarray, seed: int, *keys: object) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +103,9 @@ def tune_dpsgd(
 
     The tuning set (labels ``y``) is split 70:30; each trial trains on the 70 % with
     ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
-    (q, steps), and is scored on the 30 %. Returns the best config as tuned (``best``, not yet
+    (q, steps), and is scored on the 30 %; ``train_and_score`` hands its intermediate scores to its
+    ``checkpoint`` argument (:func:`checkpoints`), where a trial below the earlier trials' median
+    stops (:data:`PRUNE_AT`; a learner that never calls it is never stopped). Returns the best config as tuned (``best``, not yet
     scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial.
     ``keys`` name the learner's random streams (empty for the head learners); ``log`` gets one
     line per finished trial. ``buffer_rate`` also searches a memory buffer's Poisson rate
@@ -110,15 +146,37 @@ def tune_dpsgd(
         if key not in sigmas:
             sigmas[key] = 0.0 if math.isinf(epsilon) else coarse_noise_multiplier(epsilon, delta, *key)
         gen = rng(seed, "tuning", *keys, "trial", k)
-        acc = float(
-            train_and_score(tr, va, yy, n_classes=len(classes), cfg=cfg, sigma=sigmas[key], gen=gen, **extra)
-        )
+
+        def checkpoint(percent: int, accuracy: float) -> None:
+            trial.report(float(accuracy), percent)
+            if trial.should_prune():
+                raise _Stopped(percent, float(accuracy))
+
+        stopped = None
+        try:
+            acc = float(
+                train_and_score(
+                    tr,
+                    va,
+                    yy,
+                    n_classes=len(classes),
+                    cfg=cfg,
+                    sigma=sigmas[key],
+                    gen=gen,
+                    checkpoint=checkpoint,
+                    **extra,
+                )
+            )
+        except _Stopped as stop:
+            acc, stopped = stop.accuracy, stop.percent
+        trial.set_user_attr("stopped_at_percent", stopped)
         if log is not None:
             log(
                 f"trial {k + 1}/{n_trials}: lr {lr:.3g}, batch {batch} of {n_tr}, "
                 f"clip {clip:.3g}, steps {cfg.steps}, σ {sigmas[key]:.3g}"
                 + "".join(f", {k} {v:.3g}" for k, v in extra.items())
                 + f" -> accuracy {100 * acc:.1f} %"
+                + ("" if stopped is None else f" (stopped at {stopped} % of its steps)")
             )
         return acc
 
@@ -138,6 +196,8 @@ def tune_dpsgd(
             LR_RANGE,
             CLIP_RANGE,
             MIN_BATCH,
+            PRUNE_AT,
+            PRUNE_STARTUP_TRIALS,
         )
     )
     study = _study(journal, fingerprint)
@@ -165,10 +225,19 @@ def tune_dpsgd(
             "validation": int(len(va)),
             "classes": classes.tolist(),
         },
-        "trials": [{"params": t.params, "accuracy": t.value} for t in trials],
+        "trials": [
+            {
+                "params": t.params,
+                "accuracy": t.value,
+                "stopped_at_percent": t.user_attrs.get("stopped_at_percent"),
+            }
+            for t in trials
+        ],
         "epsilon": epsilon,
         "delta": delta,
         "sampler": "optuna GPSampler",
+        "pruner": f"median rule at {[round(100 * f) for f in PRUNE_AT]} % of a trial's steps "
+        f"after {PRUNE_STARTUP_TRIALS} trials",
     }
     if journal is not None:
         Path(journal).unlink(missing_ok=True)  # complete: a later rerun (e.g. new code) starts afresh
@@ -191,14 +260,15 @@ def _study(journal: str | Path | None, fingerprint: str):
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP_TRIALS, n_warmup_steps=0)
     if journal is None:
-        return optuna.create_study(direction="maximize")
+        return optuna.create_study(direction="maximize", pruner=pruner)
     journal = Path(journal)
     journal.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(2):
         storage = JournalStorage(JournalFileBackend(str(journal)))
         study = optuna.create_study(
-            direction="maximize", storage=storage, study_name="dpcl", load_if_exists=True
+            direction="maximize", storage=storage, study_name="dpcl", load_if_exists=True, pruner=pruner
         )
         if study.user_attrs.get("fingerprint") in (None, fingerprint) or attempt:
             break
@@ -224,10 +294,14 @@ def tune_head(
     """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
     chosen DP-SGD config for real runs plus every trial (``journal``: see :func:`tune_dpsgd`)."""
 
-    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen) -> float:
+    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, checkpoint) -> float:
         head = LinearHead(x.shape[1], n_classes)
-        train_head(head, x[tr], yy[tr], cfg, sigma, gen)
-        return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+        def score() -> float:
+            return float(np.mean(head.logits(x[va]).argmax(1) == yy[va]))
+
+        train_head(head, x[tr], yy[tr], cfg, sigma, gen, after_step=checkpoints(cfg.steps, score, checkpoint))
+        return score()
 
     return tune_dpsgd(
         y,
@@ -272,7 +346,8 @@ def tune_film(
     if len(images) != len(y):
         raise ValueError(f"{len(images)} tuning images but {len(y)} labels")
 
-    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen) -> float:
+    def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, checkpoint) -> float:
+        # no checkpoints: an intermediate score would cost a backbone pass over the validation images
         member, _ = train_film(
             backbone,
             images[tr],
