@@ -488,7 +488,7 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
     trial is a FiLM member trained at the trial's (q, lr, clip) with the σ of (ε, δ) and
     scored on the 30 %; the chosen q is kept and Adam's lr scaled by √(1/0.7)."""
     pytest.importorskip("optuna")
-    from dpcl.privacy.sgd_accounting import noise_multiplier
+    from dpcl.privacy.sgd_accounting import coarse_noise_multiplier
     from dpcl.training.tuning import (
         CLIP_RANGE,
         LR_RANGE,
@@ -526,7 +526,7 @@ def test_tune_film_searches_table_a2_ranges_scales_and_is_deterministic(vit, tmp
     c0 = DPSGDConfig(
         sample_rate=p0["batch_size"] / n_tr, epochs=1.0, lr=p0["lr"], clip=p0["clip"], normaliser=16.0
     )
-    sigma = noise_multiplier(eps, delta, c0.sample_rate, c0.steps, accountant="rdp")
+    sigma = coarse_noise_multiplier(eps, delta, c0.sample_rate, c0.steps)
     member, _ = train_film(
         vit,
         x[tr],
