@@ -232,7 +232,7 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
         train_head(head, x[tr], yy[tr], cfg, sigma, gen, after_step=checkpoints(cfg.steps, score, checkpoint))
         return score()
 
-    kw = {"n_trials": 9, "epochs": 2}
+    kw = {"n_trials": 9, "epochs": 2, "prune": True}
     whole = tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw)
     assert any(t["stopped_at_percent"] is not None for t in whole["trials"])  # the journal keeps those too
     journal = tmp_path / "eps4.json.optuna-journal"
@@ -275,7 +275,7 @@ def test_trials_below_the_earlier_median_stop_at_that_checkpoint():
             checkpoint(round(100 * f), level * f)  # an increasing validation curve
         return level
 
-    res = tune_dpsgd(y, float("inf"), 1e-5, 0, train_and_score, n_trials=14, epochs=4)
+    res = tune_dpsgd(y, float("inf"), 1e-5, 0, train_and_score, n_trials=14, epochs=4, prune=True)
     reported = []  # per trial: percent -> accuracy it reported
     for k, (trial, level) in enumerate(zip(res["trials"], levels, strict=True)):
         rep, stop = {}, None
@@ -289,6 +289,13 @@ def test_trials_below_the_earlier_median_stop_at_that_checkpoint():
         assert trial["stopped_at_percent"] == stop, k
         assert trial["accuracy"] == (level if stop is None else rep[stop])
     assert 1 <= sum(t["stopped_at_percent"] is not None for t in res["trials"]) < 14 - PRUNE_STARTUP_TRIALS
+    assert res["pruner"].startswith("median rule")
+    levels.clear()  # without pruning (DP-A-GEM's and FiLM's studies) every trial runs to the end
+    whole = tune_dpsgd(y, float("inf"), 1e-5, 0, train_and_score, n_trials=14, epochs=4)
+    assert whole["pruner"] is None
+    assert [t["accuracy"] for t in whole["trials"]] == levels and not any(
+        t["stopped_at_percent"] for t in whole["trials"]
+    )
 
 
 def test_checkpoints_fall_at_the_fractions_of_a_trials_steps():

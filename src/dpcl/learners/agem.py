@@ -482,8 +482,8 @@ def tune_agem_head(
     ref_sigmas: dict[tuple[float, int], float] = {}
 
     def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, checkpoint, buffer_sample_rate) -> float:
-        # no checkpoints (never stopped early): on the embedded default, stopping the two-task
-        # trials below the median cost 1-2 points of the chosen trial's validation accuracy
+        # no checkpoints, no pruning: on the embedded default, stopping these two-task trials
+        # below the median cost 1-2 points of the chosen trial's validation accuracy
         key = (buffer_sample_rate, cfg.steps)  # the buffer is reread by the one later task's steps
         if key not in ref_sigmas:
             ref_sigmas[key] = 0.0 if math.isinf(epsilon) else coarse_noise_multiplier(epsilon, delta, *key)

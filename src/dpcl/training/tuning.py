@@ -98,14 +98,15 @@ def tune_dpsgd(
     log: Callable[[str], None] | None = None,
     buffer_rate: bool = False,
     journal: str | Path | None = None,
+    prune: bool = False,
 ) -> dict:
     """Optuna GP search of (lr, expected batch size, clip) over Table A2's ranges (App. D.1).
 
     The tuning set (labels ``y``) is split 70:30; each trial trains on the 70 % with
     ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
     (q, steps), and is scored on the 30 %; ``train_and_score`` hands its intermediate scores to its
-    ``checkpoint`` argument (:func:`checkpoints`), where a trial below the earlier trials' median
-    stops (:data:`PRUNE_AT`; a learner that never calls it is never stopped). Returns the best config as tuned (``best``, not yet
+    ``checkpoint`` argument (:func:`checkpoints`); with ``prune`` a trial below the earlier trials'
+    median there stops (:data:`PRUNE_AT`), without it every trial runs to the end. Returns the best config as tuned (``best``, not yet
     scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial.
     ``keys`` name the learner's random streams (empty for the head learners); ``log`` gets one
     line per finished trial. ``buffer_rate`` also searches a memory buffer's Poisson rate
@@ -196,11 +197,10 @@ def tune_dpsgd(
             LR_RANGE,
             CLIP_RANGE,
             MIN_BATCH,
-            PRUNE_AT,
-            PRUNE_STARTUP_TRIALS,
+            (PRUNE_AT, PRUNE_STARTUP_TRIALS) if prune else None,
         )
     )
-    study = _study(journal, fingerprint)
+    study = _study(journal, fingerprint, prune)
     base = int(rng(seed, "tuning", *keys, "sampler").integers(2**31))
     while (k := len(_finished(study))) < n_trials:
         study.sampler = optuna.samplers.GPSampler(seed=(base + 7919 * k) % 2**31)  # trial k's own seed
@@ -236,8 +236,12 @@ def tune_dpsgd(
         "epsilon": epsilon,
         "delta": delta,
         "sampler": "optuna GPSampler",
-        "pruner": f"median rule at {[round(100 * f) for f in PRUNE_AT]} % of a trial's steps "
-        f"after {PRUNE_STARTUP_TRIALS} trials",
+        "pruner": (
+            f"median rule at {[round(100 * f) for f in PRUNE_AT]} % of a trial's steps "
+            f"after {PRUNE_STARTUP_TRIALS} trials"
+            if prune
+            else None
+        ),
     }
     if journal is not None:
         Path(journal).unlink(missing_ok=True)  # complete: a later rerun (e.g. new code) starts afresh
@@ -253,14 +257,19 @@ def _finished(study) -> list:
     )
 
 
-def _study(journal: str | Path | None, fingerprint: str):
+def _study(journal: str | Path | None, fingerprint: str, prune: bool):
     """A maximising study, in memory or resumed from ``journal`` when that holds the same search
-    (``fingerprint``); trials a killed job left running are marked failed (they are redone)."""
+    (``fingerprint``); trials a killed job left running are marked failed (they are redone). With
+    ``prune``, Optuna's median rule after :data:`PRUNE_STARTUP_TRIALS` finished trials."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP_TRIALS, n_warmup_steps=0)
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=PRUNE_STARTUP_TRIALS, n_warmup_steps=0)
+        if prune
+        else optuna.pruners.NopPruner()
+    )
     if journal is None:
         return optuna.create_study(direction="maximize", pruner=pruner)
     journal = Path(journal)
@@ -290,9 +299,11 @@ def tune_head(
     epochs: float = 40.0,
     normaliser: float = 128.0,
     journal: str | Path | None = None,
+    prune: bool = True,
 ) -> dict:
     """Tune (lr, expected batch size, clip) for a head over the labels in ``y``; returns the
-    chosen DP-SGD config for real runs plus every trial (``journal``: see :func:`tune_dpsgd`)."""
+    chosen DP-SGD config for real runs plus every trial (``journal``, ``prune``: see
+    :func:`tune_dpsgd`; a trial's checkpoints cost one validation pass each)."""
 
     def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, checkpoint) -> float:
         head = LinearHead(x.shape[1], n_classes)
@@ -313,6 +324,7 @@ def tune_head(
         epochs=epochs,
         normaliser=normaliser,
         journal=journal,
+        prune=prune,
     )
 
 
@@ -347,7 +359,8 @@ def tune_film(
         raise ValueError(f"{len(images)} tuning images but {len(y)} labels")
 
     def train_and_score(tr, va, yy, *, n_classes, cfg, sigma, gen, checkpoint) -> float:
-        # no checkpoints: an intermediate score would cost a backbone pass over the validation images
+        # no checkpoints (never pruned): an intermediate score would cost a backbone pass over the
+        # validation images
         member, _ = train_film(
             backbone,
             images[tr],
