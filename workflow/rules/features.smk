@@ -14,7 +14,10 @@ rule features:
     priority: 90
     conda:
         "../envs/dpcl.yaml"
-    threads: 8  # at most --cores locally; --cpus-per-task on SLURM
+    # half the cores, at most 8 (--cpus-per-task on SLURM): two feature jobs run at once, and a job never
+    # needs every core (Snakemake holds no core back for it, so it would wait for a moment when no other
+    # job runs)
+    threads: max(1, min(8, (workflow.cores or 2) // 2))
     resources:
         mem_mb=4000,
         runtime=60,  # minutes
