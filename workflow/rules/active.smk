@@ -8,6 +8,7 @@ rule active_schedule:
         f"{R}/active/schedules/{{key}}.json",
     log:
         f"{R}/logs/active/schedule_{{key}}.log",
+    priority: 85  # the DP-AL chain (schedules, runs, report) early: its report is a long last job
     conda:
         "../envs/dpcl.yaml"
     threads: 1
@@ -35,6 +36,7 @@ rule active_runs:
         f"{R}/logs/active/runs_{{pool}}_seed{{seed}}.log",
     wildcard_constraints:
         pool="balanced|imbalanced",
+    priority: 85
     conda:
         "../envs/dpcl.yaml"
     threads: 1
@@ -72,6 +74,7 @@ rule active_report:
         ],
     log:
         f"{R}/logs/active/report.log",
+    priority: 85
     conda:
         "../envs/dpcl.yaml"
     threads: 1

@@ -6,7 +6,7 @@ rule obtain_dataset:
         f"{RES}/{{dataset}}/MANIFEST.json",
     log:
         f"{R}/logs/obtain_dataset/{{dataset}}.log",
-    priority: 100  # the critical path first: data, features, tuning, the long DP-SGD jobs
+    priority: 100  # first the data and features, then the long chains (DP-A-GEM, DP-AL) before the short jobs
     conda:
         "../envs/dpcl.yaml"
     threads: 1

@@ -23,7 +23,6 @@ rule tune_film:
         ),
     log:
         f"{R}/logs/tune_film/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
-    priority: 80
     conda:
         "../envs/dpcl.yaml"
     threads: config["film"]["threads"]
@@ -57,7 +56,6 @@ rule film_member:
         f"{R}/logs/film_member/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     wildcard_constraints:
         learner=learners.wildcard("film_peft"),
-    priority: 50
     conda:
         "../envs/dpcl.yaml"
     threads: config["film"]["threads"]

@@ -15,7 +15,6 @@ if HEAD_LEARNERS:
             ),
         log:
             f"{R}/logs/tune_heads/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
-        priority: 60
         conda:
             "../envs/dpcl.yaml"
         threads: 1
@@ -48,7 +47,6 @@ if HEAD_LEARNERS:
             diagnostics=_head_outputs("diagnostics"),  # NOT private: counts etc., never published
         log:
             f"{R}/logs/heads/{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}.log",
-        priority: 50
         conda:
             "../envs/dpcl.yaml"
         threads: 1

@@ -70,6 +70,7 @@ rule privacy_audit:
         pdf=f"{R}/figures/privacy_audit_claims.pdf",
     log:
         f"{R}/logs/privacy_audit.log",
+    priority: 65
     conda:
         "../envs/dpcl.yaml"
     threads: 1
