@@ -67,6 +67,8 @@ def main() -> None:
     d = cfg["dpsgd"]
     rows, totals = [], {"full_s": 0.0, "coarse_s": 0.0, "pruned_s": 0.0, "unpruned_s": 0.0}
     with threadpool_limits(args.threads):
+        x, y = tuning_set(cfg, args.results, args.seeds[0])
+        tune_head(x, y, 1.0, delta, 99, n_trials=1, epochs=0.1)  # warm-up: the imports are no study's cost
         for seed in args.seeds:
             x, y = tuning_set(cfg, args.results, seed)
             for eps in args.epsilons:

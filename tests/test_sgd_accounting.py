@@ -80,10 +80,10 @@ def test_coarse_search_is_safe_and_within_its_tolerance(target):
     certifies, and never below the full-order RDP search's σ."""
     eps_t, delta, q, steps = target
     sigma = coarse_noise_multiplier(eps_t, delta, q, steps)
-    assert sa._rdp_integer_epsilon([(sigma, q, steps)], delta) <= eps_t
+    assert sa._rdp_epsilon([(sigma, q, steps)], delta, sa._INTEGER_RDP_ORDERS) <= eps_t
     assert epsilon(sigma, q, steps, delta, accountant="rdp") <= eps_t
     smaller = sigma / (1 + COARSE_SIGMA_RTOL) * (1 - 1e-9)  # its last bracket [σ/(1+rtol), σ] or less
-    assert sa._rdp_integer_epsilon([(smaller, q, steps)], delta) > eps_t
+    assert sa._rdp_epsilon([(smaller, q, steps)], delta, sa._INTEGER_RDP_ORDERS) > eps_t
     assert sigma >= noise_multiplier(eps_t, delta, q, steps, accountant="rdp")
     with pytest.raises(ValueError, match="^epsilon"):
         coarse_noise_multiplier(0.0, delta, q, steps)
@@ -92,7 +92,7 @@ def test_coarse_search_is_safe_and_within_its_tolerance(target):
 def test_integer_orders_never_tighter_than_all_orders():
     for sigma, q, steps in [(0.9, 0.02, 1600), (2.3, 0.4, 100), (20.0, 0.5, 80)]:
         full = sa._rdp_epsilon([(sigma, q, steps)], 1e-5)
-        assert sa._rdp_integer_epsilon([(sigma, q, steps)], 1e-5) >= full
+        assert sa._rdp_epsilon([(sigma, q, steps)], 1e-5, sa._INTEGER_RDP_ORDERS) >= full
 
 
 @pytest.mark.parametrize("target", TARGETS)

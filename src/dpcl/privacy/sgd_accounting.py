@@ -234,14 +234,17 @@ def _prv_epsilon(history: Sequence[Phase], delta: float) -> float:
     return eps
 
 
-def _rdp_epsilon(history: Sequence[Phase], delta: float) -> float:
-    """RDP upper bound on ε (opacus ``RDPAccountant`` over :data:`RDP_ORDERS`)."""
+def _rdp_epsilon(history: Sequence[Phase], delta: float, orders: Sequence[float] | None = None) -> float:
+    """RDP upper bound on ε (opacus ``RDPAccountant`` over ``orders``, default :data:`RDP_ORDERS`).
+    A subset of the orders gives a bound never below the full one (a minimum over fewer orders);
+    the integer orders alone are cheap in opacus (its fractional orders take a slowly converging
+    series)."""
     acc = _rdp_accountant()
     acc.history = [tuple(p) for p in history]
     with warnings.catch_warnings():
         # "optimal order is the largest/smallest alpha": the bound is valid regardless.
         warnings.simplefilter("ignore", UserWarning)
-        return float(acc.get_epsilon(delta=delta, alphas=list(RDP_ORDERS)))
+        return float(acc.get_epsilon(delta=delta, alphas=list(RDP_ORDERS if orders is None else orders)))
 
 
 def _warn_fallback(reason: str, stacklevel: int) -> None:
@@ -335,24 +338,17 @@ def _smallest_sigma(
     return s_hi, eps_hi
 
 
-def _rdp_integer_epsilon(history: Sequence[Phase], delta: float) -> float:
-    """RDP upper bound on ε over the integer orders of :data:`RDP_ORDERS` only: never below
-    :func:`_rdp_epsilon`'s (a minimum over fewer orders), and cheap in opacus (its fractional
-    orders take a slowly converging series)."""
-    acc = _rdp_accountant()
-    acc.history = [tuple(p) for p in history]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return float(acc.get_epsilon(delta=delta, alphas=_INTEGER_RDP_ORDERS))
-
-
 COARSE_SIGMA_RTOL = 1e-2  # the coarse search's tolerance (:func:`coarse_noise_multiplier`)
 
 
 def _coarse_sigma(history_of: Callable[[float], list[Phase]], epsilon: float, delta: float) -> float:
     """Smallest σ to :data:`COARSE_SIGMA_RTOL` with the integer-order RDP bound ≤ ``epsilon``."""
     sigma, _ = _smallest_sigma(
-        lambda s: _rdp_integer_epsilon(history_of(s), delta), epsilon, 1.0, 2.0, rtol=COARSE_SIGMA_RTOL
+        lambda s: _rdp_epsilon(history_of(s), delta, _INTEGER_RDP_ORDERS),
+        epsilon,
+        1.0,
+        2.0,
+        rtol=COARSE_SIGMA_RTOL,
     )
     return sigma
 

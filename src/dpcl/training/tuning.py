@@ -106,8 +106,9 @@ def tune_dpsgd(
     ``train_and_score`` at the trial's config and the noise multiplier of (ε, δ) for its
     (q, steps), and is scored on the 30 %; ``train_and_score`` hands its intermediate scores to its
     ``checkpoint`` argument (:func:`checkpoints`); with ``prune`` a trial below the earlier trials'
-    median there stops (:data:`PRUNE_AT`), without it every trial runs to the end. Returns the best config as tuned (``best``, not yet
-    scaled to a run: :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial.
+    median there stops (:data:`PRUNE_AT`), without it every trial runs to the end. Returns the best
+    config as tuned (``best``, not yet scaled to a run:
+    :func:`dpcl.training.tuning_protocol.scaled_dpsgd`) plus every trial.
     ``keys`` name the learner's random streams (empty for the head learners); ``log`` gets one
     line per finished trial. ``buffer_rate`` also searches a memory buffer's Poisson rate
     (DP-A-GEM) over [10 / tuning-train size, 1] (log), passed to ``train_and_score`` as
