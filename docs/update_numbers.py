@@ -36,8 +36,8 @@ STEPS = {
     "paper_mini": "miniature paper run (`.ci/paper_mini.sh`)",
     "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`)",
     "audit": "strong privacy audits (`.ci/audit.sh`)",
-    "slurm": "SLURM integration test",
     "pytest": "test suite (`python -m pytest -n auto`)",
+    "slurm": "SLURM integration test (runs beside the test suite)",
     "total": "all of `.ci/run`",
 }
 

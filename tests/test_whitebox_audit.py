@@ -11,6 +11,7 @@ holds with confidence 95 %, and the margins below are several standard errors of
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpcl.audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
@@ -175,3 +176,43 @@ def test_the_poisson_audit_stays_at_or_below_its_claim_and_catches_half_sigma_at
 
     broken = audit_head_poisson(1.0, DELTA, canaries=5000, runs=20, seed=1, train=half_sigma)
     assert broken["epsilon_lower_bound"] > 1.0
+
+
+def test_the_audit_table_from_its_parts_equals_the_table_computed_in_one_process(tmp_path):
+    """The workflow computes the table's parts in parallel jobs (rule privacy_audit_part) and merges
+    them: the same table, byte for byte, as one process computing every part in turn, whatever order
+    the parts ran in (two claimed ε, so the merge must restore the table's ε-major order)."""
+    from dpcl.stages.privacy import audit_part, audit_parts, privacy_audit
+
+    cfg = {
+        "epsilons": [2.0, 1.0],
+        "trials": 1000,
+        "learner_trials": 8,
+        "whitebox_runs": 4,
+        "whitebox_canaries": 200,
+        "whitebox_bias_trials": 50,
+        "seed": 3,
+    }
+    names = audit_parts(cfg)
+    assert names[:2] == ["mechanisms", "learners"] and {"dp-sgd-heads", "dp-a-gem", "fm-a-gem"} <= set(names)
+    assert len(set(names)) == len(names)
+    privacy_audit(cfg, DELTA, tmp_path / "one.csv", tmp_path / "one.md")
+    parts = {name: tmp_path / f"{name}.json" for name in names}
+    for name in reversed(names):
+        audit_part(cfg, DELTA, name, parts[name])
+    privacy_audit(cfg, DELTA, tmp_path / "merged.csv", tmp_path / "merged.md", parts=parts)
+    for ext in ("csv", "md"):
+        assert (tmp_path / f"merged.{ext}").read_bytes() == (tmp_path / f"one.{ext}").read_bytes()
+    table = pd.read_csv(tmp_path / "merged.csv")
+    white = table[table["mechanism"].str.contains("(white-box)", regex=False)]
+    half = len(white) // 2  # every white-box audit at ε = 2, then every one at ε = 1
+    assert list(white["mechanism"][:half]) == list(white["mechanism"][half:])
+    heads = white[white["mechanism"].str.startswith("DP-SGD heads")]["claimed_epsilon"]
+    assert list(heads) == [2.0, 2.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="expected"):
+        privacy_audit(
+            cfg, DELTA, tmp_path / "x.csv", tmp_path / "x.md", parts={"mechanisms": parts["mechanisms"]}
+        )
+    with pytest.raises(ValueError, match="unknown audit part 'nope'"):
+        audit_part(cfg, DELTA, "nope", tmp_path / "nope.json")
+    assert audit_parts(cfg | {"learner_trials": 0, "whitebox_runs": 0}) == ["mechanisms"]

@@ -27,6 +27,7 @@ MUST_RUN_ON_SLURM = {
     "label_spaces",
     "prototypes",
     "label_space_attack",
+    "privacy_audit_part",
     "privacy_audit",
 }
 # Files compared byte for byte between the local and the SLURM run (the pipeline is

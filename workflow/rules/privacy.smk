@@ -1,3 +1,5 @@
+from dpcl.stages.privacy import audit_parts
+
 # Data-independent privacy figures: label drop probability (Fig. 2) and its lower bound (Fig. A1).
 
 
@@ -56,7 +58,35 @@ rule label_space_attack:
         "../scripts/label_space_attack.py"
 
 
+# the audit table's independent parts (dpcl.stages.privacy.audit_parts: the mechanisms, the learners'
+# canary audits, each white-box audit over every claimed ε), one job each, merged by privacy_audit
+AUDIT_PARTS = audit_parts(config["audit"])
+
+
+rule privacy_audit_part:
+    output:
+        f"{R}/privacy_audit/{{part}}.json",
+    log:
+        f"{R}/logs/privacy_audit/{{part}}.log",
+    wildcard_constraints:
+        part="|".join(re.escape(p) for p in AUDIT_PARTS),
+    priority: 65
+    conda:
+        "../envs/dpcl.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        cfg=config["audit"],
+        delta=config["delta"],
+    script:
+        "../scripts/privacy_audit_part.py"
+
+
 rule privacy_audit:
+    input:
+        parts=expand(f"{R}/privacy_audit/{{part}}.json", part=AUDIT_PARTS),
     output:
         csv=report(
             f"{R}/tables/privacy_audit.csv", caption="../report/privacy_audit.rst", category="5. Privacy"
@@ -80,5 +110,6 @@ rule privacy_audit:
     params:
         cfg=config["audit"],
         delta=config["delta"],
+        parts=AUDIT_PARTS,
     script:
         "../scripts/privacy_audit.py"

@@ -1,4 +1,4 @@
-"""Empirical privacy audit table (thin wrapper: dpcl.stages.privacy.privacy_audit)."""
+"""Empirical privacy audit table from its parts (thin wrapper: dpcl.stages.privacy.privacy_audit)."""
 
 from dpcl.worker import run_in_warm_worker
 
@@ -10,5 +10,10 @@ from dpcl.stages.privacy import privacy_audit
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 privacy_audit(
-    sm.params.cfg, sm.params.delta, sm.output.csv, sm.output.md, out_figures=[sm.output.png, sm.output.pdf]
+    sm.params.cfg,
+    sm.params.delta,
+    sm.output.csv,
+    sm.output.md,
+    out_figures=[sm.output.png, sm.output.pdf],
+    parts=dict(zip(sm.params.parts, sm.input.parts, strict=True)),
 )

@@ -3,6 +3,7 @@ label-space attack game (Fig. 1) and the empirical audit table."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -25,25 +26,105 @@ def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str
     write_text(out_md, attack_table_markdown(df))
 
 
+#: the audit table's parts that are not white-box audits (:func:`audit_parts`)
+MECHANISMS_PART = "mechanisms"
+LEARNERS_PART = "learners"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def audit_parts(cfg: dict) -> list[str]:
+    """The independent parts of the audit table, one job each in the workflow (``privacy_audit_part``),
+    in table order: the mechanisms, the learners' canary audits (``learner_trials`` > 0) and one part per
+    white-box audit of the registry (``whitebox_runs`` > 0) over every claimed ε, named by its audit's
+    name (an audit's ε-independent setting, such as FiLM's canary gradients, is computed once per part)."""
+    from ..learners import registry
+
+    parts = [MECHANISMS_PART]
+    if cfg.get("learner_trials", 0):
+        parts.append(LEARNERS_PART)
+    if cfg.get("whitebox_runs", 0):
+        names = [_slug(audit.name) for audit, _, _ in registry.whitebox_audits()]
+        clash = sorted({n for n in names if names.count(n) > 1 or n in (MECHANISMS_PART, LEARNERS_PART)})
+        if clash:
+            raise ValueError(f"white-box audits whose names give the same part name: {clash}; rename one")
+        parts += names
+    return parts
+
+
+def audit_part(cfg: dict, delta: float, part: str, out_json: str | Path) -> None:
+    """Compute part ``part`` of the audit table (:func:`audit_parts`) and write its rows to ``out_json``
+    (an intermediate file of :func:`privacy_audit`: Python's JSON with NaN and Infinity, so that every
+    float reads back exactly)."""
+    import json
+
+    from ..io import _json_default, write_text
+
+    rows = _part_rows(cfg, delta, part)
+    write_text(out_json, json.dumps(rows, default=_json_default, indent=1) + "\n")
+
+
+def _part_rows(cfg: dict, delta: float, part: str):
+    """Part ``part``'s rows: a list of row dicts, or for a white-box audit, per claimed ε (in the config's
+    order, the infinite skipped) its list of rows."""
+    from ..learners import registry
+
+    if part == MECHANISMS_PART:
+        from ..audits.audit import audit_table
+
+        return audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"]).to_dict(orient="records")
+    if part == LEARNERS_PART:
+        from ..audits.learners import learner_audit_table
+
+        return learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
+    for audit, function, learners in registry.whitebox_audits():
+        if _slug(audit.name) == part:
+            return [
+                _whitebox_rows(audit, function, learners, eps, delta, cfg) for eps in _finite(cfg["epsilons"])
+            ]
+    raise ValueError(f"unknown audit part {part!r}; known: {audit_parts(cfg)}")
+
+
+def _finite(epsilons) -> list:
+    import math
+
+    return [e for e in epsilons if math.isfinite(e)]
+
+
 def privacy_audit(
-    cfg: dict, delta: float, out_csv: str | Path, out_md: str | Path, *, out_figures: list[str | Path] = ()
+    cfg: dict,
+    delta: float,
+    out_csv: str | Path,
+    out_md: str | Path,
+    *,
+    out_figures: list[str | Path] = (),
+    parts: dict[str, str | Path] | None = None,
 ) -> None:
     """The empirical audit table: Clopper-Pearson lower bounds on ε against the claimed ε, for the
     mechanisms, (``learner_trials`` > 0) for whole learners (their canary audits) and (``whitebox_runs`` > 0)
     the learners' white-box audits (the registry's ``whitebox``, :mod:`dpcl.audits.whitebox`); with
-    ``out_figures`` also the figure of claims against lower bounds (:func:`dpcl.report.fig_audit.plot_audit_claims`)."""
+    ``out_figures`` also the figure of claims against lower bounds (:func:`dpcl.report.fig_audit.plot_audit_claims`).
+    ``parts`` maps every part of :func:`audit_parts` to the file :func:`audit_part` wrote for it (the
+    workflow computes them in parallel jobs); without it every part is computed here. Either way the
+    table is the same, byte for byte."""
     import pandas as pd
 
-    from ..audits.audit import audit_table, audit_verdict
-    from ..audits.learners import learner_audit_table
-    from ..io import write_text
+    from ..audits.audit import audit_verdict
+    from ..io import read_json, write_text
     from ..learners import registry
     from ..report.privacy_tables import audit_table_markdown
 
-    df = audit_table(cfg["epsilons"], delta, cfg["trials"], cfg["seed"])
+    names = audit_parts(cfg)
+    if parts is not None and set(parts) != set(names):
+        raise ValueError(f"audit parts given {sorted(parts)}, expected {sorted(names)}")
+    rows = {
+        name: read_json(parts[name]) if parts is not None else _part_rows(cfg, delta, name) for name in names
+    }
+    df = pd.DataFrame(rows[MECHANISMS_PART])
     df["threat_model"] = "black-box: the mechanism's output, independent runs per world"
     if cfg.get("learner_trials", 0):
-        rows = learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
         learners = pd.DataFrame(
             [
                 {
@@ -59,7 +140,7 @@ def privacy_audit(
                     "delta": delta,
                     "alpha": r["alpha"],
                 }
-                for r in rows
+                for r in rows[LEARNERS_PART]
             ]
         )
         # L2DP-ML has no upper bound (its noise is drawn once and reused, [Lai2022]); the sound learners'
@@ -72,7 +153,12 @@ def privacy_audit(
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     if cfg.get("whitebox_runs", 0):
-        df = pd.concat([df, _whitebox_rows(cfg, delta)], ignore_index=True)
+        # the table's order: per claimed ε, every white-box audit in registry order
+        whitebox = names[names.index(LEARNERS_PART) + 1 if LEARNERS_PART in names else 1 :]
+        ordered = [
+            row for i in range(len(_finite(cfg["epsilons"]))) for name in whitebox for row in rows[name][i]
+        ]
+        df = pd.concat([df, pd.DataFrame(ordered)], ignore_index=True)
     notes = []
     if cfg.get("whitebox_runs", 0):
         notes.append(
@@ -128,52 +214,44 @@ def privacy_audit(
         plot_audit_claims(df, list(out_figures))
 
 
-def _whitebox_rows(cfg: dict, delta: float):
-    """The white-box audit rows, per claimed ε: every audit the registry names
-    (:func:`dpcl.learners.registry.whitebox_audits`), once, tagged with the learners that share it. The
-    verdict is violated where either lower bound exceeds its claim: ε at δ (Clopper-Pearson, or the one-run
-    bound of :mod:`dpcl.audits.one_run`) or μ (the f-DP route, :mod:`dpcl.audits.gdp`; NaN, shown "—",
-    for a one-run audit, which has none)."""
+def _whitebox_rows(audit, function, learners, eps: float, delta: float, cfg: dict) -> list[dict]:
+    """The rows of one white-box audit (:func:`dpcl.learners.registry.whitebox_audits`) at claimed ε
+    ``eps``, tagged with the learners that share it. The verdict is violated where either lower bound
+    exceeds its claim: ε at δ (Clopper-Pearson, or the one-run bound of :mod:`dpcl.audits.one_run`) or μ
+    (the f-DP route, :mod:`dpcl.audits.gdp`; NaN, shown "—", for a one-run audit, which has none)."""
     import math
-
-    import pandas as pd
 
     from ..audits.audit import audit_verdict
     from ..audits.gdp import gdp_epsilon
-    from ..learners import registry
 
     rows = []
-    for eps in cfg["epsilons"]:
-        if not math.isfinite(eps):
-            continue
-        for audit, function, learners in registry.whitebox_audits():
-            tag = audit.tag or ", ".join(s.display for s in learners)
-            for r in function(eps, delta, audit=cfg, seed=cfg["seed"]):
-                lower = max(r["epsilon_lower_bound"], 0.0)
-                # a one-run audit (dpcl.audits.film) has no μ bound: its trials are not independent
-                mu = r["mu_lower_bound"] if r["mu_lower_bound"] is not None else math.nan
-                rows.append(
-                    {
-                        "mechanism": f"{audit.name}, {r['part']} (white-box)",
-                        "broken": False,
-                        "tag": tag,
-                        "claimed_epsilon": r["claimed_epsilon"],
-                        "epsilon_lower_bound": lower,
-                        "trials": min(r["trials_per_world"]),
-                        "setting": r["setting"],
-                        "threat_model": r["threat_model"],
-                        "delta": delta,
-                        "alpha": r["alpha"],
-                        "claimed_mu": r["claimed_mu"],
-                        "mu_lower_bound": mu,
-                        "epsilon_gdp": gdp_epsilon(mu, delta) if math.isfinite(mu) else math.nan,
-                        "verdict": audit_verdict(
-                            r["claimed_epsilon"],
-                            lower,
-                            certified_by_accountant=True,
-                            claimed_mu=r["claimed_mu"],
-                            mu_lower=mu if math.isfinite(mu) else None,
-                        ),
-                    }
-                )
-    return pd.DataFrame(rows)
+    tag = audit.tag or ", ".join(s.display for s in learners)
+    for r in function(eps, delta, audit=cfg, seed=cfg["seed"]):
+        lower = max(r["epsilon_lower_bound"], 0.0)
+        # a one-run audit (dpcl.audits.film) has no μ bound: its trials are not independent
+        mu = r["mu_lower_bound"] if r["mu_lower_bound"] is not None else math.nan
+        rows.append(
+            {
+                "mechanism": f"{audit.name}, {r['part']} (white-box)",
+                "broken": False,
+                "tag": tag,
+                "claimed_epsilon": r["claimed_epsilon"],
+                "epsilon_lower_bound": lower,
+                "trials": min(r["trials_per_world"]),
+                "setting": r["setting"],
+                "threat_model": r["threat_model"],
+                "delta": delta,
+                "alpha": r["alpha"],
+                "claimed_mu": r["claimed_mu"],
+                "mu_lower_bound": mu,
+                "epsilon_gdp": gdp_epsilon(mu, delta) if math.isfinite(mu) else math.nan,
+                "verdict": audit_verdict(
+                    r["claimed_epsilon"],
+                    lower,
+                    certified_by_accountant=True,
+                    claimed_mu=r["claimed_mu"],
+                    mu_lower=mu if math.isfinite(mu) else None,
+                ),
+            }
+        )
+    return rows
