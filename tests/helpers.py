@@ -9,6 +9,17 @@ from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: the audit block of the workflow tests' configs: every part of the audit table at one ε and small sizes
+#: (the default sizes cost a tiny workflow run about 45 job-seconds, more than its learners; the audits'
+#: power is tested in tests/test_whitebox_audit.py and friends, and in CI by .ci/audit.sh)
+SMALL_AUDIT = {
+    "epsilons": [1],
+    "trials": 2000,
+    "learner_trials": 8,
+    "whitebox_runs": 4,
+    "whitebox_canaries": 200,
+    "whitebox_bias_trials": 50,
+}
 
 
 def run_snakemake(

@@ -42,8 +42,16 @@ def test_a_changed_accounting_code_key_misses(tmp_path, monkeypatch):
     calls = []
     assert cache.memo("f", (1, 2.5), lambda: calls.append(1) or 7) == 7
     assert cache.memo("f", (1, 2.5), lambda: calls.append(1) or 8) == 7 and len(calls) == 1
-    monkeypatch.setattr(cache, "_code_key", lambda: "another version")
+    monkeypatch.setattr(cache, "_code_key", lambda packages=(): "another version")
     assert cache.memo("f", (1, 2.5), lambda: calls.append(1) or 9) == 9 and len(calls) == 2
+
+
+def test_a_computation_running_more_of_dpcl_is_keyed_by_that_code_too(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    assert cache._code_key(("active",)) != cache._code_key()
+    assert cache.memo("g", (1,), lambda: 1) == 1
+    assert cache.memo("g", (1,), lambda: 2, packages=("active",)) == 2  # its own entry
+    assert cache.memo("g", (1,), lambda: 3, packages=("active",)) == 2 and len(_entries(tmp_path)) == 2
 
 
 def test_ledger_records_match_with_and_without_the_cache(tmp_path, monkeypatch):

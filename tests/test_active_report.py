@@ -286,14 +286,21 @@ def test_group_privacy_figure(tmp_path, schedule_files):
     assert all(p.stat().st_size > 1000 for p in outs)
 
 
-def test_authors_schedule_table_shows_rdp_beside_pld_with_verdicts(tmp_path):
+def test_authors_schedule_table_shows_rdp_beside_pld_with_verdicts(tmp_path, monkeypatch):
+    from dpcl.privacy import cache
     from dpcl.report.active import AUTHORS_PLANS, authors_schedule_table
 
     small = {
         k: v for k, v in AUTHORS_PLANS.items() if v["initial_size"] == 1000
     }  # the 1,000 + [1,000, 300] plan
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
     csv, md = authors_schedule_table(None, tmp_path, prefix="active_", plans=small)
     assert csv.name == "active_authors_schedule.csv" and md.name == "active_authors_schedule.md"
+    # the plan's claim is in the accountant's disk cache: read back, the same table byte for byte
+    (entry,) = (tmp_path / "cache").rglob("*.json")
+    assert json.loads(entry.read_text())["function"] == "authors_plan_claim"
+    again = authors_schedule_table(None, tmp_path / "again", prefix="active_", plans=small)
+    assert [p.read_bytes() for p in again] == [csv.read_bytes(), md.read_bytes()]
     df = pd.read_csv(csv)
     assert list(df["group"]) == [0, 1, 2]
     assert (df["rdp_authors"] > df["pld_upper"]).all()  # PLD is the tighter upper bound

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_snakemake
+from helpers import SMALL_AUDIT, run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
@@ -49,6 +49,7 @@ def own_run(tmp_path_factory):
         },
         "benchmarks": {"tiny_bench": {"dataset": "fashion_mnist", "backbone": "tiny", "n_tasks": 5}},
         "active": {"enabled": False},
+        "audit": SMALL_AUDIT,
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     dry = run_snakemake(work, "-n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_snakemake
+from helpers import SMALL_AUDIT, run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
@@ -32,6 +32,7 @@ def tiny_run(tmp_path_factory):
         "head_label_methods": ["oracle", "base", "release-f0.1"],  # base: Fig. 3 (DP-A-GEM comparison)
         "dpsgd": {"sample_rate": 0.5, "epochs": 4},
         "tuning": {"trials": 3},
+        "audit": SMALL_AUDIT,
         "datasets": {
             "fashion_mnist": {
                 "source": "local",

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import yaml
-from helpers import run_snakemake
+from helpers import SMALL_AUDIT, run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
@@ -35,6 +35,7 @@ def film_run(tmp_path_factory):
         "dpsgd": {"sample_rate": 0.5, "epochs": 2, "lr": 0.01},
         "film": {"dpsgd": {"epochs": 1}, "physical_batch": 16, "device": "cpu"},
         "tuning": {"trials": 2},  # enabled by default
+        "audit": SMALL_AUDIT,
         "active": {"enabled": False},
         "datasets": {
             "fashion_mnist": {

@@ -6,7 +6,9 @@ of an (ε, seed) (9,800 FiLM members), and the miniature paper run more often th
 The answers are pure functions of public parameters, so they are cached on disk: the key
 is the function, its arguments and a hash of the accounting code (this package's modules)
 and of the accountant packages' versions, so any change to either computes afresh. A hit
-returns exactly what the computation returned (floats survive JSON unchanged).
+returns exactly what the computation returned (floats survive JSON unchanged). A computation
+that runs more of dpcl names those subpackages (``memo(packages=)``), whose code joins the key (the
+DP-AL report's solutions at the authors' plans, :func:`dpcl.report.active.authors_plan_claim`).
 
 Folder: ``$DPCL_ACCOUNTING_CACHE``, else ``$XDG_CACHE_HOME/dpcl/accounting`` (default
 ``~/.cache/dpcl/accounting``); ``DPCL_ACCOUNTING_CACHE=off`` turns the cache off. An
@@ -37,13 +39,17 @@ def cache_dir() -> Path | None:
     return Path(base) / "dpcl" / "accounting"
 
 
-@functools.lru_cache(maxsize=1)
-def _code_key() -> str:
+@functools.cache
+def _code_key(packages: tuple[str, ...] = ()) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     h = hashlib.sha256()
-    for p in sorted(Path(__file__).resolve().parent.glob("*.py")):
+    here = Path(__file__).resolve().parent
+    for p in sorted(here.glob("*.py")):
         h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for package in packages:  # more of dpcl's subpackages whose code the computation runs
+        for p in sorted((here.parent / package).glob("*.py")):
+            h.update(f"{package}/{p.name}".encode() + b"\0" + p.read_bytes())
     for pkg in ("opacus", "dp-accounting", "numpy", "scipy"):
         try:
             h.update(f"{pkg}={version(pkg)}\0".encode())
@@ -52,12 +58,13 @@ def _code_key() -> str:
     return h.hexdigest()
 
 
-def memo(name: str, args: tuple, compute: Callable[[], Any]) -> Any:
-    """``compute()``, or its cached result for (``name``, ``args``) under the current code."""
+def memo(name: str, args: tuple, compute: Callable[[], Any], *, packages: tuple[str, ...] = ()) -> Any:
+    """``compute()``, or its cached result for (``name``, ``args``) under the current code: this
+    subpackage's and, for a computation that runs more of dpcl, ``packages``' (e.g. ``("active",)``)."""
     root = cache_dir()
     if root is None:
         return compute()
-    key = hashlib.sha256(json.dumps([name, list(args), _code_key()]).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([name, list(args), _code_key(tuple(packages))]).encode()).hexdigest()
     path = root / key[:2] / f"{key}.json"
     try:
         return json.loads(path.read_text())["value"]
