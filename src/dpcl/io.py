@@ -126,6 +126,12 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(json.dumps(_clean(obj), indent=1, default=_json_default) + "\n")
 
 
+def write_json_exact(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON, atomically, non-finite floats as Python's NaN / Infinity tokens
+    (not standard JSON): for intermediate files that :func:`read_json` reads back float for float."""
+    write_text(path, json.dumps(obj, indent=1, default=_json_default) + "\n")
+
+
 def read_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
 

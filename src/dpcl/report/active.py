@@ -548,7 +548,7 @@ def authors_plan_claim(plan: Mapping[str, Any]) -> dict[str, Any]:
     kw = dict(plan)
     return memo(
         "authors_plan_claim",
-        tuple(sorted((k, list(v) if isinstance(v, tuple | list) else v) for k, v in kw.items())),
+        tuple(sorted(kw.items())),  # JSON keys: the plan's sizes tuple reads as a list either way
         lambda: published_claim(authors_step_amplification(ALPlan(**kw))),
         packages=("active",),
     )

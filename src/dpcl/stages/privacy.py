@@ -58,12 +58,9 @@ def audit_part(cfg: dict, delta: float, part: str, out_json: str | Path) -> None
     """Compute part ``part`` of the audit table (:func:`audit_parts`) and write its rows to ``out_json``
     (an intermediate file of :func:`privacy_audit`: Python's JSON with NaN and Infinity, so that every
     float reads back exactly)."""
-    import json
+    from ..io import write_json_exact
 
-    from ..io import _json_default, write_text
-
-    rows = _part_rows(cfg, delta, part)
-    write_text(out_json, json.dumps(rows, default=_json_default, indent=1) + "\n")
+    write_json_exact(out_json, _part_rows(cfg, delta, part))
 
 
 def _part_rows(cfg: dict, delta: float, part: str):
@@ -154,7 +151,7 @@ def privacy_audit(
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     if cfg.get("whitebox_runs", 0):
         # the table's order: per claimed ε, every white-box audit in registry order
-        whitebox = names[names.index(LEARNERS_PART) + 1 if LEARNERS_PART in names else 1 :]
+        whitebox = [n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART)]
         ordered = [
             row for i in range(len(_finite(cfg["epsilons"]))) for name in whitebox for row in rows[name][i]
         ]
