@@ -316,6 +316,30 @@ def test_checkpoints_fall_at_the_fractions_of_a_trials_steps():
     assert [(s, p) for s, p, _ in seen] == [(1, 75)]  # one step: a single checkpoint
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_median_rows_is_numpys_median_bit_for_bit(dtype):
+    """The ensemble's per-row median (one partition index instead of NumPy's three) returns
+    np.median's values bit for bit: odd and even widths, ties, signed zeros, NaN rows."""
+    from dpcl.learners.aggregation import median_rows
+
+    rng = np.random.default_rng(11)
+    for m in (1, 2, 3, 4, 5, 10, 11, 1000, 1001):
+        for trial in range(12):
+            a = rng.normal(size=(6, m)).astype(dtype)
+            if trial % 3 == 1:
+                a = np.round(a)  # ties
+            if trial % 4 == 2:
+                a[1, rng.integers(m)] = np.nan
+            if trial % 5 == 3:
+                a[2] = 0.0
+                a[2, ::2] = -0.0
+            want = np.median(a, axis=1, keepdims=True)
+            got = median_rows(a.copy(), nan_rows=np.isnan(a).any(axis=1))
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got, want, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
 def test_incremental_ensemble_votes_equal_aggregating_all_members_so_far():
     """EnsembleVotes (each member's logits processed once) predicts what aggregate() over members
     0..t does after every t, for every rule, with empty, overlapping and disjoint label spaces."""

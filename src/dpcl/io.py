@@ -120,10 +120,95 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+_ENCODE_STR = json.encoder.encode_basestring_ascii
+_NON_FINITE = {math.inf: '"inf"', -math.inf: '"-inf"'}
+
+
+def _float_text(f: float) -> str:
+    return float.__repr__(f) if math.isfinite(f) else _NON_FINITE.get(f, '"nan"')
+
+
+def _key_text(key: Any) -> str:
+    """A dict key as ``json.dumps`` writes it (keys are not cleaned: a non-finite float key is NaN/Infinity)."""
+    if isinstance(key, str):
+        return _ENCODE_STR(key)
+    if isinstance(key, float):
+        text = (
+            float.__repr__(key)
+            if math.isfinite(key)
+            else {math.inf: "Infinity", -math.inf: "-Infinity"}.get(key, "NaN")
+        )
+    elif key is True or key is False or key is None:
+        text = {True: "true", False: "false", None: "null"}[key]
+    elif isinstance(key, int):
+        text = int.__repr__(key)
+    else:
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+    return _ENCODE_STR(text)
+
+
+def _encode(obj: Any, out: list[str], level: int) -> None:
+    """Append the text of ``json.dumps(_clean(obj), indent=1, default=_json_default)`` to ``out``.
+
+    The standard library writes indented JSON with its pure-Python encoder, element by element;
+    a released label space holds up to 200,000 labels (Public Labels ×1000 on ImageNet-R), so
+    lists of plain integers and finite floats are joined in one step here."""
+    if isinstance(obj, str):
+        out.append(_ENCODE_STR(obj))
+    elif obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, float | np.floating):
+        out.append(_float_text(float(obj)))
+    elif isinstance(obj, int):
+        out.append(int.__repr__(obj))
+    elif isinstance(obj, np.ndarray):
+        _encode(obj.tolist(), out, level)
+    elif isinstance(obj, list | tuple):
+        if not obj:
+            out.append("[]")
+            return
+        indent = "\n" + " " * (level + 1)
+        out.append("[" + indent)
+        if all(type(v) is int for v in obj):
+            out.append(("," + indent).join(map(int.__repr__, obj)))
+        elif all(type(v) is float for v in obj):
+            out.append(("," + indent).join(map(_float_text, obj)))
+        else:
+            for i, v in enumerate(obj):
+                if i:
+                    out.append("," + indent)
+                _encode(v, out, level + 1)
+        out.append("\n" + " " * level + "]")
+    elif isinstance(obj, dict):
+        if not obj:
+            out.append("{}")
+            return
+        indent = "\n" + " " * (level + 1)
+        out.append("{" + indent)
+        for i, (k, v) in enumerate(obj.items()):
+            out.append(("," + indent if i else "") + _key_text(k) + ": ")
+            _encode(v, out, level + 1)
+        out.append("\n" + " " * level + "}")
+    else:
+        _encode(_json_default(obj), out, level)
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as :func:`write_json` writes it (one-space indent, non-finite floats as the strings
+    "inf", "-inf", "nan"), byte for byte what ``json.dumps(..., indent=1)`` writes after that cleaning."""
+    out: list[str] = []
+    _encode(obj, out, 0)
+    return "".join(out)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON, atomically. Infinite floats become the string "inf"."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(_clean(obj), indent=1, default=_json_default) + "\n")
+        tmp.write_text(json_text(obj) + "\n")
 
 
 def write_json_exact(path: str | os.PathLike, obj: Any) -> None:
