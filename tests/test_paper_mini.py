@@ -53,6 +53,11 @@ def test_overlay_shrinks_sizes_and_keeps_the_grid():
         ("film", "threads"),
         ("tuning", "trials"),
         ("benchmarks", "five_datasets", "seeds"),
+        ("audit", "trials"),
+        ("audit", "learner_trials"),
+        ("audit", "whitebox_runs"),
+        ("audit", "whitebox_canaries"),
+        ("audit", "whitebox_bias_trials"),
     }
     for path in _leaves(MINI):
         if len(path) == 1:

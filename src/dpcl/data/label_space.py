@@ -272,7 +272,7 @@ def remap_task(
     if rule not in REMAP_RULES:
         raise ValueError(f"unknown remapping rule {rule!r}; allowed: {list(REMAP_RULES)}")
     labels = np.asarray(labels, dtype=np.int64)
-    space = np.asarray(sorted(set(int(o) for o in label_space)), dtype=np.int64)
+    space = np.unique(np.asarray(label_space, dtype=np.int64))  # sorted, distinct
     mapped = labels.copy()
     inside = np.isin(labels, space)
     if rule == "hierarchy":
