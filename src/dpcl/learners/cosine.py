@@ -71,7 +71,7 @@ class CosineClassifier:
         ``labels`` must already be remapped into O_t (samples outside O_t dropped by the
         caller); a label outside O_t is a bug and raises.
         """
-        o_t = np.asarray(sorted(set(int(o) for o in label_space)), dtype=np.int64)
+        o_t = np.unique(np.asarray(label_space, dtype=np.int64))  # sorted, distinct
         if o_t.size and (o_t[0] < 0 or o_t[-1] >= len(self.sums)):
             raise ValueError(f"label space exceeds the classifier's universe of {len(self.sums)} labels")
         o_t, task_sums = noisy_class_sums(features, labels, o_t, sigma, rng, dim=self.sums.shape[1])
