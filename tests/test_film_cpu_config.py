@@ -1,6 +1,6 @@
 """config/film_cpu.yaml (FiLM on the embedded EfficientNet-Lite0) and its CI overlay
 config/film_cpu_ci.yaml: both validate, keep their own results directories, and the overlay only
-shrinks the run (seeds, per-class counts, input size, FiLM epochs), never its shape."""
+shrinks the run (seeds, per-class counts, input size, FiLM epochs, audit sizes), never its shape."""
 
 from __future__ import annotations
 
@@ -36,7 +36,17 @@ def test_ci_overlay_only_shrinks_the_run():
     full = validate_config(copy.deepcopy(FULL))
     ci = validate_config(merge_configs(copy.deepcopy(FULL), CI))
     assert ci["results"] not in (full["results"], DEFAULT["results"])
-    assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones"}
+    assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones", "audit"}
+    # the audit's parts at smaller sizes, never fewer parts or other ε
+    assert set(CI["audit"]) <= {
+        "trials",
+        "learner_trials",
+        "whitebox_runs",
+        "whitebox_canaries",
+        "whitebox_bias_trials",
+    }
+    for key, size in CI["audit"].items():
+        assert 0 < size <= (full["audit"][key] or size), key
     assert set(ci["seeds"]) < set(full["seeds"])
     for key in ("learners", "epsilons", "label_methods", "benchmarks", "film", "tuning"):
         assert ci[key] == full[key], key
