@@ -122,17 +122,15 @@ class EnsembleVotes:
         self._pred = {r: np.full(self.n, -1, dtype=np.int64) for r in ("argmax", "median")}
         self._union = np.zeros(0, dtype=np.int64)
         self._score = np.zeros((self.n, 0))
-        self._scratch: dict[tuple, np.ndarray] = {}
+        self._scratch: dict[str, np.ndarray] = {}
 
     def _buffer(self, key: str, like: np.ndarray) -> np.ndarray:
         """A scratch array of ``like``'s shape and dtype, kept between calls: the members' logits
         are n × |O_l| (n × 10^5 for Public Labels ×1000), and a fresh array of that size per
         intermediate result costs more in page faults than the arithmetic on it."""
-        k = (key, like.shape, like.dtype.str)
-        buf = self._scratch.get(k)
-        if buf is None:
-            self._scratch = {kk: b for kk, b in self._scratch.items() if kk[0] != key}
-            buf = self._scratch[k] = np.empty_like(like, order="C")
+        buf = self._scratch.get(key)
+        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+            buf = self._scratch[key] = np.empty(like.shape, dtype=like.dtype)
         return buf
 
     def _vote(self, rule: str, z: np.ndarray, labels: np.ndarray) -> np.ndarray:
