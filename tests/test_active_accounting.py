@@ -4,6 +4,7 @@ authors' schedule."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -198,3 +199,25 @@ def test_a_run_on_the_authors_schedule_carries_the_verdicts(violating_claim):
     assert led["published_claim"]["verdict"] == "violated"
     assert led["guarantee_holds"] is False  # group 2's PLD upper bound with its selection ε is 8.51
     assert verify_group_ledger(led, nominal_size=10_000, n_classes=10)["guarantee_holds"] is False
+
+
+def test_a_solved_schedule_is_kept_in_the_accountant_cache(tmp_path, monkeypatch, caplog):
+    """The schedule stage writes the same bytes whether it solves the schedule, reads it from the
+    accountant's disk cache or solves it with the cache off; only the log says which."""
+    from dpcl.stages.active import solve_schedule
+
+    active = load_config("config/config.yaml")["active"]
+    key = next(k for k in schedule_keys(active) if k.startswith("single-"))
+    monkeypatch.setenv("DPCL_ACCOUNTING_CACHE", str(tmp_path / "cache"))
+    caplog.set_level(logging.INFO, logger="dpcl")
+    written = []
+    for name, cache in (("solved", None), ("cached", None), ("off", "off")):
+        if cache:
+            monkeypatch.setenv("DPCL_ACCOUNTING_CACHE", cache)
+        caplog.clear()
+        doc = solve_schedule(key, active, tmp_path / f"{name}.json")
+        assert doc["group_epsilons"] and doc["kind"] == "single"
+        assert ("from the accountant cache" in caplog.text) == (name == "cached"), caplog.text
+        written.append((tmp_path / f"{name}.json").read_bytes())
+    assert written[0] == written[1] == written[2]
+    assert Schedule.from_dict(json.loads(written[1])).check() == doc["group_epsilons"]

@@ -8,7 +8,8 @@ is the function, its arguments and a hash of the accounting code (this package's
 and of the accountant packages' versions, so any change to either computes afresh. A hit
 returns exactly what the computation returned (floats survive JSON unchanged). A computation
 that runs more of dpcl names those subpackages (``memo(packages=)``), whose code joins the key (the
-DP-AL report's solutions at the authors' plans, :func:`dpcl.report.active.authors_plan_claim`).
+DP-AL schedules, :func:`dpcl.stages.active.solve_schedule`, and the DP-AL report's solutions at the
+authors' plans, :func:`dpcl.report.active.authors_plan_claim`).
 
 Folder: ``$DPCL_ACCOUNTING_CACHE``, else ``$XDG_CACHE_HOME/dpcl/accounting`` (default
 ``~/.cache/dpcl/accounting``); ``DPCL_ACCOUNTING_CACHE=off`` turns the cache off. An

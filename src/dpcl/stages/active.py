@@ -71,17 +71,47 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
 
 
 def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
-    """Solve and verify one schedule (``{kind}-eps{ε}-sel{ε_Sel}``) and write it as JSON."""
+    """Solve and verify one schedule (``{kind}-eps{ε}-sel{ε_Sel}``) and write it as JSON.
+
+    The schedule is a pure function of public numbers (the key and the plan the config gives it), so
+    it is kept in the accountant's disk cache (:func:`dpcl.privacy.cache.memo`, keyed by the code of
+    ``dpcl.privacy`` and ``dpcl.active``): a rerun writes the same file without solving again."""
+    import dataclasses
     import time
 
-    from ..active.schedules import build_schedule
+    from ..active.schedules import Schedule
+    from ..privacy.cache import memo
 
     kind, eps, sel = parse_schedule_key(key)
+    plan = plan_for(active, "step_amplification" if kind == "paper_step_amplification" else kind, eps, sel)
     t0 = time.perf_counter()
+    solved = []
+
+    def compute() -> dict:
+        solved.append(True)
+        return _solve_schedule(key, kind, plan)
+
+    fields = sorted(dataclasses.asdict(plan).items())
+    d = memo("active_schedule", (kind, fields), compute, packages=("active",))
+    stating = Schedule.from_dict(d).stating_accountant
+    log(
+        f"schedule {key}: {len(d['segments'])} segments, per-group ε {[round(g, 4) for g in d['group_epsilons']]} "
+        f"({stating}; {time.perf_counter() - t0:.1f} s"
+        + ("" if solved else ", from the accountant cache")
+        + ")"
+    )
+    write_json(out, d)
+    return d
+
+
+def _solve_schedule(key: str, kind: str, plan) -> dict:
+    """The schedule document of :func:`solve_schedule`, solved and verified."""
+    from ..active.schedules import build_schedule
+
     if kind == "paper_step_amplification":
         from ..active.paper_schedule import authors_step_amplification, published_claim
 
-        sched = authors_step_amplification(plan_for(active, "step_amplification", eps, sel))
+        sched = authors_step_amplification(plan)
         groups = sched.group_epsilons()  # stated with PLD (pessimistic): what they really spend at most
         extra = {"published_claim": published_claim(sched)}
         log(
@@ -89,15 +119,9 @@ def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
             f"(their accountant) {[round(g['rdp_authors'], 4) for g in extra['published_claim']['groups']]}"
         )
     else:
-        sched = build_schedule(kind, plan_for(active, kind, eps, sel))
+        sched = build_schedule(kind, plan)
         groups, extra = sched.check(), {}
-    log(
-        f"schedule {key}: {len(sched.segments)} segments, per-group ε {[round(g, 4) for g in groups]} "
-        f"({sched.stating_accountant}; {time.perf_counter() - t0:.1f} s)"
-    )
-    d = sched.to_dict() | {"group_epsilons": groups} | extra
-    write_json(out, d)
-    return d
+    return sched.to_dict() | {"group_epsilons": groups} | extra
 
 
 def _load(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
