@@ -201,7 +201,7 @@ def test_a_run_on_the_authors_schedule_carries_the_verdicts(violating_claim):
     assert verify_group_ledger(led, nominal_size=10_000, n_classes=10)["guarantee_holds"] is False
 
 
-def test_a_solved_schedule_is_kept_in_the_accountant_cache(tmp_path, monkeypatch, caplog):
+def test_a_solved_schedule_is_kept_in_the_accountant_cache(tmp_path, monkeypatch, capfd):
     """The schedule stage writes the same bytes whether it solves the schedule, reads it from the
     accountant's disk cache or solves it with the cache off; only the log says which."""
     from dpcl.stages.active import solve_schedule
@@ -209,15 +209,15 @@ def test_a_solved_schedule_is_kept_in_the_accountant_cache(tmp_path, monkeypatch
     active = load_config("config/config.yaml")["active"]
     key = next(k for k in schedule_keys(active) if k.startswith("single-"))
     monkeypatch.setenv("DPCL_ACCOUNTING_CACHE", str(tmp_path / "cache"))
-    caplog.set_level(logging.INFO, logger="dpcl")
     written = []
     for name, cache in (("solved", None), ("cached", None), ("off", "off")):
         if cache:
             monkeypatch.setenv("DPCL_ACCOUNTING_CACHE", cache)
-        caplog.clear()
+        capfd.readouterr()
         doc = solve_schedule(key, active, tmp_path / f"{name}.json")
         assert doc["group_epsilons"] and doc["kind"] == "single"
-        assert ("from the accountant cache" in caplog.text) == (name == "cached"), caplog.text
+        err = capfd.readouterr().err  # the dpcl logger's line (stderr, whatever the logging setup)
+        assert f"schedule {key}:" in err and ("from the accountant cache" in err) == (name == "cached"), err
         written.append((tmp_path / f"{name}.json").read_bytes())
     assert written[0] == written[1] == written[2]
     assert Schedule.from_dict(json.loads(written[1])).check() == doc["group_epsilons"]
