@@ -404,3 +404,63 @@ def test_cache_features_of_imagenet_r_with_a_vit(tmp_path):
     t = meta["transform"]  # the 32 px squares: up to floor(224 / 0.9) = 248, centre 224
     got = (t["input_size"], t["resize_to"], t["crop"], t["antialias"])
     assert got == ([32, 32], [248, 248], [12, 12, 224, 224], False)
+
+
+def test_folding_lite0s_batchnorms_keeps_its_features_and_leaves_the_model_alone(lite0_classifier):
+    from dpcl.features import fold_batchnorms
+
+    pre = default_preprocessing(lite0_classifier, 32)
+    imgs = np.random.default_rng(1).integers(0, 256, size=(6, 28, 28), dtype=np.uint8)
+    x = preprocess_batch(imgs, pre)
+    bns_before = sum(isinstance(m, torch.nn.BatchNorm2d) for m in lite0_classifier.modules())
+    folded, n = fold_batchnorms(lite0_classifier)
+    assert n == bns_before == 49  # every BatchNorm of Lite0 follows a convolution
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert sum(isinstance(m, torch.nn.BatchNorm2d) for m in lite0_classifier.modules()) == 49
+    with torch.inference_mode():
+        ref, got = lite0_classifier.eval()(x), folded(x)
+    # the same affine maps: float32 rounding apart (the real checkpoint's running statistics)
+    assert float((got - ref).abs().max()) <= 1e-4 * float(ref.abs().max())
+    feats = extract_features(lite0_classifier, imgs, pre, batch_size=4, progress=False, info=(info := {}))
+    plain = extract_features(
+        lite0_classifier, imgs, pre, batch_size=4, progress=False, fold_batchnorm=False, info=(off := {})
+    )
+    assert info == {"batchnorms_folded": 49} and off == {"batchnorms_folded": 0}
+    scale = float(np.abs(plain).max())
+    assert np.allclose(plain, ref.numpy(), rtol=0, atol=1e-5 * scale)  # the model as it is (layout apart)
+    assert np.allclose(feats, plain, rtol=0, atol=1e-4 * scale)
+    assert not np.array_equal(feats, plain)  # and the folded copy did run
+
+
+class _NormThenConv(torch.nn.Module):
+    """Registers its convolution before its BatchNorm but applies the BatchNorm first."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 3, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(3)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        return self.pool(self.conv(self.bn(x))).flatten(1)
+
+
+def test_a_fold_that_changes_the_outputs_is_not_used():
+    from dpcl.backbones import Preprocessing
+    from dpcl.features import fold_batchnorms, inference_model
+
+    torch.manual_seed(0)
+    model = _NormThenConv().eval()
+    model.bn.running_mean.uniform_(-2, 2)
+    model.bn.running_var.uniform_(0.2, 3)
+    probe = torch.randn(4, 3, 8, 8)
+    assert fold_batchnorms(model)[1] == 1  # registration order says conv -> bn: folded, wrongly
+    used, n = inference_model(model, probe)
+    assert used is model and n == 0
+    imgs = np.random.default_rng(2).integers(0, 256, size=(5, 8, 8), dtype=np.uint8)
+    pre = Preprocessing(8, (0.5,) * 3, (0.5,) * 3, channels_last=False)
+    info = {}
+    feats = extract_features(model, imgs, pre, batch_size=2, progress=False, device="cpu", info=info)
+    with torch.inference_mode():
+        direct = model(preprocess_batch(imgs, pre)).numpy()
+    assert info == {"batchnorms_folded": 0} and np.allclose(feats, direct, rtol=0, atol=1e-6)

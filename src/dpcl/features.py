@@ -15,6 +15,14 @@ them from PIL images (:func:`transform_plan`, :func:`preprocess_batch`):
 
 ``crop_pct`` 1.0 on square images is a plain resize to ``image_size``. The feature cache
 records the plan (metadata key ``transform``, :func:`describe_transform`).
+
+The frozen backbone runs with every BatchNorm that directly follows a convolution folded into
+that convolution (:func:`fold_batchnorms`; ~1.5x faster on 2 CPU cores for EfficientNet-Lite0):
+the same affine map, so features change only by float32 rounding (≤ 3e-5 absolute on Lite0's
+features, whose largest entries are ~6). Folding follows the modules' registration order, so
+every extraction checks the folded copy against the model on its first images and keeps the
+model unfolded if they disagree (:func:`inference_model`). ``backbones.<name>.fold_batchnorm:
+false`` turns it off; the feature cache records how many BatchNorms were folded.
 """
 
 from __future__ import annotations
@@ -110,6 +118,83 @@ def preprocess_batch(images_u8, pre: Preprocessing):
     return x
 
 
+#: how far the folded model's outputs may lie from the model's on the check images, relative to
+#: their largest magnitude (float32 rounding of the folded weights: ~5e-6 on Lite0; a fold of a
+#: BatchNorm into a convolution it does not follow changes the outputs by O(1))
+FOLD_TOLERANCE = 1e-3
+#: images the folded model is checked on
+FOLD_CHECK_IMAGES = 8
+
+
+def fold_batchnorms(model):
+    """A copy of ``model`` in eval mode with every BatchNorm2d folded into the Conv2d registered
+    just before it, and how many were folded.
+
+    A BatchNorm in eval mode is the affine map y = γ (x − μ) / √(σ² + ε) + β with its running
+    statistics, so after a convolution it folds into the convolution's weight and bias
+    (``torch.nn.utils.fusion.fuse_conv_bn_eval``); timm's ``BatchNormAct2d`` keeps its dropout and
+    activation. Only a BatchNorm whose predecessor in registration order is a Conv2d is folded;
+    registration order is usually, not always, the order of computation: check the result
+    (:func:`inference_model` does). ``model`` is not changed.
+    """
+    import copy
+
+    import torch.nn as nn
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    folded = copy.deepcopy(model).eval()
+    pairs, prev, inside_bn = [], None, None
+    for name, mod in folded.named_modules():
+        if inside_bn is not None and name.startswith(inside_bn + "."):
+            continue  # a BatchNormAct2d's dropout and activation
+        inside_bn = None
+        if isinstance(mod, nn.Conv2d):
+            prev = (name, mod)
+        elif isinstance(mod, nn.BatchNorm2d):
+            if prev is not None and mod.track_running_stats and mod.running_mean is not None:
+                pairs.append((prev, (name, mod)))
+            prev, inside_bn = None, name
+        elif not list(mod.children()):  # any other computing module breaks the chain
+            prev = None
+    for (conv_name, conv), (bn_name, bn) in pairs:
+        _set_submodule(folded, conv_name, fuse_conv_bn_eval(conv, bn))
+        rest = [m for m in (getattr(bn, "drop", None), getattr(bn, "act", None)) if m is not None]
+        _set_submodule(folded, bn_name, nn.Sequential(*rest) if rest else nn.Identity())
+    return folded, len(pairs)
+
+
+def _set_submodule(root, name: str, module) -> None:
+    parent, _, attr = name.rpartition(".")
+    setattr(root.get_submodule(parent) if parent else root, attr, module)
+
+
+def inference_model(model, probe, *, fold_batchnorm: bool = True) -> tuple[object, int]:
+    """The model to extract features with, and how many BatchNorms it has folded: the folded copy
+    of ``model`` (:func:`fold_batchnorms`) when its outputs on the input batch ``probe`` agree with
+    the model's (within :data:`FOLD_TOLERANCE` of their largest magnitude), else ``model`` itself
+    (logged). ``model`` must be in eval mode on the probe's device."""
+    import torch
+
+    from .io import log
+
+    if not fold_batchnorm:
+        return model, 0
+    folded, n = fold_batchnorms(model)
+    if n == 0:
+        return model, 0
+    with torch.inference_mode():
+        ref, got = model(probe), folded(probe)
+    scale = float(ref.abs().max()) if ref.numel() else 0.0
+    diff = float((got - ref).abs().max()) if ref.numel() else 0.0
+    if not (diff <= FOLD_TOLERANCE * max(scale, 1e-12)):
+        log(
+            f"  BatchNorm folding changed the outputs by {diff:.3g} (largest output {scale:.3g}): "
+            "features from the unfolded model"
+        )
+        return model, 0
+    return folded, n
+
+
 def extract_features(
     model,
     images: np.ndarray,
@@ -120,11 +205,16 @@ def extract_features(
     progress: bool = True,
     desc: str = "features",
     device: str = "auto",
+    fold_batchnorm: bool = True,
+    info: dict | None = None,
 ) -> np.ndarray:
     """Global-pooled features of ``images`` (float32, one row per image), batch by batch.
 
     ``device="auto"`` uses the first CUDA GPU when torch sees one (e.g. a SLURM job with
     ``gpu: 1``), else the CPU; images are decoded and resized on the CPU either way.
+    ``fold_batchnorm``: run a copy with the BatchNorms folded into their convolutions
+    (:func:`inference_model`; ``model`` itself is left as it is); ``info``, if given, receives
+    ``batchnorms_folded``.
     """
     import torch
     from tqdm.auto import tqdm
@@ -138,6 +228,14 @@ def extract_features(
     if pre.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.eval()
+    n_folded = 0
+    if fold_batchnorm and len(images):
+        probe = preprocess_batch(images[:FOLD_CHECK_IMAGES], pre).to(dev)
+        model, n_folded = inference_model(model, probe)
+        if n_folded and pre.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+    if info is not None:
+        info["batchnorms_folded"] = n_folded
     out = None
     n = len(images)
     bar_out = progress_stream()  # the terminal only, never a job's log file

@@ -42,6 +42,7 @@ def cache_features(
         f"{' antialiased' if transform['antialias'] else ''}, centre crop {transform['crop']})"
     )
     t0 = time.perf_counter()
+    info: dict = {}
     feats = extract_features(
         model,
         ds.images[idx],
@@ -50,6 +51,8 @@ def cache_features(
         threads=threads,
         progress=progress,
         desc=f"{dataset}/{split}",
+        fold_batchnorm=bool(backbone_cfg.get("fold_batchnorm", True)),
+        info=info,
     )
     seconds = time.perf_counter() - t0
     meta = {
@@ -63,6 +66,7 @@ def cache_features(
         "std": pre.std,
         "interpolation": pre.interpolation,
         "channels_last": pre.channels_last,
+        "batchnorms_folded": info["batchnorms_folded"],
         "transform": transform,
         "per_class": dataset_cfg.get(
             {
@@ -76,8 +80,9 @@ def cache_features(
         "checkpoint_sha256": checkpoint_sha256(backbone_cfg),
         "provenance": provenance(),
     }
+    folded = f" ({info['batchnorms_folded']} BatchNorms folded)" if info["batchnorms_folded"] else ""
     log(
-        f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s"
+        f"  {len(idx)} images in {seconds:.1f} s: {len(idx) / max(seconds, 1e-9):.0f} images/s{folded}"
     )  # timings: log only
     return save_feature_cache(out, feats, ds.labels[idx], idx, meta)
 
