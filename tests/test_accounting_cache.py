@@ -65,3 +65,25 @@ def test_ledger_records_match_with_and_without_the_cache(tmp_path, monkeypatch):
     sgd_accounting._single_phase_epsilon.cache_clear()
     assert on == accountant_record(1.7, 0.2, 50, 1e-5) == off
     assert len(_entries(tmp_path / "c")) == 1
+
+
+def test_pld_bounds_are_kept_and_read_back_exactly(tmp_path, monkeypatch):
+    from dpcl.privacy import pld
+
+    history = [(1.1, 0.05, 40), (1.1, 0.02, 30, 0.5)]
+    monkeypatch.setenv(cache.ENV, "off")
+    pld._epsilon.cache_clear()  # the in-process memory in front of the disk cache
+    fresh = (pld.epsilon_upper(history, 1e-5), pld.epsilon_lower(history, 1e-5))
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    pld._epsilon.cache_clear()
+    assert (pld.epsilon_upper(history, 1e-5), pld.epsilon_lower(history, 1e-5)) == fresh
+    stored = [json.loads(p.read_text()) for p in _entries(tmp_path)]
+    assert sorted(s["function"] for s in stored) == ["pld_epsilon"] * 2
+    assert sorted(s["value"] for s in stored) == sorted(fresh) and fresh[0] > fresh[1] > 0
+    for s in stored:  # a planted value is what a later process reads: the entries are really used
+        s["value"] = 123.0 if s["args"][2] else 0.5
+    for p, s in zip(_entries(tmp_path), stored, strict=True):
+        p.write_text(json.dumps(s))
+    pld._epsilon.cache_clear()
+    assert (pld.epsilon_upper(history, 1e-5), pld.epsilon_lower(history, 1e-5)) == (123.0, 0.5)
+    pld._epsilon.cache_clear()

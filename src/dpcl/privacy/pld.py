@@ -128,10 +128,20 @@ def _history_pld(history: tuple[Segment, ...], pessimistic: bool, discretization
 
 @functools.lru_cache(maxsize=4096)
 def _epsilon(history: tuple[Segment, ...], delta: float, pessimistic: bool, discretization: float) -> float:
+    """ε(δ) of the composed history, kept in the accountant's disk cache (:mod:`dpcl.privacy.cache`):
+    a pure function of public numbers that a learner, its verifier and the reports ask for alike."""
+    from .cache import memo
+
     if not history:
         return 0.0
-    eps = float(_history_pld(history, pessimistic, discretization).get_epsilon_for_delta(delta))
-    return max(0.0, eps)
+
+    def compute() -> float:
+        eps = float(_history_pld(history, pessimistic, discretization).get_epsilon_for_delta(delta))
+        return max(0.0, eps)
+
+    return float(
+        memo("pld_epsilon", ([list(seg) for seg in history], delta, pessimistic, discretization), compute)
+    )
 
 
 def _check_delta(delta: float) -> float:
