@@ -152,7 +152,7 @@ DRYRUN = """Building DAG of jobs...
 Job stats:
 job              count
 -------------  -------
-film_member         30
+film_ensemble       30
 paper_tables         1
 all                  1
 total               32
@@ -163,9 +163,9 @@ job              count
 
 
 def test_miniature_check_names_rules_that_never_ran_and_unfilled_cells(tmp_path):
-    assert planned_jobs(DRYRUN) == Counter({"film_member": 30, "paper_tables": 1, "all": 1})
-    log = "Finished jobid: 3 (Rule: film_member)\nFinished jobid: 4 (Rule: film_member)\nFinished jobid: 0 (Rule: all)\n"
-    assert finished_jobs(log) == Counter({"film_member": 2, "all": 1})
+    assert planned_jobs(DRYRUN) == Counter({"film_ensemble": 30, "paper_tables": 1, "all": 1})
+    log = "Finished jobid: 3 (Rule: film_ensemble)\nFinished jobid: 4 (Rule: film_ensemble)\nFinished jobid: 0 (Rule: all)\n"
+    assert finished_jobs(log) == Counter({"film_ensemble": 2, "all": 1})
     tables = tmp_path / "res" / "tables" / "paper"
     tables.mkdir(parents=True)
     row = {

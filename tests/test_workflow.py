@@ -240,12 +240,11 @@ def test_paper_config_plans_offline(tmp_path):
     res = run_snakemake(tmp_path, "-n")
     log = res.stdout + res.stderr
     total = int(log[log.index("Job stats:") :].split("total", 1)[1].split()[0])
-    assert 3_000 < total < 4_000  # one film_member job per run (980), not per (run, task) member
+    assert 2_000 < total < 3_000  # one film_ensemble job per PEFT run (1,160), not per (run, task) member
     for rule in (
         "obtain_dataset",
         "features",
-        "film_member",
-        "film_eval",
+        "film_ensemble",
         "tune_film",
         "tune_heads",
         "tune_agem",

@@ -54,15 +54,15 @@ def film_run(tmp_path_factory):
     return work, res
 
 
-def test_film_rules_run_one_member_job_per_run(film_run):
+def test_film_rules_run_one_ensemble_job_per_run(film_run):
     work, res = film_run
     log = res.stderr + res.stdout
-    for rule in ("tune_film", "film_member", "film_eval", "film_baseline", "report", "aggregation_figure"):
+    for rule in ("tune_film", "film_ensemble", "film_baseline", "report", "aggregation_figure"):
         assert f"rule {rule}" in log
     runs = work / "results" / "runs"
     members = sorted((runs / "peft_film").rglob("members/task*.npz"))
     assert len(members) == 2 * 2  # eps x tasks
-    assert len(list((work / "results" / "logs" / "film_member").glob("*.log"))) == 2  # one job per run
+    assert len(list((work / "results" / "logs" / "film_ensemble").glob("*.log"))) == 2  # one job per run
     for learner in FILM:
         assert len(sorted((runs / learner).rglob("metrics.json"))) == 2
         assert "(FiLM)" in (work / "results" / "tables" / f"film_bench_{learner}.md").read_text()
@@ -173,7 +173,7 @@ def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = run_snakemake(tmp_path, "-n")
     log = out.stdout + out.stderr
-    assert "rule film_member" in log and "rule film_baseline" in log and "rule tune_film" not in log
+    assert "rule film_ensemble" in log and "rule film_baseline" in log and "rule tune_film" not in log
 
 
 def _job_counts(log: str) -> dict[str, int]:
@@ -188,7 +188,7 @@ def _job_counts(log: str) -> dict[str, int]:
 
 
 def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_run, tmp_path):
-    """A benchmark's own lists restrict the requested runs: FiLM member jobs = seeds x ε x methods."""
+    """A benchmark's own lists restrict the requested runs: FiLM ensemble jobs = seeds x ε x methods."""
     work, _ = film_run
     cfg = yaml.safe_load((work / "config.yaml").read_text())
     cfg["label_methods"] = ["oracle", "base"]
@@ -196,7 +196,7 @@ def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_r
     cfg["tuning"] = {"enabled": False}
     full = dict(cfg["benchmarks"]["film_bench"])
     cfg["benchmarks"] = {
-        "all": full,  # 1 seed x 2 ε x 2 methods = 4 member jobs (2 tasks each); naive: 4 runs
+        "all": full,  # 1 seed x 2 ε x 2 methods = 4 ensemble jobs (2 tasks each); naive: 4 runs
         "small": {
             **full,
             "n_tasks": 5,
@@ -204,12 +204,12 @@ def test_per_benchmark_learners_methods_epsilons_and_seeds_bound_the_jobs(film_r
             "label_methods": ["base"],
             "epsilons": [1],
             "learners": ["cosine", "peft_film"],
-        },  # 2 seeds x 1 x 1 = 2 member jobs (5 tasks each)
+        },  # 2 seeds x 1 x 1 = 2 ensemble jobs (5 tasks each)
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = run_snakemake(tmp_path, "-n")
     jobs = _job_counts(out.stdout + out.stderr)
-    assert jobs["film_member"] == 4 + 2 and jobs["film_eval"] == 4 + 2 and jobs["film_baseline"] == 4
+    assert jobs["film_ensemble"] == 4 + 2 and "film_eval" not in jobs and jobs["film_baseline"] == 4
     assert jobs["report"] == 3 + 2  # per (benchmark, learner run there)
     cfg["benchmarks"]["small"]["label_methods"] = ["public-x10"]  # not a global label method
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))

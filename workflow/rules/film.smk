@@ -1,7 +1,8 @@
 # FiLM learners on images (ViT backbones: LayerNorm scales/biases + head per task).
 # PEFT ensemble: one job per run trains its members (independent given the released label
-# spaces; data and backbone loaded once; the paper grid's 980 runs spread over a cluster's
-# GPUs), then one evaluation job per run.
+# spaces; data and backbone loaded once; the paper grid's 1,160 runs spread over a cluster's
+# GPUs) and then evaluates the ensemble (one job, not two: a job costs Snakemake and the
+# launcher ~0.4 s, more than a miniature run's evaluation).
 # Naive / Non-CL / DP-A-GEM (App. D.4) FiLM baselines: one job per run. Rules
 # are always defined (the SLURM profile names them); they run only when `learners` lists a
 # *_film learner.
@@ -44,16 +45,19 @@ rule tune_film:
         "../scripts/tune_film.py"
 
 
-rule film_member:
+rule film_ensemble:
     input:
         **FILM_COMMON,
         checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
     output:
         # every member of the run: members/task{t}.npz (FiLM values + head) and task{t}.json (its
-        # NON-PRIVATE training record, split into ledger entry and diagnostics by film_eval)
+        # NON-PRIVATE training record, split into ledger entry and diagnostics by the evaluation)
         members=directory(f"{FILM_RUN}/members"),
+        metrics=f"{FILM_RUN}/metrics.json",
+        privacy=f"{FILM_RUN}/privacy.json",
+        diagnostics=f"{FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
     log:
-        f"{R}/logs/film_member/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
+        f"{R}/logs/film_ensemble/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
     wildcard_constraints:
         learner=learners.wildcard("film_peft"),
     conda:
@@ -63,35 +67,10 @@ rule film_member:
         **learners.job_resources("film_peft"),  # every task's DP-SGD through ViT-B/16, one GPU
     params:
         **FILM_PARAMS,
-    script:
-        "../scripts/film_member.py"
-
-
-rule film_eval:
-    input:
-        **FILM_COMMON,
-        checkpoint=lambda w: checkpoint_files(config["backbones"][w.backbone]),  # a local file: reruns on change
-        members=f"{FILM_RUN}/members",
-    output:
-        metrics=f"{FILM_RUN}/metrics.json",
-        privacy=f"{FILM_RUN}/privacy.json",
-        diagnostics=f"{FILM_RUN}/diagnostics.json",  # NOT private: counts etc., never published
-    log:
-        f"{R}/logs/film_eval/{{learner}}_{{dataset}}_{{backbone}}_{{scenario}}_seed{{seed}}_eps{{eps}}_{{method}}.log",
-    wildcard_constraints:
-        learner=learners.wildcard("film_peft"),
-    conda:
-        "../envs/dpcl.yaml"
-    threads: config["film"]["threads"]
-    resources:
-        mem_mb=8000,
-        runtime=240,
-    params:
-        **FILM_PARAMS,
         aggregation=config["aggregation"],
         n_tasks=lambda w: n_tasks_of(w.scenario),
     script:
-        "../scripts/film_eval.py"
+        "../scripts/film_ensemble.py"
 
 
 rule film_baseline:

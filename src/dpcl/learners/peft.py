@@ -95,7 +95,7 @@ SPECS = (
         fig3="ours",
         ensemble=True,
         whitebox=FILM_WHITEBOX,
-        resources={"mem_mb": 8000, "runtime": 1440},
+        resources={"mem_mb": 8000, "runtime": 1680},  # minutes: every member's training, then the evaluation
     ),
     LearnerSpec(
         name="naive_film",

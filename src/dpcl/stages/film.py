@@ -2,8 +2,8 @@
 
 The PEFT ensemble's members are independent given the released label spaces; one job per
 run trains them one after the other (:func:`film_members_stage`, one GPU, the data and the
-backbone loaded once; the paper grid's 980 runs keep a cluster busy) and one evaluation job
-per run (:func:`film_eval_stage`) aggregates them. The
+backbone loaded once; the paper grid's 1,160 runs keep a cluster busy) and then aggregates them
+(:func:`film_eval_stage`, in the same job). The
 Naive and Non-CL baselines are sequential / single models: one job per run
 (:func:`film_baseline_stage`). Members are stored as FiLM values + head only
 (:class:`dpcl.training.film.FilmMember`), never as backbone copies.
@@ -174,7 +174,7 @@ def film_members_stage(
     """Every member of one run, in one process: ``out_dir/task{t}.npz`` and ``task{t}.json`` for
     each task t, exactly as :func:`film_member_stage` writes them one by one (the same data,
     noise streams and files), loading the images, the backbone and σ once. The workflow runs
-    one such job per run: 980 jobs for the paper grid's 9,800 members rather than 9,800."""
+    one such job per run: 1,160 jobs for the paper grid's 9,800 members rather than 9,800."""
     run = _MemberRun(
         learner,
         dataset,
@@ -319,7 +319,7 @@ def film_eval_stage(
         if used != want:
             raise ValueError(
                 f"member {t} was trained with {used}, but the run's DP-SGD config ({'configured' if protocol is None else 'tuned'}) "
-                f"is {want}; rerun its film_member job"
+                f"is {want}; rerun its film_ensemble job"
             )
     backbone, pre = load_film_backbone(backbone_cfg)
     members = []

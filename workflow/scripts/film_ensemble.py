@@ -1,4 +1,5 @@
-"""Evaluate one PEFT FiLM ensemble run (thin wrapper: dpcl.stages.film.film_eval_stage)."""
+"""Every PEFT FiLM member of one run, then the ensemble's evaluation (thin wrapper:
+dpcl.stages.film.film_members_stage and film_eval_stage)."""
 
 from dpcl.worker import run_in_warm_worker
 
@@ -7,12 +8,12 @@ run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported pro
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages.film import film_eval_stage
+from dpcl.stages.film import film_eval_stage, film_members_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
-film_eval_stage(
+common = dict(
     learner=w.learner,
     dataset=w.dataset,
     root=Path(sm.input.manifest).parent,
@@ -20,14 +21,23 @@ film_eval_stage(
     backbone_cfg=dict(p.backbone_cfg),
     scenario_path=sm.input.scenario,
     labels_path=sm.input.labels,
-    member_paths=[f"{sm.input.members}/task{t}.npz" for t in range(p.n_tasks)],
-    record_paths=[f"{sm.input.members}/task{t}.json" for t in range(p.n_tasks)],
     dpsgd_cfg=dict(p.dpsgd),
-    aggregation=p.aggregation,
     device=p.device,
+    tuned_path=getattr(sm.input, "tuned", None),
+)
+film_members_stage(
+    **common,
+    physical_batch=int(p.physical_batch),
+    out_dir=sm.output.members,
+    backbone_name=w.backbone,
+)
+film_eval_stage(
+    **common,
+    member_paths=[f"{sm.output.members}/task{t}.npz" for t in range(p.n_tasks)],
+    record_paths=[f"{sm.output.members}/task{t}.json" for t in range(p.n_tasks)],
+    aggregation=p.aggregation,
     out_metrics=sm.output.metrics,
     out_privacy=sm.output.privacy,
-    tuned_path=getattr(sm.input, "tuned", None),
     targets=p.targets,
     out_diagnostics=sm.output.diagnostics,
 )
