@@ -82,6 +82,21 @@ def test_float32_sum_matches_float64_within_rounding():
     assert n_clipped == int(np.sum(c64 < 1))
 
 
+def test_a_batch_of_every_record_reads_the_features_in_place_with_the_gathered_sums():
+    data, w, b = _data()
+    n = len(data)
+    everyone = np.arange(n)
+    assert data.rows(everyone) is data.x  # sampling rate 1: nothing to gather
+    # the same records gathered from a dataset with one more row: the same sums, bit for bit
+    extra = HeadData(np.vstack([data.x, data.x[:1]]), np.r_[data.y, data.y[:1]])
+    assert extra.rows(everyone) is not extra.x
+    for clip in (1.0, math.inf):
+        got = clipped_sum(data, w, b, everyone, clip=clip, active=None)
+        ref = clipped_sum(extra, w, b, everyone, clip=clip, active=None)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]) and got[2] == ref[2]
+    assert data.rows(everyone[1:]).shape == (n - 1, data.x.shape[1])  # a proper subset is gathered
+
+
 def test_every_rounded_per_example_contribution_is_within_the_clip():
     """With the margin, the contribution actually summed, fl32(fl32(c_i) δ_i) (x_i, 1), has norm ≤ C
     (checked in float64) for examples far outside the clip."""

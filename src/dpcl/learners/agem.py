@@ -387,7 +387,8 @@ def run_agem_head(
     dim = task_data[0][0].shape[1]
     head = LinearHead(dim, n_universe)
     active = np.zeros(n_universe, dtype=bool)
-    buf_x, buf_y = np.zeros((0, dim)), np.zeros(0, dtype=np.int64)
+    # the buffer keeps the features' type (float32 features stay float32: no float64 copy to convert back)
+    buf_x, buf_y = np.zeros((0, dim), dtype=task_data[0][0].dtype), np.zeros(0, dtype=np.int64)
     preds: list[list[np.ndarray]] = []
     records: list[list[dict]] = []
     stats: list[dict] = []

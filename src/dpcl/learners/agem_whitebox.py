@@ -149,7 +149,9 @@ def audit_memory_parts(
     cols = {p: BASE_DIM + k * canaries + np.arange(canaries) for k, p in enumerate(PARTS)}
     labels = np.arange(canaries) % len(SPACES[0])  # task 0's labels
     base = rng(seed, "audit", "whitebox", learner, "base")
-    xb = np.zeros((N_TASKS * N_BASE, width))
+    # float32, the features' type in training (a float64 copy would be converted at every read: the runs'
+    # arrays are thousands of columns wide); the same values, the normal draws rounded once
+    xb = np.zeros((N_TASKS * N_BASE, width), dtype=np.float32)
     xb[:, :BASE_DIM] = base.normal(0.0, 1.0, (N_TASKS * N_BASE, BASE_DIM))
     yb = np.concatenate([base.choice(s, N_BASE) for s in SPACES])
     z = {(p, w): [] for p in PARTS for w in (False, True)}
@@ -159,7 +161,7 @@ def audit_memory_parts(
         x0, y0, i0 = [xb[:N_BASE]], [yb[:N_BASE]], [np.arange(N_BASE)]
         for p in PARTS:
             chosen = np.flatnonzero(coins[p])
-            xc = np.zeros((len(chosen), width))
+            xc = np.zeros((len(chosen), width), dtype=np.float32)
             xc[np.arange(len(chosen)), cols[p][chosen]] = DIRAC_SCALE
             x0.append(xc), y0.append(labels[chosen]), i0.append(ids[p][chosen])
         data = [

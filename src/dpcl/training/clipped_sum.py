@@ -92,7 +92,11 @@ class HeadData:
         return len(self.y)
 
     def rows(self, batch: np.ndarray) -> np.ndarray:
-        """The batch's feature rows, gathered into a reused buffer (valid until the next call)."""
+        """The batch's feature rows (``batch``: sorted distinct indices), gathered into a reused buffer
+        (valid until the next call); a batch of every record (sampling rate 1) is the features themselves,
+        read in place (not to be written to)."""
+        if len(batch) == len(self.x) and (not len(batch) or (batch[0] == 0 and batch[-1] == len(batch) - 1)):
+            return self.x  # sorted, distinct, from 0 to n − 1: every record in order, nothing to gather
         if len(batch) > len(self._rows):
             self._rows = np.empty((max(len(batch), 2 * len(self._rows)), self.x.shape[1]), dtype=np.float32)
         return np.take(self.x, batch, axis=0, out=self._rows[: len(batch)], mode="clip")
