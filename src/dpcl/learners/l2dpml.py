@@ -180,7 +180,8 @@ class L2DPMLModel:
 
     def hidden(self, x_bar: np.ndarray, noise: Noise | None) -> np.ndarray:
         """h̄ = clip(θ₁ᵀx̄, [−1, 1]) + 2χ₂/λ (Eq. 13); at test time (``noise`` None) no χ₂."""
-        h = np.clip(np.nan_to_num(x_bar @ self.theta1), -1.0, 1.0)
+        h = np.clip(x_bar @ self.theta1, -1.0, 1.0)  # ±inf (a diverged θ₁) to ±1
+        h[np.isnan(h)] = 0.0  # NaN to 0: np.clip(np.nan_to_num(·), −1, 1), element for element
         return h if noise is None else h + 2.0 * noise.chi2 / self.cfg.batch_size
 
     def gradients(self, x_bar: np.ndarray, y: np.ndarray, active: np.ndarray, noise: Noise) -> np.ndarray:
