@@ -163,18 +163,25 @@ def mutants(doc):
 
 
 @functools.cache
-def _pld_eps(history: tuple, delta: float) -> float:
+def _pld_one(sigma: float, sensitivity: float, q: float):
+    """One step's pessimistic PLD (its construction is most of the time: many mutants change only a step
+    count, so the step is shared; composing returns new distributions and leaves it as it is)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    return pld.from_gaussian_mechanism(
+        standard_deviation=sigma,
+        sensitivity=sensitivity,
+        pessimistic_estimate=True,
+        value_discretization_interval=1e-4,
+        sampling_prob=q,
+    )
+
+
+@functools.cache
+def _pld_eps(history: tuple, delta: float) -> float:
     out = None
     for sigma, sensitivity, q, steps in history:
-        one = pld.from_gaussian_mechanism(
-            standard_deviation=sigma,
-            sensitivity=sensitivity,
-            pessimistic_estimate=True,
-            value_discretization_interval=1e-4,
-            sampling_prob=q,
-        )
+        one = _pld_one(sigma, sensitivity, q)
         one = one.self_compose(steps) if steps > 1 else one
         out = one if out is None else out.compose(one)
     return max(0.0, float(out.get_epsilon_for_delta(delta)))
