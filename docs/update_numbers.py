@@ -7,7 +7,9 @@ Reads (each optional; a missing input leaves its outputs as they are and says so
 * ``<results>/tables/split_fmnist.md``: the embedded default benchmark's table, written by the
   pipeline (``snakemake --cores all``);
 * ``<results>/ci/timings.tsv``: one ``step<TAB>seconds`` line per step of ``.ci/run``, which writes it;
-* ``<results>/ci/pytest.xml``: the test suite's JUnit report, which ``.ci/run`` asks pytest for.
+* ``<results>/ci/pytest.xml``: the test suite's JUnit report, which ``.ci/run`` asks pytest for;
+* ``<results>/ci/machine.json``: ``benchmarks/bench_roofline.py``'s report, which ``.ci/run`` writes
+  first: the machine's roofs and the head DP-SGD step's distance from them in the same run.
 
 Writes ``docs/_numbers/default_table.md`` and ``docs/_numbers/timings.md`` (included by the docs pages)
 and the blocks of ``README.md`` between ``<!-- numbers:NAME -->`` and ``<!-- /numbers:NAME -->``.
@@ -18,6 +20,7 @@ and the blocks of ``README.md`` between ``<!-- numbers:NAME -->`` and ``<!-- /nu
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -30,6 +33,7 @@ README = ROOT / "README.md"
 # what .ci/run names its steps, in the order the table lists them
 STEPS = {
     "install": "install (apt, pip)",
+    "machine": "machine index (`benchmarks/bench_roofline.py`)",
     "lint": "linters (snakefmt, snakemake --lint, ruff)",
     "docs": "docs (sphinx-build -W)",
     "default": "embedded default pipeline, clean `results/`",
@@ -72,6 +76,28 @@ def read_timings(results: Path) -> dict[str, float] | None:
     return timings
 
 
+def read_machine(results: Path) -> dict | None:
+    path = results / "ci" / "machine.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def machine_sentence(machine: dict) -> str:
+    """The roofs and the head step's distance from them, from ``bench_roofline.py``'s report."""
+    r = machine["roofs"]
+    steps = sorted(machine["steps"], key=lambda s: s["outputs"])
+    outs = " / ".join(str(s["outputs"]) for s in steps)
+    over = " / ".join(f"{s['private_over_bound']:.2f}x" for s in steps)
+    ratio = " / ".join(f"{s['private_over_nonprivate']:.2f}" for s in steps)
+    return (
+        f"The machine in that run (`benchmarks/bench_roofline.py`): float32 matrix product {r['gflops']:.0f} GFLOP/s, "
+        f"copy {r['gbytes_per_s']:.1f} GB/s, {r['mnormals_per_s']:.0f} M normals/s; the head DP-SGD step "
+        f"({machine['expected_batch']} x {machine['dim']} expected batch, {outs} outputs) took {over} its roofline "
+        f"bound, private/non-private {ratio}.\n"
+    )
+
+
 def read_tests(results: Path) -> tuple[int, float] | None:
     path = results / "ci" / "pytest.xml"
     if not path.exists():
@@ -93,7 +119,9 @@ def timings_page(timings: dict[str, float], tests: tuple[int, float] | None) -> 
     return "\n".join(lines) + "\n"
 
 
-def timings_summary(timings: dict[str, float], tests: tuple[int, float] | None) -> str:
+def timings_summary(
+    timings: dict[str, float], tests: tuple[int, float] | None, machine: dict | None = None
+) -> str:
     parts = []
     if "default" in timings:
         parts.append(f"the default pipeline {minutes(timings['default'])}")
@@ -102,7 +130,8 @@ def timings_summary(timings: dict[str, float], tests: tuple[int, float] | None) 
         parts.append(f"{count} {minutes(timings['pytest'])}")
     if "total" in timings:
         parts.append(f"all of `.ci/run` {minutes(timings['total'])}")
-    return "Measured in the last CI rehearsal on 2 cores: " + "; ".join(parts) + ".\n"
+    text = "Measured in the last CI rehearsal on 2 cores: " + "; ".join(parts) + ".\n"
+    return text + (machine_sentence(machine) if machine else "")
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -134,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     if timings is None:
         print(f"{args.results}/ci/timings.tsv missing: timings unchanged", file=sys.stderr)
     else:
-        tests = read_tests(args.results)
-        (NUMBERS / "timings.md").write_text(timings_page(timings, tests))
-        (NUMBERS / "timings_summary.md").write_text(timings_summary(timings, tests))
+        tests, machine = read_tests(args.results), read_machine(args.results)
+        page = timings_page(timings, tests) + ("\n" + machine_sentence(machine) if machine else "")
+        (NUMBERS / "timings.md").write_text(page)
+        (NUMBERS / "timings_summary.md").write_text(timings_summary(timings, tests, machine))
     text = README.read_text()
     for name, body in readme_blocks().items():
         text = replace_block(text, name, body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import re
 import shlex
 import sys
@@ -342,6 +343,22 @@ def test_numbers_are_rewritten_from_a_run(tmp_path):
     )
     summary = update_numbers.timings_summary(timings, tests)
     assert "the default pipeline 4 min 59 s" in summary and "12 tests 1 min 1 s" in summary
+    machine = {
+        "dim": 1280,
+        "expected_batch": 256,
+        "roofs": {"gflops": 300.4, "gbytes_per_s": 14.04, "mnormals_per_s": 110.2},
+        "steps": [
+            {"outputs": 10, "private_over_bound": 2.71, "private_over_nonprivate": 1.311},
+            {"outputs": 2, "private_over_bound": 2.84, "private_over_nonprivate": 1.256},
+        ],
+    }
+    (tmp_path / "ci" / "machine.json").write_text(json.dumps(machine))
+    with_machine = update_numbers.timings_summary(timings, tests, update_numbers.read_machine(tmp_path))
+    assert with_machine.startswith(summary) and "300 GFLOP/s, copy 14.0 GB/s, 110 M normals/s" in with_machine
+    assert (
+        "2 / 10 outputs) took 2.84x / 2.71x its roofline bound, private/non-private 1.26 / 1.31"
+        in with_machine
+    )
     (tmp_path / "ci" / "timings.tsv").write_text("defualt\t1\n")
     with pytest.raises(SystemExit, match="unknown step"):
         update_numbers.read_timings(tmp_path)
