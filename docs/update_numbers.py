@@ -88,12 +88,12 @@ def machine_sentence(machine: dict) -> str:
     r = machine["roofs"]
     steps = sorted(machine["steps"], key=lambda s: s["outputs"])
     outs = " / ".join(str(s["outputs"]) for s in steps)
-    over = " / ".join(f"{s['private_over_bound']:.2f}x" for s in steps)
+    over = " / ".join(f"{s['private_over_bound']:.2f}×" for s in steps)
     ratio = " / ".join(f"{s['private_over_nonprivate']:.2f}" for s in steps)
     return (
         f"The machine in that run (`benchmarks/bench_roofline.py`): float32 matrix product {r['gflops']:.0f} GFLOP/s, "
         f"copy {r['gbytes_per_s']:.1f} GB/s, {r['mnormals_per_s']:.0f} M normals/s; the head DP-SGD step "
-        f"({machine['expected_batch']} x {machine['dim']} expected batch, {outs} outputs) took {over} its roofline "
+        f"({machine['expected_batch']} × {machine['dim']} expected batch, {outs} outputs) took {over} its roofline "
         f"bound, private/non-private {ratio}.\n"
     )
 

@@ -356,7 +356,7 @@ def test_numbers_are_rewritten_from_a_run(tmp_path):
     with_machine = update_numbers.timings_summary(timings, tests, update_numbers.read_machine(tmp_path))
     assert with_machine.startswith(summary) and "300 GFLOP/s, copy 14.0 GB/s, 110 M normals/s" in with_machine
     assert (
-        "2 / 10 outputs) took 2.84x / 2.71x its roofline bound, private/non-private 1.26 / 1.31"
+        "2 / 10 outputs) took 2.84× / 2.71× its roofline bound, private/non-private 1.26 / 1.31"
         in with_machine
     )
     (tmp_path / "ci" / "timings.tsv").write_text("defualt\t1\n")
