@@ -46,6 +46,7 @@ import numpy as np
 from ..privacy.accounting import Budget, split_budget
 from ..privacy.label_release import release_labels
 from ..seeding import rng
+from ..sorted_ints import sorted_distinct
 
 _TAG = re.compile(
     r"^(?:(oracle)|(base)|public-x(\d+)(?:-c(0|[1-9]\d?))?(-grow)?(?:-(unknown|parent))?"
@@ -272,7 +273,7 @@ def remap_task(
     if rule not in REMAP_RULES:
         raise ValueError(f"unknown remapping rule {rule!r}; allowed: {list(REMAP_RULES)}")
     labels = np.asarray(labels, dtype=np.int64)
-    space = np.unique(np.asarray(label_space, dtype=np.int64))  # sorted, distinct
+    space = sorted_distinct(label_space)
     mapped = labels.copy()
     inside = np.isin(labels, space)
     if rule == "hierarchy":

@@ -19,6 +19,7 @@ import numpy as np
 from ..privacy.class_sums import SENSITIVITY, noisy_class_sums, normalize_rows
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
+from ..sorted_ints import sorted_distinct
 from .registry import LearnerAudit, LearnerSpec
 
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the noisy
@@ -71,7 +72,7 @@ class CosineClassifier:
         ``labels`` must already be remapped into O_t (samples outside O_t dropped by the
         caller); a label outside O_t is a bug and raises.
         """
-        o_t = np.unique(np.asarray(label_space, dtype=np.int64))  # sorted, distinct
+        o_t = sorted_distinct(label_space)
         if o_t.size and (o_t[0] < 0 or o_t[-1] >= len(self.sums)):
             raise ValueError(f"label space exceeds the classifier's universe of {len(self.sums)} labels")
         o_t, task_sums = noisy_class_sums(features, labels, o_t, sigma, rng, dim=self.sums.shape[1])

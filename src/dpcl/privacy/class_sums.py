@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..sorted_ints import sorted_distinct
+
 #: L2 sensitivity of one task's class sums of unit-norm features under add/remove
 SENSITIVITY = 1.0
 
@@ -30,7 +32,7 @@ def noisy_class_sums(
     ``labels`` must lie in O_t (records outside it dropped by the caller); one N(0, σ²I) draw per label
     of O_t in sorted label order, drawn in float32 like opacus's noise, then the data sums (accumulated
     in float64) added."""
-    o_t = np.unique(np.asarray(label_space, dtype=np.int64))  # sorted, distinct
+    o_t = sorted_distinct(label_space)
     labels = np.asarray(labels, dtype=np.int64)
     if labels.size and not np.isin(labels, o_t).all():
         raise ValueError("training labels outside the task's output label space: drop or remap them first")
