@@ -53,6 +53,7 @@ def test_overlay_shrinks_sizes_and_keeps_the_grid():
         ("film", "threads"),
         ("tuning", "trials"),
         ("benchmarks", "five_datasets", "seeds"),
+        *(("benchmarks", f"iblurry_cifar100_m{m}", "seeds") for m in (25, 50, 75, 100)),
         ("audit", "trials"),
         ("audit", "learner_trials"),
         ("audit", "whitebox_runs"),
@@ -96,6 +97,15 @@ def test_overlay_shrinks_sizes_and_keeps_the_grid():
             k: v for k, v in bench.items() if k != "seeds"
         }
     assert merged["benchmarks"]["five_datasets"]["seeds"] == [0, 1] and merged["seeds"] == [0, 1]
+    # one seed only where another benchmark of the same scenario kind keeps two
+    single = {n for n, b in merged["benchmarks"].items() if len(b.get("seeds") or merged["seeds"]) < 2}
+    assert single == {f"iblurry_cifar100_m{m}" for m in (25, 50, 75, 100)}
+    for name in single:
+        kind = paper["benchmarks"][name]["scenario"]
+        assert any(
+            b["scenario"] == kind and len(b.get("seeds") or merged["seeds"]) >= 2
+            for b in merged["benchmarks"].values()
+        ), name
     assert merged["backbones"]["vit_b16"]["weights"] == "random" and merged["miniature"] is True
     assert merged["tuning"]["protocol"] == PAPER["tuning"]["protocol"] == "paper"
 
