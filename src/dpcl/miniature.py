@@ -110,7 +110,10 @@ def check_miniature(results: str | Path, run_log: str, paper_dryrun: str) -> Min
     problems = []
     never = sorted(set(planned) - set(finished))
     if never:
-        problems.append(f"rules of the paper DAG that never ran: {', '.join(never)}")
+        problems.append(
+            f"rules of the paper DAG that never ran: {', '.join(never)} (only this run's log counts: "
+            "outputs an earlier run left, e.g. the data sets under the overlay's resources folder, skip their rules)"
+        )
     tables = results / "tables" / "paper"
     try:
         missing, filled = unfilled_cells(tables)
