@@ -1,6 +1,7 @@
 """config/film_cpu.yaml (FiLM on the embedded EfficientNet-Lite0) and its CI overlay
 config/film_cpu_ci.yaml: both validate, keep their own results directories, and the overlay only
-shrinks the run (seeds, per-class counts, input size, FiLM epochs, audit sizes), never its shape."""
+shrinks the run (seeds, per-class counts, input size, FiLM epochs, audit sizes; one thread per FiLM job),
+never its shape."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def test_ci_overlay_only_shrinks_the_run():
     full = validate_config(copy.deepcopy(FULL))
     ci = validate_config(merge_configs(copy.deepcopy(FULL), CI))
     assert ci["results"] not in (full["results"], DEFAULT["results"])
-    assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones", "audit"}
+    assert set(CI) == {"results", "resources", "seeds", "dpsgd", "datasets", "backbones", "audit", "film"}
+    assert CI["film"] == {"threads": 1}  # a resource setting: two one-thread FiLM jobs at once on 2 cores
     # the audit's parts at smaller sizes, never fewer parts or other ε
     assert set(CI["audit"]) <= {
         "trials",
@@ -48,8 +50,11 @@ def test_ci_overlay_only_shrinks_the_run():
     for key, size in CI["audit"].items():
         assert 0 < size <= (full["audit"][key] or size), key
     assert set(ci["seeds"]) < set(full["seeds"])
-    for key in ("learners", "epsilons", "label_methods", "benchmarks", "film", "tuning"):
+    for key in ("learners", "epsilons", "label_methods", "benchmarks", "tuning"):
         assert ci[key] == full[key], key
+    assert {k: v for k, v in ci["film"].items() if k != "threads"} == {
+        k: v for k, v in full["film"].items() if k != "threads"
+    }
     d, dfull = ci["datasets"]["fashion_mnist"], full["datasets"]["fashion_mnist"]
     assert d["train_per_class"] < dfull["train_per_class"] and d["test_per_class"] < dfull["test_per_class"]
     b, bfull = ci["backbones"]["effnet_lite0"], full["backbones"]["effnet_lite0"]
