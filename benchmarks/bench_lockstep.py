@@ -28,6 +28,7 @@ import numpy as np
 from _timing import median_time
 from threadpoolctl import threadpool_limits
 
+from dpcl.training.adam import Adam
 from dpcl.training.clipped_sum import CLIP_MARGIN, FLOOR, poisson_sample
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
@@ -44,10 +45,11 @@ def train_lockstep(
     w = np.zeros((r_count, n_out, d))
     b = np.zeros((r_count, n_out))
     std = np.asarray(sigmas, dtype=np.float64)[:, None, None] * cfg.clip
-    m_w, v_w, m_b, v_b = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
+    adam = Adam(
+        [w, b], lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, normaliser=cfg.normaliser
+    )  # elementwise
     noise_w, noise_b = np.empty_like(w), np.empty_like(b)
-    b1, b2 = cfg.betas
-    for t in range(1, cfg.steps + 1):
+    for _ in range(cfg.steps):
         batches = [poisson_sample(g, n, cfg.sample_rate) for g in gens]
         width = max(1, max(len(bt) for bt in batches))
         idx = np.zeros((r_count, width), dtype=np.int64)
@@ -74,18 +76,7 @@ def train_lockstep(
         g_b = z.sum(axis=1, dtype=np.float64)
         g_w += noise_w * std
         g_b += noise_b * std[:, :, 0]
-        c1, c2 = 1.0 - b1**t, 1.0 - b2**t
-        for p, g, m, v in ((w, g_w, m_w, v_w), (b, g_b, m_b, v_b)):
-            g /= cfg.normaliser
-            m *= b1
-            m += g * (1.0 - b1)
-            v *= b2
-            v += (g * g) * (1.0 - b2)
-            tmp = np.sqrt(v / c2)  # dpcl.training.adam.Adam's order of operations
-            tmp += cfg.adam_eps
-            tmp = m / tmp
-            tmp *= cfg.lr / c1
-            p -= tmp
+        adam.step([g_w, g_b])
     return w, b
 
 
