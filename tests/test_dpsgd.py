@@ -342,13 +342,14 @@ def test_median_rows_is_numpys_median_bit_for_bit(dtype):
 
 def test_incremental_ensemble_votes_equal_aggregating_all_members_so_far():
     """EnsembleVotes (each member's logits processed once) predicts what aggregate() over members
-    0..t does after every t, for every rule, with empty, overlapping and disjoint label spaces."""
+    0..t does after every t, for every rule, with empty, overlapping and disjoint label spaces, whatever
+    the blocks of rows it works through (from one row at a time to all at once)."""
     from dpcl.learners.aggregation import RULES, EnsembleVotes
 
     rng = np.random.default_rng(7)
     for _ in range(60):
         n, m = int(rng.integers(1, 9)), int(rng.integers(1, 6))
-        votes, zs, labs = EnsembleVotes(n), [], []
+        votes, zs, labs = EnsembleVotes(n, block=int(rng.integers(1, 60))), [], []
         assert (votes.predict("entropy") == -1).all() and (votes.predict("argmax") == -1).all()
         for _k in range(m):
             lab = np.sort(rng.choice(20, int(rng.integers(0, 8)), replace=False))

@@ -168,20 +168,35 @@ def decode(grads: dict, release: list, *, film_only: bool = False) -> tuple[np.n
         or o_b.shape != (e.shape[1],)
     ):
         raise ValueError("the release does not have the shape of the canaries' gradients")
+    inverse = _inverse_gram(grads, film_only=film_only)
+    if inverse is None:
+        return None
     if film_only:
-        if film.shape[0] > film.shape[1]:
-            return None
-        gram = (film @ film.T) * np.outer(c, c)
         gto = c * (film @ o_film)
-        try:
-            np.linalg.cholesky(gram)
-        except np.linalg.LinAlgError:
-            return None
     else:
-        gram = (film @ film.T + (e @ e.T) * (f @ f.T + 1.0)) * np.outer(c, c)
         gto = c * (film @ o_film + np.einsum("kd,kd->k", e @ o_w, f) + e @ o_b)
-    inverse = np.linalg.inv(gram)
     return inverse @ gto, np.diag(inverse) * AUDIT_DPSGD.clip**2
+
+
+def _inverse_gram(grads: dict, *, film_only: bool) -> np.ndarray | None:
+    """(GᵀG)⁻¹ of the canaries' clipped gradients (:func:`decode`; ``film_only``: of their FiLM block, None
+    where it does not determine m coefficients). It depends on the canaries and the model alone, not on
+    the release, so it is computed once and kept in ``grads`` for every release decoded against them (the
+    audit table decodes one release per claimed ε with the same canaries)."""
+    kept = grads.setdefault("inverse_gram", {})
+    if film_only not in kept:
+        film, f, e, c = grads["film"], grads["features"], grads["e"], grads["factors"]
+        if film_only:
+            gram = None if film.shape[0] > film.shape[1] else (film @ film.T) * np.outer(c, c)
+            try:
+                if gram is not None:
+                    np.linalg.cholesky(gram)
+            except np.linalg.LinAlgError:
+                gram = None
+        else:
+            gram = (film @ film.T + (e @ e.T) * (f @ f.T + 1.0)) * np.outer(c, c)
+        kept[film_only] = None if gram is None else np.linalg.inv(gram)
+    return kept[film_only]
 
 
 def _setting(backbone, seed: int, m: int) -> tuple:

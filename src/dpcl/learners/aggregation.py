@@ -103,6 +103,12 @@ def aggregate(
     return pred
 
 
+#: :class:`EnsembleVotes` works through a member's logits in blocks of rows of about this many values
+#: (512 KiB of float64), so that the chain of elementwise steps on a block stays in the core's cache
+#: instead of streaming n × |O_l| arrays through memory once per step (about twice as fast at 10^5 labels)
+BLOCK_VALUES = 1 << 16
+
+
 class EnsembleVotes:
     """Every rule's predictions on one test set while members join one at a time.
 
@@ -114,33 +120,53 @@ class EnsembleVotes:
     per sample, earlier members winning ties as in :func:`aggregate`; ``entropy`` keeps the
     union-wide score Σ_l exp(−γ H_l) z_l, SAFE's softmax weights without their per-sample
     normaliser, which scales every label of a sample alike and so never changes its argmax.
+    Every step is row by row, so a member's logits are processed in blocks of rows (``block``
+    values at most per block, at least one row; :data:`BLOCK_VALUES`) with the same values bit
+    for bit as in one piece.
     """
 
-    def __init__(self, n: int, gamma: float = 1.0) -> None:
-        self.n, self.gamma = int(n), float(gamma)
+    def __init__(self, n: int, gamma: float = 1.0, *, block: int = BLOCK_VALUES) -> None:
+        self.n, self.gamma, self.block = int(n), float(gamma), int(block)
         self._best = {r: np.full(self.n, -np.inf) for r in ("argmax", "median")}
         self._pred = {r: np.full(self.n, -1, dtype=np.int64) for r in ("argmax", "median")}
         self._union = np.zeros(0, dtype=np.int64)
         self._score = np.zeros((self.n, 0))
         self._scratch: dict[str, np.ndarray] = {}
 
-    def _buffer(self, key: str, like: np.ndarray) -> np.ndarray:
-        """A scratch array of ``like``'s shape and dtype, kept between calls: the members' logits
-        are n × |O_l| (n × 10^5 for Public Labels ×1000), and a fresh array of that size per
-        intermediate result costs more in page faults than the arithmetic on it."""
+    def _buffer(self, key: str, rows: int, like: np.ndarray) -> np.ndarray:
+        """A scratch array of ``rows`` rows of ``like``'s width and dtype, kept between calls (a fresh
+        array per intermediate result costs more in page faults than the arithmetic on it)."""
         buf = self._scratch.get(key)
-        if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
-            buf = self._scratch[key] = np.empty(like.shape, dtype=like.dtype)
-        return buf
+        shape = (rows, like.shape[1])
+        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < rows or buf.dtype != like.dtype:
+            buf = self._scratch[key] = np.empty(shape, dtype=like.dtype)
+        return buf[:rows]
 
-    def _vote(self, rule: str, z: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """Keep the best (score, label) per sample; returns the scores of this member's best labels."""
+    def _vote(self, rule: str, rows: slice, z: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Keep the best (score, label) of samples ``rows``; returns the scores of this member's best labels."""
         j = z.argmax(axis=1)
-        s = z[np.arange(self.n), j]
-        better = s > self._best[rule]
-        self._best[rule][better] = s[better]
-        self._pred[rule][better] = labels[j[better]]
+        s = z[np.arange(len(z)), j]
+        best, pred = self._best[rule][rows], self._pred[rule][rows]  # views: updated in place
+        better = s > best
+        best[better] = s[better]
+        pred[better] = labels[j[better]]
         return s
+
+    def _columns(self, labels: np.ndarray) -> np.ndarray | None:
+        """The union's columns of ``labels``, growing the union (sorted; the scores move along) where they
+        are new; None when ``labels`` is the union itself, in order (Public Labels: every task)."""
+        if labels.size == self._union.size and np.array_equal(labels, self._union):
+            return None
+        cols = np.searchsorted(self._union, labels)
+        inside = cols < self._union.size
+        inside[inside] = self._union[cols[inside]] == labels[inside]
+        if not inside.all():
+            union = np.union1d(self._union, labels)
+            grown = np.zeros((self.n, union.size))
+            grown[:, np.searchsorted(union, self._union)] = self._score
+            self._union, self._score = union, grown
+            cols = np.searchsorted(self._union, labels)
+        return cols
 
     def add(self, logits: np.ndarray, labels: np.ndarray) -> None:
         z = np.asarray(logits)  # float32 logits stay float32, as aggregate() computes with them
@@ -153,38 +179,38 @@ class EnsembleVotes:
             )
         if labels.size == 0:  # an empty output space takes no part
             return
+        cols = self._columns(labels)
+        distinct = cols is None or labels.size < 2 or bool(np.all(np.diff(labels) > 0))
+        step = max(1, self.block // labels.size)
+        for r0 in range(0, self.n, step):
+            rows = slice(r0, min(r0 + step, self.n))
+            self._add_rows(rows, z[rows], labels, cols, distinct)
+
+    def _add_rows(
+        self, rows: slice, z: np.ndarray, labels: np.ndarray, cols: np.ndarray | None, distinct: bool
+    ) -> None:
         # The same arithmetic as aggregate() and entropy(), in place in two scratch arrays: every
         # intermediate result holds the same values as theirs, bit for bit (a test compares them)
-        zmax = self._vote("argmax", z, labels)[:, None]  # = z.max(axis=1): the value at its argmax
-        a = self._buffer("a", z)
+        zmax = self._vote("argmax", rows, z, labels)[:, None]  # = z.max(axis=1): the value at its argmax
+        a = self._buffer("a", len(z), z)
         np.copyto(a, z)
         np.subtract(z, median_rows(a, nan_rows=np.isnan(zmax[:, 0])), out=a)
-        self._vote("median", a, labels)
+        self._vote("median", rows, a, labels)
         np.subtract(z, zmax, out=a)  # entropy(z): p = softmax(z), H = -Σ p log(p + 1e-9)
         np.exp(a, out=a)
         np.divide(a, a.sum(axis=1, keepdims=True), out=a)
-        b = self._buffer("b", z)
+        b = self._buffer("b", len(z), z)
         np.add(a, 1e-9, out=b)
         np.log(b, out=b)
         np.multiply(a, b, out=b)
         w = np.exp(-self.gamma * -b.sum(axis=1))
         np.multiply(w[:, None], z, out=a)  # this member's contribution to the union-wide score
-        if labels.size == self._union.size and np.array_equal(labels, self._union):
-            self._score += a  # the same label space again (Public Labels: every task)
-            return
-        cols = np.searchsorted(self._union, labels)
-        inside = cols < self._union.size
-        inside[inside] = self._union[cols[inside]] == labels[inside]
-        if not inside.all():  # new labels: grow the union (sorted) and move the scores along
-            union = np.union1d(self._union, labels)
-            grown = np.zeros((self.n, union.size))
-            grown[:, np.searchsorted(union, self._union)] = self._score
-            self._union, self._score = union, grown
-            cols = np.searchsorted(self._union, labels)
-        if labels.size < 2 or bool(np.all(np.diff(labels) > 0)):  # distinct labels: plain indexing
-            self._score[:, cols] += a
-        else:
-            np.add.at(self._score, (slice(None), cols), a)
+        if cols is None:
+            self._score[rows] += a
+        elif distinct:  # distinct labels: plain indexing
+            self._score[rows, cols] += a
+        else:  # repeated labels add up
+            np.add.at(self._score, (rows, cols), a)
 
     def predict(self, rule: str = "argmax") -> np.ndarray:
         if rule not in RULES:
