@@ -27,7 +27,14 @@ def run_snakemake(
 ) -> subprocess.CompletedProcess:
     """The repository's Snakefile on ``workdir``/config.yaml with 2 cores; ``args`` (targets, flags) go
     before --configfile, which takes every word after it. ``env`` is added to the environment. With
-    ``check`` a non-zero exit fails the test with the ends of snakemake's stdout and stderr."""
+    ``check`` a non-zero exit fails the test with the ends of snakemake's stdout and stderr.
+
+    Under ``pytest -n`` every job runs one thread (``--max-threads 1``), as the workers do: the other
+    workers keep the cores busy, and a job's torch threads then wait on each other (measured on 2 cores
+    beside another worker: the FiLM workflow fixture of tests/test_workflow_film.py 80-84 s with the
+    FiLM jobs' default two threads, 20 s with one)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        args = ("--max-threads", "1", *args)
     cmd = [
         sys.executable,
         "-m",
