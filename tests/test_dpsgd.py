@@ -362,3 +362,31 @@ def test_incremental_ensemble_votes_equal_aggregating_all_members_so_far():
                 assert (votes.predict(rule) == aggregate(zs, labs, rule)).all(), rule
     with pytest.raises(ValueError, match="do not fit"):
         EnsembleVotes(3).add(np.zeros((2, 4)), np.arange(4))
+
+
+def test_ensemble_votes_in_blocks_of_rows_hold_the_same_values_bit_for_bit():
+    """A member's logits worked through in blocks of rows (one row at a time, a few, all at once) leave
+    the same best scores, labels and union-wide entropy scores, bit for bit, with a public label space
+    repeated every task, growing release-style spaces and a space with a repeated label."""
+    from dpcl.learners.aggregation import EnsembleVotes
+
+    rng = np.random.default_rng(11)
+    n = 37
+    spaces = [np.arange(300), np.arange(300), np.sort(rng.choice(1000, 250, replace=False))]
+    spaces += [np.sort(rng.choice(1000, 120, replace=False)), np.array([5, 5, 9, 700])]
+    members = [
+        (rng.normal(size=(n, lab.size)) * 3).astype((np.float32, np.float64)[i % 2])
+        for i, lab in enumerate(spaces)
+    ]
+    states = []
+    for block in (1, 300 * 5, 10**9):  # 1: one row per block; 1,500: five rows of the 300-label spaces
+        votes = EnsembleVotes(n, block=block)
+        for z, lab in zip(members, spaces, strict=True):
+            votes.add(z, lab)
+        states.append((votes._score, votes._union, votes._best, votes._pred))
+    for score, union, best, pred in states[1:]:
+        assert np.array_equal(score, states[0][0]) and np.array_equal(union, states[0][1])
+        for rule in ("argmax", "median"):
+            assert np.array_equal(best[rule], states[0][2][rule]) and np.array_equal(
+                pred[rule], states[0][3][rule]
+            )
