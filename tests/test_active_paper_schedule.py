@@ -11,11 +11,15 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import pytest
 
 from dpcl.active.paper_schedule import (
     KIND,
+    ORDER_SLACK_ABS,
+    ORDER_SLACK_REL,
     OpacusRDP,
+    _step_rdp,
     authors_naive,
     authors_run,
     authors_sample_rate,
@@ -46,6 +50,77 @@ def test_accountant_is_opacus_rdp_accountant():
         expected = ref.get_epsilon(delta=1e-5)
     assert OpacusRDP().epsilon(hist, 1e-5) == pytest.approx(expected, rel=1e-12)
     assert OpacusRDP().orders == tuple(float(a) for a in RDPAccountant.DEFAULT_ALPHAS)
+
+
+def _sigma_q_grid(n: int, seed: int) -> list[tuple[float, float]]:
+    """(σ, q) pairs: σ log-uniform on [0.2, 100], q log-uniform on [1e-9, 1] (one in ten on [0.5, 1])."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        sigma = float(np.exp(rng.uniform(math.log(0.2), math.log(100.0))))
+        q = (
+            float(rng.uniform(0.5, 1.0))
+            if rng.random() < 0.1
+            else float(np.exp(rng.uniform(math.log(1e-9), 0.0)))
+        )
+        out.append((sigma, q))
+    return out
+
+
+def test_one_order_at_a_time_is_compute_rdp_of_the_list_bit_for_bit():
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    orders = default_orders()
+    for sigma, q in [*_sigma_q_grid(4, 1), (1.0, 0.0), (0.0, 0.5), (2.0, 1.0)]:
+        whole = np.asarray(
+            compute_rdp(q=q, noise_multiplier=sigma, steps=1, orders=list(orders)), dtype=float
+        )
+        assert np.array_equal(OpacusRDP().curve(sigma, q), whole)
+        assert [_step_rdp(sigma, q, a) for a in orders] == whole.tolist()
+
+
+def test_opacus_fractional_orders_stay_above_the_integer_order_beneath_within_the_slack():
+    """What the order pruning of OpacusRDP rests on: RDP is non-decreasing in the order, and opacus's
+    series at a fractional order is never more than ORDER_SLACK below its closed form at the integer
+    order beneath it (at orders in (1, 2): never below −ORDER_SLACK_ABS) over σ ∈ [0.2, 100], q ∈ [1e-9, 1]."""
+    orders = default_orders()
+    worst = 0.0
+    for sigma, q in _sigma_q_grid(120, 2):
+        v = {a: _step_rdp(sigma, q, a) for a in orders}
+        for a in orders:
+            if a.is_integer():
+                continue
+            floor = float(math.floor(a))
+            beneath = v[floor] if floor in v else 0.0
+            bound = beneath - ORDER_SLACK_ABS - ORDER_SLACK_REL * abs(beneath)
+            assert v[a] >= bound, (sigma, q, a, v[a], beneath)
+            worst = max(worst, beneath - v[a])
+    assert worst < ORDER_SLACK_ABS / 1000  # the slack is three orders of magnitude above what we see
+
+
+@pytest.mark.parametrize("orders", [None, (1.5, 2.0, 2.5, 3.0, 4.5, 8.0, 20.5, 32.0)])
+def test_epsilon_and_below_give_what_the_whole_curve_gives_bit_for_bit(orders):
+    """The pruned search (integer orders first, a fractional order only where its bound could decide)
+    returns the whole curve's ε exactly, and decides ε < target exactly at targets on and around ε."""
+    acc = OpacusRDP(orders)
+    rng = np.random.default_rng(3)
+    pairs = _sigma_q_grid(40, 4)
+    checked = 0
+    for k in range(60):
+        hist = [
+            (*pairs[int(rng.integers(len(pairs)))], int(rng.integers(1, 3000)))
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        delta = (1e-5, 1e-6, 0.1)[k % 3]
+        whole = acc.epsilon_of_rdp(acc.rdp(hist), delta)
+        assert acc.epsilon(hist, delta) == whole
+        if not math.isfinite(whole):
+            continue
+        for target in (whole, np.nextafter(whole, math.inf), np.nextafter(whole, -math.inf), whole + 1e-3,
+                       whole - 1e-3, 2 * whole, whole / 2):  # fmt: skip
+            assert acc.below(hist, delta, float(target)) == (whole < target), (hist, delta, target)
+            checked += 1
+    assert checked > 300
 
 
 def test_naive_steps_and_rates_follow_the_drop_last_loader():

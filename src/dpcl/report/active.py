@@ -538,8 +538,8 @@ def authors_schedule_rows(name: str, claim: Mapping[str, Any]) -> list[dict[str,
 def authors_plan_claim(plan: Mapping[str, Any]) -> dict[str, Any]:
     """The authors' step amplification solved at ``plan`` (:class:`dpcl.active.schedules.ALPlan`'s
     fields) and its published claim's verdicts (:func:`dpcl.active.paper_schedule.published_claim`): a
-    pure function of public numbers (half a minute for the authors' CIFAR-10 plan, most of it their
-    accountant's fractional RDP orders), so kept in the accountant's disk cache
+    pure function of public numbers (about ten seconds for the authors' CIFAR-10 plan: their accountant's
+    rate bisections and the groups' PLD bounds), so kept in the accountant's disk cache
     (:func:`dpcl.privacy.cache.memo`, keyed by the code of ``dpcl.privacy`` and ``dpcl.active``)."""
     from ..active.paper_schedule import authors_step_amplification, published_claim
     from ..active.schedules import ALPlan
@@ -560,7 +560,7 @@ def authors_schedule_table(
     """The authors' step amplification per group, RDP (their accountant) beside PLD, with the
     three-valued verdicts (:mod:`dpcl.privacy.verdict`): at the main setting (``main``: its
     schedule JSON, which carries the claim) and at :data:`AUTHORS_PLANS` (:func:`authors_plan_claim`:
-    half a minute, or read from the accountant's cache). Writes ``{prefix}authors_schedule.csv`` (tidy) and ``.md``."""
+    seconds, or read from the accountant's cache). Writes ``{prefix}authors_schedule.csv`` (tidy) and ``.md``."""
     from ..active.paper_schedule import group_adjacency, published_claim
 
     rows = []
