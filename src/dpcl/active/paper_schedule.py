@@ -129,11 +129,14 @@ class OpacusRDP:
     def __init__(self, orders: Sequence[float] | None = None):
         self.orders = tuple(float(a) for a in (default_orders() if orders is None else orders))
         self._alpha = np.asarray(self.orders, dtype=float)
-        integer = [i for i, a in enumerate(self.orders) if a.is_integer()]
-        self._closed_form = integer
+        self._closed_form = [i for i, a in enumerate(self.orders) if a.is_integer()]
         #: per fractional order, the largest integer order beneath it (None: no order beneath; RDP ≥ 0)
         self._beneath = {
-            i: max((j for j in integer if self.orders[j] < a), key=lambda j: self.orders[j], default=None)
+            i: max(
+                (j for j in self._closed_form if self.orders[j] < a),
+                key=lambda j: self.orders[j],
+                default=None,
+            )
             for i, a in enumerate(self.orders)
             if not a.is_integer()
         }
@@ -195,13 +198,14 @@ class OpacusRDP:
                     best = e
                     if target is not None and best < target:
                         return True
-            bounds = []
-            for i, j in self._beneath.items():
+            lower: dict[int | None, float] = {}  # the history's RDP bound per integer order beneath
+            for j in set(self._beneath.values()):
                 lb = 0.0
                 for s, q, steps in hist:
                     v = _step_rdp(s, q, self.orders[j]) if j is not None else 0.0
                     lb = lb + (v - ORDER_SLACK_ABS - ORDER_SLACK_REL * abs(v)) * steps
-                bounds.append((float((lb - sub[i]) + add[i]), i))
+                lower[j] = lb
+            bounds = [(float((lower[j] - sub[i]) + add[i]), i) for i, j in self._beneath.items()]
             for lb_eps, i in sorted(bounds, key=lambda b: (math.isnan(b[0]), b[0])):
                 if (lb_eps >= target) if target is not None else (lb_eps > best):
                     continue  # this order's ε is at least its bound: it cannot decide
