@@ -100,12 +100,13 @@ def _segment_pld(
 ):
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    one = pld.from_gaussian_mechanism(
+    from .pld_gaussian import from_gaussian_mechanism
+
+    one = from_gaussian_mechanism(  # dp_accounting's, bit for bit, its grid at once
         standard_deviation=sigma,
-        sensitivity=1.0,
+        sampling_prob=q,
         pessimistic_estimate=pessimistic,
         value_discretization_interval=discretization,
-        sampling_prob=q,
         # connect-the-dots exists for the pessimistic estimate only; the optimistic one uses
         # privacy buckets (dp_accounting's own fallback, said here to keep its warning out of logs)
         use_connect_dots=pessimistic,
