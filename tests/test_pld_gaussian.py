@@ -1,6 +1,7 @@
-"""dpcl.privacy.pld_gaussian: dp_accounting's subsampled-Gaussian PLD with its grid inverted at once
-is dp_accounting's own PLD, bit for bit (the PMFs, their offsets and infinity masses), and its
-δ(ε) on a grid is the scalar loop's at every point, edges included."""
+"""dpcl.privacy.pld_gaussian: dp_accounting's subsampled-Gaussian PLD with its inversions done at once
+(the pessimistic connect-the-dots grid, the optimistic privacy-buckets steps) is dp_accounting's own
+PLD, bit for bit (the PMFs, their offsets and infinity masses), and its δ(ε) on a grid is the scalar
+loop's at every point, edges included."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dp_accounting.pld import privacy_loss_distribution as dp_pld
 from dp_accounting.pld import privacy_loss_mechanism as dp_plm
 
 from dpcl.privacy import pld
-from dpcl.privacy.pld_gaussian import GridGaussianPrivacyLoss, from_gaussian_mechanism
+from dpcl.privacy.pld_gaussian import GridGaussianPrivacyLoss, _privacy_buckets_pmf, from_gaussian_mechanism
 
 
 def _bits(a) -> np.ndarray:
@@ -63,6 +64,9 @@ def test_the_pld_is_dp_accountings_bit_for_bit(sigma, q, discretization, pessimi
         use_connect_dots=pessimistic,
     )
     _assert_same_pmf(ours, theirs)
+    if not pessimistic and q < 1:  # the optimistic PMF came from the steps inverted at once
+        loss = GridGaussianPrivacyLoss(sigma, pessimistic_estimate=False, sampling_prob=q)
+        assert _privacy_buckets_pmf(loss, discretization, False) is not None
 
 
 def _edge_grid(q: float) -> np.ndarray:

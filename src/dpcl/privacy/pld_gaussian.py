@@ -7,7 +7,9 @@ loss at each point in a Python loop (tens of microseconds a point, tens of thous
 PLD at dpcl's discretisation). :func:`from_gaussian_mechanism` here builds the same PLD through
 dp_accounting's own code, with one change: :class:`GridGaussianPrivacyLoss` inverts the privacy
 loss on the whole grid in one pass of numpy operations, the same operations in the same order,
-element by element (``+ − × /`` are correctly rounded; numpy's ``exp``, ``log`` and ``log1p`` give
+element by element. The optimistic PMF ("privacy buckets", [Koskela2020]) walks the privacy loss
+down one discretisation step at a time, inverting it at each step; :func:`_privacy_buckets_pmf`
+inverts all the steps at once and stops where dp_accounting's loop stops (``+ − × /`` are correctly rounded; numpy's ``exp``, ``log`` and ``log1p`` give
 an element the same value alone or in an array). The PMFs are equal bit for bit;
 ``tests/test_pld_gaussian.py`` checks it against dp_accounting's own construction over a grid of
 σ, q and discretisations, which also catches a future dp_accounting whose internals moved.
@@ -18,10 +20,12 @@ q = 1, the replace direction) goes to dp_accounting's code unchanged.
 
 from __future__ import annotations
 
+import collections
 import math
 import numbers
 
 import numpy as np
+from dp_accounting.pld import pld_pmf as _pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as _pld
 from dp_accounting.pld import privacy_loss_mechanism as _plm
 
@@ -98,6 +102,49 @@ class GridGaussianPrivacyLoss(_plm.GaussianPrivacyLoss):
         return np.clip(deltas, 0, 1)
 
 
+def _privacy_buckets_pmf(loss: GridGaussianPrivacyLoss, discretization: float, pessimistic: bool):
+    """dp_accounting's privacy-buckets PMF of a continuous monotone privacy loss (the branch of
+    ``_create_pld_pmf_from_monotone_privacy_loss`` without connect-the-dots), its loop's inversions
+    done at once. Where an inversion the loop would never reach fails, dp_accounting's loop runs."""
+    round_fn = math.ceil if pessimistic else math.floor
+    tail = loss.privacy_loss_tail()
+    lower_x, upper_x = tail.lower_x_truncation, tail.upper_x_truncation
+    masses = collections.defaultdict(lambda: 0)
+    infinity_mass = tail.tail_probability_mass_function.get(math.inf, 0)
+    for privacy_loss in tail.tail_probability_mass_function:
+        if privacy_loss != math.inf:
+            masses[round_fn(privacy_loss / discretization)] += tail.tail_probability_mass_function[
+                privacy_loss
+            ]
+    rounded_down_value = math.floor(loss.privacy_loss(lower_x) / discretization)
+    upper_x_privacy_loss = loss.privacy_loss(upper_x)
+    # the loop's k-th step inverts the loss at discretization·(rounded_down_value − k) while that
+    # lies above the loss at upper_x, and takes upper_x at the first step where it does not
+    stop = math.floor(upper_x_privacy_loss / discretization) - 2  # beyond the loop's last step
+    if not lower_x < upper_x or rounded_down_value - stop > 10**8:
+        return None
+    steps = np.arange(rounded_down_value, stop, -1)
+    values = discretization * steps
+    above = values > upper_x_privacy_loss
+    if above[-1]:
+        return None
+    inverted = int(np.argmin(above))  # the number of steps that invert the loss
+    try:
+        xs = loss._inverse_on_grid(values[:inverted])
+    except ValueError:
+        return None
+    if not np.all(xs < upper_x):  # the loop would end early (rounding only: the loss is monotone)
+        return None
+    xs = np.append(xs, upper_x)  # the loop's last step
+    steps = steps[: len(xs)]
+    cdf_values = loss.mu_upper_cdf(np.concatenate(([lower_x], xs)))
+    probability_mass = cdf_values[1:] - cdf_values[:-1]
+    rounded_values = [round_fn(value + 0.5) for value in steps.tolist()]
+    for rounded_value, prob in zip(rounded_values, probability_mass, strict=True):
+        masses[rounded_value] += prob
+    return _pld_pmf.create_pmf(dict(masses), discretization, infinity_mass, pessimistic_estimate=pessimistic)
+
+
 def from_gaussian_mechanism(
     *,
     standard_deviation: float,
@@ -111,15 +158,20 @@ def from_gaussian_mechanism(
     """``dp_accounting``'s ``from_gaussian_mechanism`` (add-or-remove-one neighbours), bit for bit."""
 
     def single(adjacency_type):
+        loss = GridGaussianPrivacyLoss(
+            standard_deviation,
+            sensitivity=sensitivity,
+            pessimistic_estimate=pessimistic_estimate,
+            log_mass_truncation_bound=log_mass_truncation_bound,
+            sampling_prob=sampling_prob,
+            adjacency_type=adjacency_type,
+        )
+        if not (use_connect_dots and pessimistic_estimate) and sampling_prob < 1.0:
+            pmf = _privacy_buckets_pmf(loss, value_discretization_interval, pessimistic_estimate)
+            if pmf is not None:
+                return pmf
         return _pld._create_pld_pmf_from_monotone_privacy_loss(
-            GridGaussianPrivacyLoss(
-                standard_deviation,
-                sensitivity=sensitivity,
-                pessimistic_estimate=pessimistic_estimate,
-                log_mass_truncation_bound=log_mass_truncation_bound,
-                sampling_prob=sampling_prob,
-                adjacency_type=adjacency_type,
-            ),
+            loss,
             pessimistic_estimate=pessimistic_estimate,
             value_discretization_interval=value_discretization_interval,
             use_connect_dots=use_connect_dots,
