@@ -1,21 +1,27 @@
-"""dp_accounting's PLD of a Poisson-subsampled Gaussian, with its connect-the-dots grid computed at once.
+"""dp_accounting's PLD of a Poisson-subsampled Gaussian, with the privacy loss inverted at once.
 
-``dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism`` builds the pessimistic
-("connect the dots", [Doroshenko2022]) PMF from the hockey-stick divergence δ(ε) at every point of
-an ε grid, and ``AdditiveNoisePrivacyLoss.get_delta_for_epsilon`` inverts the subsampled privacy
-loss at each point in a Python loop (tens of microseconds a point, tens of thousands of points a
-PLD at dpcl's discretisation). :func:`from_gaussian_mechanism` here builds the same PLD through
-dp_accounting's own code, with one change: :class:`GridGaussianPrivacyLoss` inverts the privacy
-loss on the whole grid in one pass of numpy operations, the same operations in the same order,
-element by element. The optimistic PMF ("privacy buckets", [Koskela2020]) walks the privacy loss
-down one discretisation step at a time, inverting it at each step; :func:`_privacy_buckets_pmf`
-inverts all the steps at once and stops where dp_accounting's loop stops (``+ − × /`` are correctly rounded; numpy's ``exp``, ``log`` and ``log1p`` give
-an element the same value alone or in an array). The PMFs are equal bit for bit;
-``tests/test_pld_gaussian.py`` checks it against dp_accounting's own construction over a grid of
-σ, q and discretisations, which also catches a future dp_accounting whose internals moved.
+``dp_accounting.pld.privacy_loss_distribution.from_gaussian_mechanism`` inverts the subsampled
+privacy loss point by point in Python loops (tens of microseconds a point, tens of thousands of
+points a PLD at dpcl's discretisation):
+
+- the pessimistic PMF ("connect the dots", [Doroshenko2022]) takes the hockey-stick divergence
+  δ(ε) at every point of an ε grid, and ``AdditiveNoisePrivacyLoss.get_delta_for_epsilon``
+  inverts the loss at each point;
+- the optimistic PMF ("privacy buckets", [Koskela2020]) walks the loss down one discretisation
+  step at a time, inverting it at each step.
+
+:func:`from_gaussian_mechanism` here builds the same PLD through dp_accounting's own code with
+those inversions done in one pass of numpy operations (:class:`GridGaussianPrivacyLoss` for the
+grid, :func:`_privacy_buckets_pmf` for the walk, which stops where dp_accounting's loop stops):
+the same operations in the same order, element by element (``+ − × /`` are correctly rounded;
+numpy's ``exp``, ``log`` and ``log1p`` give an element the same value alone or in an array). The
+PMFs are equal bit for bit; ``tests/test_pld_gaussian.py`` checks them against dp_accounting's own
+construction over a grid of σ, q and discretisations, which also catches a future dp_accounting
+whose internals moved.
 
 Anything other than the add or remove direction with a sampling probability below 1 (a scalar ε,
-q = 1, the replace direction) goes to dp_accounting's code unchanged.
+q = 1, the replace direction) goes to dp_accounting's code unchanged, and so does a walk whose
+inversions fail or would end early.
 """
 
 from __future__ import annotations
