@@ -111,17 +111,16 @@ class GridGaussianPrivacyLoss(_plm.GaussianPrivacyLoss):
 def _privacy_buckets_pmf(loss: GridGaussianPrivacyLoss, discretization: float, pessimistic: bool):
     """dp_accounting's privacy-buckets PMF of a continuous monotone privacy loss (the branch of
     ``_create_pld_pmf_from_monotone_privacy_loss`` without connect-the-dots), its loop's inversions
-    done at once. Where an inversion the loop would never reach fails, dp_accounting's loop runs."""
+    done at once; None (dp_accounting's loop runs instead) where an inversion fails or the walk
+    would end early."""
     round_fn = math.ceil if pessimistic else math.floor
     tail = loss.privacy_loss_tail()
     lower_x, upper_x = tail.lower_x_truncation, tail.upper_x_truncation
     masses = collections.defaultdict(lambda: 0)
     infinity_mass = tail.tail_probability_mass_function.get(math.inf, 0)
-    for privacy_loss in tail.tail_probability_mass_function:
+    for privacy_loss, mass in tail.tail_probability_mass_function.items():
         if privacy_loss != math.inf:
-            masses[round_fn(privacy_loss / discretization)] += tail.tail_probability_mass_function[
-                privacy_loss
-            ]
+            masses[round_fn(privacy_loss / discretization)] += mass
     rounded_down_value = math.floor(loss.privacy_loss(lower_x) / discretization)
     upper_x_privacy_loss = loss.privacy_loss(upper_x)
     # the loop's k-th step inverts the loss at discretization·(rounded_down_value − k) while that
