@@ -138,6 +138,48 @@ def test_noise_has_the_configured_scale_and_the_draw_order_is_sample_then_weight
     assert abs(draws.var() - 1.0) < 6 * math.sqrt(2.0 / m)
 
 
+@pytest.mark.parametrize("sigma", [0.0, 2.0])
+def test_a_release_into_a_flat_buffer_is_the_same_release_laid_out_as_the_head(sigma):
+    """``out``: g_w and g_b are views of it (weight row by row, then bias), with the values, and the
+    generator left in the state, of a release into new arrays."""
+    data, w, b = _data(n=30, dim=20, k=3)
+    g_w, g_b, batch, _ = noisy_clipped_sum(
+        data, w, b, rate=0.5, clip=0.5, sigma=sigma, gen=(gen := np.random.default_rng(9))
+    )
+    out = np.full(w.size + b.size, np.nan)
+    f_w, f_b, f_batch, _ = noisy_clipped_sum(
+        data, w, b, rate=0.5, clip=0.5, sigma=sigma, gen=(gen2 := np.random.default_rng(9)), out=out
+    )
+    assert np.shares_memory(f_w, out) and np.shares_memory(f_b, out)
+    assert np.array_equal(out, np.concatenate([g_w.ravel(), g_b])) and np.array_equal(batch, f_batch)
+    assert f_w.shape == w.shape and gen.bit_generator.state == gen2.bit_generator.state
+
+
+def test_the_heads_weight_and_bias_are_views_of_one_flat_buffer_and_adam_steps_it_as_its_parts():
+    import copy
+    import pickle
+
+    head = LinearHead(6, 3)
+    head.w[:] = np.arange(18).reshape(3, 6)
+    head.b[:] = [-1, -2, -3]
+    assert np.array_equal(head.params, np.r_[np.arange(18), -1, -2, -3])
+    for twin in (copy.deepcopy(head), pickle.loads(pickle.dumps(head))):
+        twin.params += 1  # a copy's weight and bias stay views of its own buffer
+        assert np.array_equal(twin.w, head.w + 1) and np.array_equal(twin.b, head.b + 1)
+    with pytest.raises(AttributeError):
+        head.w = np.zeros((3, 6))  # rebinding would detach the weight from the buffer Adam updates
+    cfg = DPSGDConfig(lr=0.05, normaliser=4.0)
+    g = np.random.default_rng(0)
+    flat, parts = LinearHead(6, 3), LinearHead(6, 3)
+    adam_flat, adam_parts = Adam.for_head(flat, cfg), Adam([parts.w, parts.b], lr=0.05, betas=cfg.betas,
+                                                          eps=cfg.adam_eps, normaliser=4.0)  # fmt: skip
+    for _ in range(5):
+        gw, gb = g.normal(size=(3, 6)), g.normal(size=3)
+        adam_flat.step([np.r_[gw.ravel(), gb]])
+        adam_parts.step([gw, gb])
+        assert np.array_equal(flat.params, parts.params)  # elementwise: the same bits either way
+
+
 def test_masked_outputs_get_no_gradient_and_a_non_private_sum_is_unclipped():
     data, w, b = _data()
     active = np.array([True, False, True, True, False])

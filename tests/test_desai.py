@@ -127,10 +127,10 @@ def test_each_step_reads_one_past_block_chosen_uniformly(monkeypatch):
 
     real = desai_mod._noisy_clipped_sum
 
-    def spy(head, data, rate, clip, sigma, gen, active):
+    def spy(head, data, rate, clip, sigma, gen, active, out=None):
         t, part, _ = gens[id(gen)]
         seen.append((t, part, frozenset(data.x[:, 0].astype(int).tolist()), rate))
-        return real(head, data, rate, clip, sigma, gen, active)
+        return real(head, data, rate, clip, sigma, gen, active, out=out)
 
     monkeypatch.setattr(desai_mod, "_noisy_clipped_sum", spy)
     noise = lemma2_noise(math.inf, 0.0, cfg, agem.ref_rate(cfg))

@@ -299,11 +299,13 @@ def _noisy_clipped_sum(
     sigma: float,
     gen: np.random.Generator,
     active: np.ndarray,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Σ clip_C(g_i) over a Poisson sample at ``rate`` plus N(0, σ²C²I) (App. D.4, item 1), and the
-    clipped fraction of the sample (a diagnostic): :func:`dpcl.training.clipped_sum.noisy_clipped_sum`."""
+    clipped fraction of the sample (a diagnostic): :func:`dpcl.training.clipped_sum.noisy_clipped_sum`
+    (the weight and bias parts views of ``out``, flat as ``head.params``, when given)."""
     g_w, g_b, batch, n_clipped = noisy_clipped_sum(
-        data, head.w, head.b, rate=rate, clip=clip, sigma=sigma, gen=gen, active=active
+        data, head.w, head.b, rate=rate, clip=clip, sigma=sigma, gen=gen, active=active, out=out
     )
     return g_w, g_b, (n_clipped / len(batch) if len(batch) else 0.0)
 
@@ -339,18 +341,21 @@ def train_agem_task(
     adam = Adam.for_head(head, cfg)
     data = HeadData(x, y)
     buf = HeadData(buf_x, buf_y) if buf_x is not None else None
+    grad, ref = np.empty_like(head.params), np.empty_like(head.params)  # g and g_ref, flat as the head
     clipped = projected = 0.0
     for step in range(1, cfg.steps + 1):
-        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active)
+        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active, out=grad)
         clipped += c
         if observe is not None:
             observe(step, "train", g_w.copy(), g_b.copy(), head)
         if buf is not None:
-            r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active)
+            r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active, out=ref)
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
             projected += project_parts_([g_w, g_b], [r_w, r_b])
-        adam.step([g_w, g_b])  # divides by the public normaliser (see dpcl.training.heads)
+        adam.step(
+            [grad]
+        )  # g_w and g_b are views of grad; divides by the public normaliser (dpcl.training.heads)
     return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
 
 

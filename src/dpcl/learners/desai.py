@@ -460,21 +460,24 @@ def train_desai_task(
     adam = Adam.for_head(head, cfg)
     data = HeadData(x, y)
     prepared = [HeadData(bx, by) for bx, by in blocks]
+    grad, ref = np.empty_like(head.params), np.empty_like(head.params)  # g and g_ref, flat as the head
     clipped = projected = 0.0
     counts = np.zeros(len(blocks), dtype=np.int64)
     for step in range(1, cfg.steps + 1):
-        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active)
+        g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active, out=grad)
         clipped += c
         if observe is not None:
             observe(step, "train", g_w.copy(), g_b.copy(), head)
         if blocks:
             s = int(gen_choice.integers(len(blocks)))
             counts[s] += 1
-            r_w, r_b, _ = _noisy_clipped_sum(head, prepared[s], q_ref, cfg.clip, sigma, gen_ref, active)
+            r_w, r_b, _ = _noisy_clipped_sum(
+                head, prepared[s], q_ref, cfg.clip, sigma, gen_ref, active, out=ref
+            )
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
             projected += project_parts_([g_w, g_b], [r_w, r_b])
-        adam.step([g_w, g_b])  # Adam as learners.agem (reading 9), g / the public normaliser
+        adam.step([grad])  # Adam as learners.agem (reading 9) on g (g_w, g_b are views), g / the normaliser
     return {
         "mean_clipped_fraction": clipped / cfg.steps,
         "projected_fraction": projected / cfg.steps,

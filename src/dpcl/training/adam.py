@@ -31,11 +31,17 @@ class Adam:
 
     @classmethod
     def for_head(cls, head, cfg) -> Adam:
-        """Adam over a linear head's weight and bias with a DPSGDConfig's lr, betas, eps and normaliser."""
-        return cls([head.w, head.b], lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, normaliser=cfg.normaliser)
+        """Adam over a linear head's weight and bias (its one flat buffer, ``head.params``: one pass a step)
+        with a DPSGDConfig's lr, betas, eps and normaliser."""
+        return cls([head.params], lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, normaliser=cfg.normaliser)
 
     def step(self, grads: list[np.ndarray]) -> None:
-        """One step with the gradient sums ``grads`` (divided by the normaliser here; overwritten)."""
+        """One step with the gradient sums ``grads``, one per parameter array (divided by the normaliser
+        here; overwritten). Over one flat parameter array, ``grads`` may also be its parts in order (a
+        head's weight and bias gradients): they are joined into a new array first (the same update, every
+        operation elementwise)."""
+        if len(grads) != len(self.params) and len(self.params) == 1:
+            grads = [np.concatenate([g.ravel() for g in grads])]
         self.t += 1
         b1, b2 = self.b1, self.b2
         c1, c2 = 1.0 - b1**self.t, 1.0 - b2**self.t

@@ -151,24 +151,30 @@ def noisy_clipped_sum(
     sigma: float,
     gen: np.random.Generator,
     active: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """One release: (g_w, g_b) = Σ clip_C(g_i) over a Poisson sample + N(0, σ²C²I), float64; also the
     sample's indices and how many of its examples were clipped (diagnostics, not private).
 
+    g_w and g_b are views of one flat float64 array, the weight row by row, then the bias (the layout of
+    :class:`dpcl.training.heads.LinearHead`'s ``params``): ``out`` (``w.size + b.size`` elements,
+    overwritten) when given, else a new one.
+
     Random draws in this order from ``gen``: the sample (``rate`` a float: by gaps; an array: one uniform
-    per record), then the weight noise, then the bias noise (none when σ = 0).
+    per record), then the weight noise, then the bias noise (none when σ = 0), drawn in one call over the
+    flat array (the same normals, in the same order, as one call for the weight and one for the bias).
     """
     n = len(data)
     batch = poisson_sample(gen, n, rate) if np.ndim(rate) == 0 else record_sample(gen, rate)
     s_w, s_b, n_clipped = clipped_sum(data, w, b, batch, clip=clip, active=active)
+    g = np.empty(w.size + b.size) if out is None else out
+    g_w, g_b = g[: w.size].reshape(w.shape), g[w.size :]
     if sigma > 0:
-        std = sigma * clip
-        g_w = gen.standard_normal(w.shape)
-        g_w *= std
+        gen.standard_normal(out=g)
+        g *= sigma * clip
         g_w += s_w
-        g_b = gen.standard_normal(b.shape)
-        g_b *= std
         g_b += s_b
     else:
-        g_w, g_b = s_w.astype(np.float64), s_b
+        g_w[...] = s_w
+        g_b[...] = s_b
     return g_w, g_b, batch, n_clipped

@@ -88,11 +88,34 @@ def logit_grads(
 
 
 class LinearHead:
-    """Zero-initialised linear head (paper App. D: the last layer is set to zero)."""
+    """Zero-initialised linear head (paper App. D: the last layer is set to zero).
+
+    The weight ``w`` (outputs × dim) and the bias ``b`` are views of one flat float64 buffer, ``params``
+    (the weight row by row, then the bias), so that a DP-SGD step draws the noise of both in one call and
+    Adam updates both in one pass (:func:`train_head`). Write into ``w`` and ``b``; they cannot be rebound.
+    """
 
     def __init__(self, dim: int, n_out: int) -> None:
-        self.w = np.zeros((n_out, dim))
-        self.b = np.zeros(n_out)
+        self._set(np.zeros(n_out * dim + n_out), n_out, dim)
+
+    def _set(self, params: np.ndarray, n_out: int, dim: int) -> None:
+        self.params = params
+        self._w = params[: n_out * dim].reshape(n_out, dim)
+        self._b = params[n_out * dim :]
+
+    @property
+    def w(self) -> np.ndarray:
+        return self._w
+
+    @property
+    def b(self) -> np.ndarray:
+        return self._b
+
+    def __getstate__(self) -> dict:  # copies and pickles keep w and b views of params
+        return {"params": self.params, "shape": self._w.shape}
+
+    def __setstate__(self, state: dict) -> None:
+        self._set(state["params"], *state["shape"])
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         return x @ self.w.T + self.b
@@ -149,11 +172,20 @@ def train_head(
         raise ValueError(f"steps must be >= 1, got {steps}")
     rate = cfg.sample_rate if record_rates is None else record_rates
     adam = Adam.for_head(head, cfg)
+    grad = np.empty_like(head.params)  # each step's privatized gradient, flat as the head's parameters
     clipped_fraction = 0.0
     inclusions = np.zeros(n, dtype=np.int64) if record_rates is not None else None
     for step in range(1, n_steps + 1):
         g_w, g_b, batch, n_clipped = noisy_clipped_sum(
-            data, head.w, head.b, rate=rate, clip=cfg.clip, sigma=noise_multiplier, gen=rng, active=active
+            data,
+            head.w,
+            head.b,
+            rate=rate,
+            clip=cfg.clip,
+            sigma=noise_multiplier,
+            gen=rng,
+            active=active,
+            out=grad,
         )
         if inclusions is not None:
             inclusions[batch] += 1
@@ -161,7 +193,7 @@ def train_head(
             clipped_fraction += n_clipped / len(batch)
         if observe is not None:
             observe(step, g_w.copy(), g_b.copy())
-        adam.step([g_w, g_b])
+        adam.step([grad])  # g_w and g_b are views of grad
         if after_step is not None:
             after_step(step)
     out = {
