@@ -354,3 +354,23 @@ def test_the_reviews_forgeries_are_rejected():
     ref["epsilon"] = verify_mechanism(dict(ref, epsilon=1e9), 0, 5)["epsilon_accounted"]
     with pytest.raises(LedgerError, match="block choice"):
         verify_task_ledger(agem, plan)
+
+
+def test_an_accountants_figure_rederived_on_another_cpu_verifies_and_an_understated_one_does_not():
+    """The PRV/PLD accountants' ε moves in its last bits between CPUs (numpy's vectorised kernels differ):
+    a genuine ledger's figures re-derive up to ~3e-9 (relative) higher elsewhere. A stated ε that far
+    below its re-derivation verifies; one understated by 1e-6 (the mutants' smallest step is 1e-1) is
+    rejected, naming the field."""
+    genuine = json.loads((Path(__file__).parent / "data/ledgers/agem_head_eps1_base.json").read_text())
+    plan = _plan("agem_head_eps1_base.json")
+    entry = genuine["tasks"][0]["mechanisms"][2]  # DP-A-GEM's buffer rereads: a PRV accountant's figure
+    assert entry["mechanism"] == "dpsgd_buffer" and entry["accountant"] == "prv"
+    for factor, ok in ((1 - 5e-9, True), (1 - 1e-6, False)):
+        for key in ("epsilon", "epsilon_accounted"):
+            low = copy.deepcopy(genuine)
+            low["tasks"][0]["mechanisms"][2][key] = entry[key] * factor
+            if ok:
+                verify_task_ledger(low, plan)
+            else:
+                with pytest.raises(PrivacyBudgetExceeded, match=r"tasks\[0\]\.mechanisms\[2\]"):
+                    verify_task_ledger(low, plan)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 
+from ..privacy.accounting import REDERIVE_TOL
 from ..privacy.sgd_accounting import epsilon as sgd_epsilon
 from ..privacy.verdict import Verdict, overall_verdict
 
@@ -126,7 +127,7 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
     if (
         not isinstance(stated, int | float)
         or isinstance(stated, bool)
-        or not math.isclose(float(stated), eps_i + eps_p, rel_tol=1e-9)
+        or not math.isclose(float(stated), eps_i + eps_p, rel_tol=REDERIVE_TOL)
     ):
         raise LedgerError(
             f"published_claim.claimed_epsilon: the file says {stated!r}, Lemma 2 for the entries' σ, q, q_ref and "
@@ -138,7 +139,7 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
         got = claim.get(key) if got is None else got
         if math.isinf(want) and got in ("inf", math.inf):  # the Label Oracle's release
             return
-        if not _is_number(got) or not math.isclose(got, want, rel_tol=1e-9):
+        if not _is_number(got) or not math.isclose(got, want, rel_tol=REDERIVE_TOL):
             raise LedgerError(f"published_claim.{key}: the file says {got!r}, the parameters give {want!r}")
 
     close("epsilon_i", eps_i)
@@ -166,8 +167,8 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
             not isinstance(got, list)
             or len(got) != 2
             or not all(_is_number(v) and v >= 0 for v in got)
-            or got[0] > lo * (1 + 1e-9)
-            or got[1] < up * (1 - 1e-9)
+            or got[0] > lo * (1 + REDERIVE_TOL)
+            or got[1] < up * (1 - REDERIVE_TOL)
         ):
             raise LedgerError(
                 f"published_claim.{key}: the file says {got!r}, the parameters give [{lo!r}, {up!r}]"
@@ -186,11 +187,11 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
         close(f"verdicts[{i}].claimed_epsilon", claimed, row.get("claimed_epsilon"))
         close(f"verdicts[{i}].delta", delta, row.get("delta"))
         up, lo = row.get("upper_bound"), row.get("lower_bound")
-        if not isinstance(up, int | float) or isinstance(up, bool) or up < v.upper_bound * (1 - 1e-9):
+        if not isinstance(up, int | float) or isinstance(up, bool) or up < v.upper_bound * (1 - REDERIVE_TOL):
             raise LedgerError(
                 f"{where}.upper_bound: the file says {up!r}, the parameters give {v.upper_bound!r}"
             )
-        if not isinstance(lo, int | float) or isinstance(lo, bool) or lo > v.lower_bound * (1 + 1e-9):
+        if not isinstance(lo, int | float) or isinstance(lo, bool) or lo > v.lower_bound * (1 + REDERIVE_TOL):
             raise LedgerError(
                 f"{where}.lower_bound: the file says {lo!r}, the parameters give {v.lower_bound!r}"
             )
@@ -199,7 +200,7 @@ def verify_claim(claim: dict, tasks: dict[int, list[dict]], n_tasks: int) -> Non
     if claim.get("holds") is not (overall_verdict(verdicts) == "certified"):
         raise LedgerError("published_claim.holds: true exactly when the claim is certified")
     accounted = claim.get("accounted_training_epsilon")
-    if not _is_number(accounted) or accounted < verdicts[0].upper_bound * (1 - 1e-9):
+    if not _is_number(accounted) or accounted < verdicts[0].upper_bound * (1 - REDERIVE_TOL):
         raise LedgerError(
             f"published_claim.accounted_training_epsilon: the file says {accounted!r}, the parameters give "
             f"{verdicts[0].upper_bound!r}"

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
+from .accounting import ADJACENCY, REDERIVE_TOL, REL_TOL, Budget, PrivacyBudgetExceeded
 from .errors import LedgerError  # its own module (shared with group_ledger); importable from here too
 from .gaussian import gaussian_delta
 from .label_release import laplace_delta, tsgd_delta
@@ -253,7 +253,7 @@ def verify_mechanism(
                 delta,
                 str(entry.get("accountant", "prv")),
             )
-        if spent > eps * (1 + 1e-9):
+        if spent > eps * (1 + REDERIVE_TOL):  # the same accountant on another CPU: last-bit slack only
             what = "buffer rereads" if kind == "dpsgd_buffer" else "DP-SGD run"
             raise PrivacyBudgetExceeded(f"{what} claims ε={eps} but its accountant gives ε={spent:.6g}")
         derived["epsilon_accounted"] = spent

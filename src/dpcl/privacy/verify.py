@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .accounting import ADJACENCY, REL_TOL, Budget, PrivacyBudgetExceeded
+from .accounting import ADJACENCY, REDERIVE_TOL, REL_TOL, Budget, PrivacyBudgetExceeded
 from .ledger import (
     DEFAULT_QUERY,
     LABEL_SPACE_KINDS,
@@ -192,9 +192,9 @@ def budget(block: Any, path: str, *, allow_inf: bool = True) -> Budget:
     return Budget(eps, delta)
 
 
-def _at_least(stated: float, derived: float, path: str) -> None:
-    """A stated figure must not understate the derived one (float slack only)."""
-    if stated < derived * (1 - REL_TOL) - 1e-15:
+def _at_least(stated: float, derived: float, path: str, *, rel_tol: float = REL_TOL) -> None:
+    """A stated figure must not understate the derived one (float slack only: ``rel_tol``, relative)."""
+    if stated < derived * (1 - rel_tol) - 1e-15:
         raise PrivacyBudgetExceeded(
             f"{path}: the file states {stated!r}, but its parameters give {derived!r}"
         )
@@ -352,6 +352,7 @@ def _check_agem_summary(block: Any, ledger: Ledger, total: Budget) -> None:
             number(buf.get("epsilon_worst_case"), "agem.buffer_part.epsilon_worst_case", allow_inf=True),
             worst,
             "agem.buffer_part.epsilon_worst_case",
+            rel_tol=REDERIVE_TOL,  # the worst reference entry's accountant figure, re-derived here
         )
         later = integer(buf.get("worst_case_later_tasks"), "agem.buffer_part.worst_case_later_tasks")
         if ledger.n_tasks is not None and later != ledger.n_tasks - 1:
@@ -504,14 +505,20 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
                 cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
                 raise cls(f"{path} ({entry.get('mechanism')!r}): {e}") from None
             derived = ledger.tasks[t][-1]
-            for key in ("delta_achieved", "epsilon_accounted"):
+            for key in ("delta_achieved", "epsilon_accounted"):  # an accountant's output, re-derived here
                 if key in entry:
-                    _at_least(number(entry[key], f"{path}.{key}"), float(derived[key]), f"{path}.{key}")
+                    _at_least(
+                        number(entry[key], f"{path}.{key}"),
+                        float(derived[key]),
+                        f"{path}.{key}",
+                        rel_tol=REDERIVE_TOL,
+                    )
             if "epsilon_target" in entry and "epsilon_accounted" in derived:
                 _at_least(
                     number(entry["epsilon_target"], f"{path}.epsilon_target"),
                     float(derived["epsilon_accounted"]),
                     f"{path}.epsilon_target",
+                    rel_tol=REDERIVE_TOL,
                 )
         _check_declared(ledger.tasks[t], t, plan, target.private)
         composed = budget(task.get("composed"), f"tasks[{i}].composed")
