@@ -19,6 +19,10 @@ How it is fast (the law of the release is unchanged):
   into a reused float32 buffer, and the batch × outputs arrays (logits, softmax, δ, the clipped δ) and
   the two products with the batch are float32. The norms are accumulated in float64 (‖x_i‖² + 1 once per
   dataset), and the clipping factors, the bias sum, the noise and the optimiser are float64.
+* **One flat gradient.** A head's weight and bias are views of one float64 buffer
+  (:class:`dpcl.training.heads.LinearHead`), and the release writes into a flat gradient of the same
+  layout (``out``, reused across steps): the noise of both is one call (the same normals, in the same
+  order, as a call for each) and Adam steps both in one pass.
 * **A clipping margin for float32.** The clipping factor and the clipped δ_i are rounded to float32,
   which can lengthen a clipped gradient by a relative 2·2⁻²⁴; clipping to C·(1 − 2⁻²⁰) keeps every
   per-example gradient actually summed within C, so the sensitivity the accountant is told (C) holds for
