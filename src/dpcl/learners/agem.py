@@ -353,9 +353,7 @@ def train_agem_task(
             if observe is not None:
                 observe(step, "reference", r_w.copy(), r_b.copy(), head)
             projected += project_parts_([g_w, g_b], [r_w, r_b])
-        adam.step(
-            [grad]
-        )  # g_w and g_b are views of grad; divides by the public normaliser (dpcl.training.heads)
+        adam.step([grad])  # g_w, g_b are views of grad; / the public normaliser (dpcl.training.heads)
     return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
 
 
