@@ -171,8 +171,10 @@ def test_the_heads_weight_and_bias_are_views_of_one_flat_buffer_and_adam_steps_i
     cfg = DPSGDConfig(lr=0.05, normaliser=4.0)
     g = np.random.default_rng(0)
     flat, parts = LinearHead(6, 3), LinearHead(6, 3)
-    adam_flat, adam_parts = Adam.for_head(flat, cfg), Adam([parts.w, parts.b], lr=0.05, betas=cfg.betas,
-                                                          eps=cfg.adam_eps, normaliser=4.0)  # fmt: skip
+    adam_flat = Adam.for_head(flat, cfg)
+    adam_parts = Adam(
+        [parts.w, parts.b], lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, normaliser=cfg.normaliser
+    )
     for _ in range(5):
         gw, gb = g.normal(size=(3, 6)), g.normal(size=3)
         adam_flat.step([np.r_[gw.ravel(), gb]])
