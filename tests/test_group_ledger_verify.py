@@ -88,6 +88,46 @@ def test_genuine_ledgers_verify(genuine):
     assert [g["epsilon"] for g in nondp["groups"]][1:] == [math.inf] * 3  # scored records: ε = ∞
 
 
+@pytest.mark.parametrize("key", ["cl/confidence/threshold", "sa/margin/threshold"])
+def test_a_ledger_written_on_another_cpu_verifies(genuine, key, monkeypatch):
+    """The verifier on a CPU whose accountant re-derives every ε 3e-9 higher (the PRV/PLD accountants'
+    last bits differ between AVX-512 and AVX2 machines by up to ~3e-9): the schedule it rebuilds differs
+    from the one the file lists (secant steps move; the continual schedule's naive-rate group lies on its
+    boundary and is solved one bracket lower), and the genuine ledger still verifies; a listed rate off by
+    more than the solvers' resolution is still refused."""
+    import dpcl.privacy.group_accounting as ga
+    import dpcl.privacy.pld as pld
+    from dpcl.privacy.group_accounting import SOLVE_RESOLUTION
+    from dpcl.privacy.group_ledger import _plan, _rebuilt
+
+    led = _fresh(genuine, key)
+    for cls in (ga.PLDGroupAccountant, ga.RDPGroupAccountant):
+        monkeypatch.setattr(cls, "epsilon", lambda self, st, d, e=cls.epsilon: e(self, st, d) * (1 + 3e-9))
+    up = pld.epsilon_upper
+    monkeypatch.setattr(pld, "epsilon_upper", lambda *a, **k: up(*a, **k) * (1 + 3e-9))
+    _rebuilt.cache_clear()
+    try:
+        rebuilt = _rebuilt(*_plan(led), led["accountant"].get("solved_with", "rdp"))
+        listed = [
+            tuple((p["noise_multiplier"], p["sample_rate"], p["steps"]) for p in g["phases"])
+            for g in led["groups"]
+        ]
+        gaps = [
+            abs(a[1] - b[1]) / b[1]
+            for got, want in zip(listed[: len(rebuilt)], rebuilt, strict=True)  # the unselected: none
+            for a, b in zip(got, want, strict=True)
+        ]
+        assert 1e-9 < max(gaps) <= 2 * SOLVE_RESOLUTION  # not the same schedule to the last bit, one bracket
+        s = verify_group_ledger(copy.deepcopy(led), nominal_size=N_POOL, n_classes=K)
+        assert s["guarantee_holds"] is True
+        off = copy.deepcopy(led)
+        off["groups"][1]["phases"][0]["sample_rate"] *= 1 + 3 * SOLVE_RESOLUTION
+        with pytest.raises(LedgerError, match=r"groups\[1\]\.phases\[0\]\.sample_rate: states"):
+            verify_group_ledger(off, nominal_size=N_POOL, n_classes=K)
+    finally:
+        _rebuilt.cache_clear()  # the other tests rebuild with this CPU's accountant
+
+
 # ----------------------------------------------------------------------------- the review's forgeries
 
 

@@ -207,6 +207,12 @@ def training_epsilon(history: Sequence[Segment], delta: float, accountant_name: 
 
 # ----------------------------------------------------------------------------- rate solving
 
+#: relative resolution of a solved sampling rate, per group accountant (:func:`max_sample_rate`)
+RATE_RTOL = {"pld": 1e-3, "rdp": 1e-4}
+#: the coarsest resolution a schedule's σ (bisection to 1e-4) or rates (:data:`RATE_RTOL`) are solved to: two
+#: correct solves of one public plan (on two CPUs, whose accountants differ in their last bits) agree to it
+SOLVE_RESOLUTION = max(RATE_RTOL.values())
+
 
 def solve_rate(
     eps_of: Callable[[float], float],
@@ -312,7 +318,7 @@ def max_sample_rate(
     """
     acc = acc or RDPGroupAccountant()
     if rtol is None:  # PLD evaluations are ~50x dearer than RDP's: rates to 0.1 % (batch to ~0.3 records)
-        rtol = 1e-3 if acc.name == "pld" else 1e-4
+        rtol = RATE_RTOL.get(acc.name, RATE_RTOL["rdp"])
     floor = acc.epsilon(prefix, delta)
     return solve_rate(
         lambda q: acc.epsilon(acc.extend(prefix, noise_multiplier, q, steps), delta),
