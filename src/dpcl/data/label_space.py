@@ -46,7 +46,7 @@ import numpy as np
 from ..privacy.accounting import Budget, split_budget
 from ..privacy.label_release import release_labels
 from ..seeding import rng
-from ..sorted_ints import sorted_distinct
+from ..sorted_ints import isin, sorted_distinct
 
 _TAG = re.compile(
     r"^(?:(oracle)|(base)|public-x(\d+)(?:-c(0|[1-9]\d?))?(-grow)?(?:-(unknown|parent))?"
@@ -249,7 +249,7 @@ def output_label_spaces(
 
 def keep_mask(labels: np.ndarray, label_space: list[int] | np.ndarray) -> np.ndarray:
     """Samples whose label is in O_t; the others are dropped ([LabelSpace] Eq. 8, R = drop)."""
-    return np.isin(np.asarray(labels), np.asarray(label_space, dtype=np.int64))
+    return isin(labels, label_space)
 
 
 REMAP_RULES = ("drop", "hierarchy", "unknown")
@@ -275,7 +275,7 @@ def remap_task(
     labels = np.asarray(labels, dtype=np.int64)
     space = sorted_distinct(label_space)
     mapped = labels.copy()
-    inside = np.isin(labels, space)
+    inside = isin(labels, space)
     if rule == "hierarchy":
         if parent is None:
             raise ValueError("the hierarchy rule needs a parent map")
@@ -286,7 +286,7 @@ def remap_task(
         )
         mapped[~inside] = par
         keep = inside.copy()
-        keep[~inside] = np.isin(par, space)
+        keep[~inside] = isin(par, space)
     elif rule == "unknown":
         if unknown is None or int(unknown) not in set(space.tolist()):
             raise ValueError(f"the unknown rule needs an 'unknown' label inside O_t, got {unknown!r}")

@@ -49,6 +49,7 @@ import numpy as np
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..seeding import rng
+from ..sorted_ints import isin
 from ..training.adam import Adam
 from ..training.clipped_sum import HeadData, noisy_clipped_sum
 from ..training.heads import DPSGDConfig, LinearHead
@@ -197,7 +198,7 @@ def split_task(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(kept: label in O_t, reference part) masks of one task's samples; the last task is not split
     (its reference part would never be reread). Train part = kept & ~reference."""
-    keep = np.isin(y, o_t)
+    keep = isin(y, o_t)
     if last:
         return keep, np.zeros(len(y), dtype=bool)
     return keep, reference_mask(ids, agem.buffer_fraction, split_seed)

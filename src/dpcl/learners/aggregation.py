@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..sorted_ints import sorted_distinct, sorted_union
+
 RULES = ("argmax", "median", "entropy")
 
 
@@ -66,11 +68,13 @@ def _entropy_aggregate(
         return np.full(n, -1, dtype=np.int64)
     h = np.stack([entropy(z) for z, _ in live], axis=1)  # n × members
     w = _softmax(-gamma * h, axis=1)
-    union = np.unique(np.concatenate([lab for _, lab in live]))
+    union = sorted_distinct(np.concatenate([lab for _, lab in live]))
     score = np.zeros((n, union.size))
     for k, (z, lab) in enumerate(live):
         cols = np.searchsorted(union, lab)
-        if np.unique(cols).size == cols.size:  # a member's labels are distinct (O_l is a set): plain indexing
+        if (
+            sorted_distinct(cols).size == cols.size
+        ):  # a member's labels are distinct (O_l is a set): plain indexing
             score[:, cols] += w[:, k : k + 1] * z
         else:  # repeated labels add up (np.add.at is ~50x slower on |O_l| = 10^5)
             np.add.at(score, (slice(None), cols), w[:, k : k + 1] * z)
@@ -161,7 +165,7 @@ class EnsembleVotes:
         inside = cols < self._union.size
         inside[inside] = self._union[cols[inside]] == labels[inside]
         if not inside.all():
-            union = np.union1d(self._union, labels)
+            union = sorted_union(self._union, labels)
             grown = np.zeros((self.n, union.size))
             grown[:, np.searchsorted(union, self._union)] = self._score
             self._union, self._score = union, grown

@@ -75,6 +75,7 @@ from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..public_pca import Projection
 from ..seeding import rng
+from ..sorted_ints import isin
 from ..training.projection import project
 from .aggregation import aggregate
 from .registry import LearnerAudit, LearnerSpec
@@ -308,7 +309,7 @@ class FMHead:
         memory, then append the release to the memory. Returns non-private diagnostics."""
         labels = np.asarray(sorted(label_space), dtype=np.int64)
         y = np.asarray(y, dtype=np.int64)
-        if y.size and not np.isin(y, labels).all():
+        if y.size and not isin(y, labels).all():
             raise ValueError(
                 "training labels outside the task's output label space: drop or remap them first"
             )

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
+from ..sorted_ints import isin
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .aggregation import RULES, EnsembleVotes, aggregate
 from .registry import LearnerAudit, LearnerSpec
@@ -148,7 +149,7 @@ def dpsgd_noise(epsilon: float, delta: float, cfg: DPSGDConfig, cache: dict | No
 def label_rows(o_t: list[int], labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep-mask of samples whose label is in O_t and their row index in sorted O_t."""
     o = np.asarray(sorted(o_t), dtype=np.int64)
-    keep = np.isin(labels, o)
+    keep = isin(labels, o)
     return keep, np.searchsorted(o, labels[keep])
 
 
@@ -210,7 +211,7 @@ def run_head_learner(
             members.append((member, np.asarray(o_t, dtype=np.int64)))
         else:
             active[o_t] = True
-            keep = np.isin(y, o_t)
+            keep = isin(y, o_t)
             info = train_head(head, x[keep], y[keep], cfg, sigma, rng_for(t), active=active)
         records.append({**noise, **info, "data": f"features of D_{t}", "samples": int(keep.sum())})
         row = []
@@ -301,7 +302,7 @@ def run_film_learner(
             members.append((member, np.asarray(o_t, dtype=np.int64)))
         else:
             active[o_t] = True
-            keep = np.isin(y, o_t)
+            keep = isin(y, o_t)
             model, info = train_film(
                 backbone,
                 x[keep],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sorted_ints import sorted_distinct
+from ..sorted_ints import isin, sorted_distinct
 
 #: L2 sensitivity of one task's class sums of unit-norm features under add/remove
 SENSITIVITY = 1.0
@@ -34,7 +34,7 @@ def noisy_class_sums(
     in float64) added."""
     o_t = sorted_distinct(label_space)
     labels = np.asarray(labels, dtype=np.int64)
-    if labels.size and not np.isin(labels, o_t).all():
+    if labels.size and not isin(labels, o_t).all():
         raise ValueError("training labels outside the task's output label space: drop or remap them first")
     if sigma < 0:
         raise ValueError(f"sigma must be >= 0, got {sigma}")
