@@ -72,9 +72,8 @@ def _entropy_aggregate(
     score = np.zeros((n, union.size))
     for k, (z, lab) in enumerate(live):
         cols = np.searchsorted(union, lab)
-        if (
-            sorted_distinct(cols).size == cols.size
-        ):  # a member's labels are distinct (O_l is a set): plain indexing
+        # a member's labels are distinct (O_l is a set): plain indexing
+        if sorted_distinct(cols).size == cols.size:
             score[:, cols] += w[:, k : k + 1] * z
         else:  # repeated labels add up (np.add.at is ~50x slower on |O_l| = 10^5)
             np.add.at(score, (slice(None), cols), w[:, k : k + 1] * z)
