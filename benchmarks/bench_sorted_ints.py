@@ -14,21 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import numpy as np
+from _timing import median_time
 
 from dpcl.sorted_ints import isin, sorted_distinct, sorted_union
-
-
-def median_ms(f, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
 
 
 def main() -> None:
@@ -50,7 +40,7 @@ def main() -> None:
     out = {"labels": args.labels, "samples": args.samples}
     for name, (numpy_f, dpcl_f) in pairs.items():
         assert np.array_equal(numpy_f(), dpcl_f()), name
-        a, b = median_ms(numpy_f, args.repeats), median_ms(dpcl_f, args.repeats)
+        a, b = 1000 * median_time(numpy_f, args.repeats), 1000 * median_time(dpcl_f, args.repeats)
         out[name] = {"numpy_ms": round(a, 2), "dpcl_ms": round(b, 2), "ratio": round(b / a, 3)}
     print(json.dumps(out))
 
