@@ -43,9 +43,9 @@ def isin(values, space) -> np.ndarray:
     v = np.asarray(values)
     if not (np.issubdtype(v.dtype, np.integer) or v.dtype == bool):
         return np.isin(v, np.asarray(space, dtype=np.int64))  # not integer labels: NumPy's own
-    v = v.astype(np.int64, copy=False)
+    flat = v.astype(np.int64, copy=False).ravel()
     sp = sorted_distinct(space)
-    at = np.searchsorted(sp, v.ravel())
+    at = np.searchsorted(sp, flat)
     found = at < sp.size
-    found[found] = sp[at[found]] == v.ravel()[found]
+    found[found] = sp[at[found]] == flat[found]
     return found.reshape(v.shape)
