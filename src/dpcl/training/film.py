@@ -387,7 +387,11 @@ def clipped_grad_sum(
     sensitivity).
     """
     feats = gsm(x)
-    logits = head(feats)
+    # the head's weights enter detached: autograd then skips their gradient (B x |O_t| x d
+    # multiply-adds and a |O_t| x d write per chunk, never used: the clipped sum below is ghost)
+    logits = F.linear(feats, head.weight.detach(), head.bias.detach())
+    if not logits.requires_grad:  # no FiLM parameter in the graph: the logits are the only leaf
+        logits.requires_grad_()
     logits.retain_grad()
     loss = F.cross_entropy(_masked_logits(logits, active), y, reduction="sum")
     with warnings.catch_warnings():
