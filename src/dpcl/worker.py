@@ -79,9 +79,14 @@ def enabled() -> bool:
 
 
 def _library_key() -> str:
-    """Names the warm process: the interpreter, its import path and the dpcl files (size, mtime)."""
+    """Names the warm process: the interpreter, its import path, the allocator's settings (read when
+    a process starts, so its children inherit the warm process's; :mod:`dpcl.allocator`) and the
+    dpcl files (size, mtime)."""
+    from .allocator import KEEP_FREED
+
     h = hashlib.sha256()
     h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0".encode())
+    h.update("".join(f"{k}={os.environ.get(k, '')}\0" for k in sorted(KEEP_FREED)).encode())
     root = Path(__file__).resolve().parent
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
