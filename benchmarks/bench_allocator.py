@@ -23,6 +23,8 @@ import os
 import subprocess
 import sys
 
+from _timing import median_time
+
 from dpcl.allocator import KEEP_FREED
 
 WORKLOADS = ("film", "head", "votes")
@@ -41,9 +43,6 @@ def _child(workload: str, outputs: int, steps: int, repeats: int) -> dict:
     """Run one workload ``repeats`` times in this process (after a warm-up): median seconds and digest."""
     import numpy as np
     import torch
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _timing import median_time
 
     torch.set_num_threads(1)  # as the pipeline's jobs run
     g = np.random.default_rng(0)
