@@ -10,6 +10,7 @@ import re
 from dpcl.allocator import configure_for_workflow as configure_allocator
 from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
 from dpcl.learners import registry as learners
+from dpcl.rescheduling import coalesce_for_workflow as coalesce_rescheduling
 from dpcl.worker import configure_for_workflow
 
 # The embedded default, unless the user names config files (which then replace it rather
@@ -32,6 +33,10 @@ configure_for_workflow(config["warm_worker"], workflow.local_exec)
 # glibc's allocator keeps the memory a job frees for its next arrays (dpcl.allocator): wide
 # heads (Public Labels x1000) no longer fault in fresh pages for every array; same results.
 configure_allocator(config["keep_freed_memory"])
+# Snakemake's re-scheduling timers, at most one pending (dpcl.rescheduling): they otherwise pile
+# up, one more per job that finishes while others wait, each waking a round that stats every
+# ready job's inputs; same jobs, same outputs.
+coalesce_rescheduling(config["coalesce_rescheduling"])
 
 
 # Snakemake's own report (snakemake --report report.zip): this description, and the outputs
