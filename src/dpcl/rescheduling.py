@@ -7,10 +7,11 @@ finds ready jobs ends by starting a one-second timer that wakes the scheduler fo
 started by a timer starts the next one, so the timers form chains, and every job that finishes
 while other jobs wait for a core adds a chain: after k such jobs the scheduler runs about k rounds
 a second, each of which stats every input of every ready job. On 2 cores the miniature paper run
-(480 jobs, hundreds of them waiting at a time) spent about 390 CPU-seconds of its 14 minutes in
-Snakemake's main process; a workflow of 300 jobs of 0.2 s ran 3,165 scheduling rounds instead of
-about 350 (``benchmarks/bench_rescheduling.py``). The timers are also ordinary threads, so a run
-waits for the last one before it exits.
+(483 jobs, hundreds of them waiting at a time) spent 394 CPU-seconds of its 14 minutes in
+Snakemake's main process, 47 with the timers coalesced (and finished in 11 minutes); a workflow of
+150 CPU-bound jobs of 0.3 s ran 1,005 scheduling rounds instead of 185
+(``benchmarks/bench_rescheduling.py``). The timers are also ordinary threads, so a run waits for
+the last one (up to a second) before it exits.
 
 :func:`coalesce_for_workflow` (called by the Snakefile when the config key
 ``coalesce_rescheduling`` is true, the default) replaces that method for the run's Snakemake
