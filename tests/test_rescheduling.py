@@ -74,23 +74,10 @@ def test_it_is_idempotent_and_the_timers_are_daemons(coalesced):
 
 
 WORKFLOW = textwrap.dedent("""
-    import json
-    import snakemake.scheduling.job_scheduler as js
-    from dpcl.rescheduling import coalesce_for_workflow
+    from dpcl.rescheduling import coalesce_for_workflow, count_rounds
 
     coalesce_for_workflow(config["coalesce"])
-    ROUNDS = [0]
-    _select = js.JobScheduler.job_selector
-
-    def counted(self, jobs):
-        ROUNDS[0] += 1
-        return _select(self, jobs)
-
-    js.JobScheduler.job_selector = counted
-
-    onsuccess:
-        with open("rounds.json", "w") as f:
-            json.dump(ROUNDS[0], f)
+    count_rounds("rounds.json")
 
     rule all:
         input: expand("out/{i}.txt", i=range(JOBS))

@@ -25,8 +25,11 @@ scheduler's semaphore, nothing is replaced and the run schedules as before.
 
 from __future__ import annotations
 
+import atexit
+import json
 import threading
 import time
+from pathlib import Path
 
 #: the replaced method's name in snakemake.scheduling.job_scheduler.JobScheduler (sic)
 METHOD = "_schedule_reevalutation"
@@ -84,6 +87,25 @@ def coalesce_for_workflow(enabled: bool) -> bool:
     setattr(schedule_reevaluation, _MARK, True)
     schedule_reevaluation.__wrapped__ = original
     setattr(cls, METHOD, schedule_reevaluation)
+    return True
+
+
+def count_rounds(path: str | Path) -> bool:
+    """Diagnostics: count this process's Snakemake scheduling rounds (calls of its job selector) and
+    write the count to ``path`` (JSON) when the process exits (the benchmark and the tests use it).
+    Returns whether Snakemake's job selector was found."""
+    cls = _job_scheduler()
+    select = getattr(cls, "job_selector", None) if cls is not None else None
+    if select is None:
+        return False
+    rounds = [0]
+
+    def counted(self, jobs):
+        rounds[0] += 1
+        return select(self, jobs)
+
+    cls.job_selector = counted
+    atexit.register(lambda: Path(path).write_text(json.dumps(rounds[0])))
     return True
 
 
