@@ -98,14 +98,14 @@ def count_rounds(path: str | Path) -> bool:
     select = getattr(cls, "job_selector", None) if cls is not None else None
     if select is None:
         return False
-    rounds = [0]
+    rounds, target = [0], Path(path).resolve()  # the folder it is called from, whatever the exit's
 
     def counted(self, jobs):
         rounds[0] += 1
         return select(self, jobs)
 
     cls.job_selector = counted
-    atexit.register(lambda: Path(path).write_text(json.dumps(rounds[0])))
+    atexit.register(lambda: target.write_text(json.dumps(rounds[0])))
     return True
 
 
