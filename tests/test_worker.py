@@ -31,6 +31,8 @@ SCRIPT = textwrap.dedent("""
         sys.exit(3)
     if mode == "raise":
         raise ValueError("boom in the script")
+    if mode == "nap":
+        time.sleep(float(sys.argv[2]))
     if mode == "sleep":
         open(sys.argv[2], "w").write(str(os.getpid()))
         time.sleep(120)
@@ -156,3 +158,29 @@ def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
     finally:
         os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert worker.socket_path() == first
+
+
+def _starts(env) -> list[int]:
+    """The pids of the warm processes started so far (their logs' "listening on" lines)."""
+    logs = (Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}").glob("*.log")
+    return [int(line.split()[3]) for log in logs for line in log.read_text().splitlines() if "listening on" in line]
+
+
+def test_a_job_longer_than_the_idle_time_keeps_the_warm_process(tmp_path, env):
+    """The idle time counts from the last job's end, not its start: a run whose jobs each outlast it
+    (the default's DP-A-GEM jobs take minutes, the idle exit is 60 s) does not import everything again
+    for each; with no job left the worker still exits."""
+    env = {**env, "DPCL_WARM_WORKER_IDLE": "1"}
+    res = _run(tmp_path, env, "nap", "4")  # four idle times long
+    assert res.returncode == 0, res.stderr
+    again = _run(tmp_path, env, "ok")
+    assert again.returncode == 0, again.stderr
+    (pid,) = _starts(env)  # one warm process served both
+    deadline = time.monotonic() + 30
+    while True:  # idle, it exits
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the idle warm worker did not exit"
+        time.sleep(0.1)
