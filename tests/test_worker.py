@@ -163,7 +163,12 @@ def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
 def _starts(env) -> list[int]:
     """The pids of the warm processes started so far (their logs' "listening on" lines)."""
     logs = (Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}").glob("*.log")
-    return [int(line.split()[3]) for log in logs for line in log.read_text().splitlines() if "listening on" in line]
+    return [
+        int(line.split()[3])
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "listening on" in line
+    ]
 
 
 def test_a_job_longer_than_the_idle_time_keeps_the_warm_process(tmp_path, env):
