@@ -120,10 +120,12 @@ def _segment_pld(
 
 
 def _history_pld(history: tuple[Segment, ...], pessimistic: bool, discretization: float):
+    from .pld_ops import compose  # dp_accounting's composition, its tail truncation in numpy
+
     out = None
     for s, q, n, p in history:
         seg = _segment_pld(s, q, n, pessimistic, discretization, p)
-        out = seg if out is None else out.compose(seg)
+        out = seg if out is None else compose(out, seg)
     return out
 
 
@@ -137,7 +139,9 @@ def _epsilon(history: tuple[Segment, ...], delta: float, pessimistic: bool, disc
         return 0.0
 
     def compute() -> float:
-        eps = float(_history_pld(history, pessimistic, discretization).get_epsilon_for_delta(delta))
+        from .pld_ops import epsilon_for_delta  # dp_accounting's ε(δ), its walk in numpy
+
+        eps = float(epsilon_for_delta(_history_pld(history, pessimistic, discretization), delta))
         return max(0.0, eps)
 
     return float(
