@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
+from _compare import same_pld
 from _timing import median_time
 from dp_accounting.pld import privacy_loss_distribution as dp_pld
 
@@ -23,20 +23,6 @@ from dpcl.privacy.pld_gaussian import from_gaussian_mechanism
 # (σ, q): a strict DP-SGD run (ε = 1 at q = 0.01), a loose one (ε = 8 at q = 0.1), DP-AL's noise at a
 # high rate, a large σ at a small rate
 CASES = [(0.8, 0.01), (1.1, 0.1), (0.5, 0.37), (3.0, 0.004)]
-
-
-def _same(a, b) -> bool:
-    for side in ("_pmf_remove", "_pmf_add"):
-        x, y = getattr(a, side).to_dense_pmf(), getattr(b, side).to_dense_pmf()
-        if (x._lower_loss, x._infinity_mass, x._probs.shape) != (
-            y._lower_loss,
-            y._infinity_mass,
-            y._probs.shape,
-        ):
-            return False
-        if not np.array_equal(x._probs.view(np.int64), y._probs.view(np.int64)):
-            return False
-    return True
 
 
 def main() -> None:
@@ -56,7 +42,7 @@ def main() -> None:
             )
             ours = from_gaussian_mechanism(**kw)
             theirs = dp_pld.from_gaussian_mechanism(sensitivity=1.0, **kw)
-            assert _same(ours, theirs), (sigma, q, pessimistic)
+            assert same_pld(ours, theirs), (sigma, q, pessimistic)
             t_ours = median_time(lambda kw=kw: from_gaussian_mechanism(**kw), args.repeat)
             t_theirs = median_time(
                 lambda kw=kw: dp_pld.from_gaussian_mechanism(sensitivity=1.0, **kw), args.repeat

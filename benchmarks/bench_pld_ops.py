@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from _compare import same_pld
 from _timing import median_time
 
 from dpcl.learners.desai_verdicts import LOWER_DISCRETIZATION, reread_history
@@ -35,20 +36,6 @@ def _compose(history, pessimistic, discretization, compose):
     return out
 
 
-def _same(a, b) -> bool:
-    for side in ("_pmf_remove", "_pmf_add"):
-        x, y = getattr(a, side), getattr(b, side)
-        if (x._lower_loss, x._infinity_mass, x._probs.shape) != (
-            y._lower_loss,
-            y._infinity_mass,
-            y._probs.shape,
-        ):
-            return False
-        if not np.array_equal(x._probs.view(np.int64), y._probs.view(np.int64)):
-            return False
-    return True
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
@@ -60,7 +47,7 @@ def main() -> None:
         for pessimistic, grid in ((True, pld.VALUE_DISCRETIZATION), (False, LOWER_DISCRETIZATION)):
             ours = _compose(history, pessimistic, grid, pld_ops.compose)  # also builds the segments once
             theirs = _compose(history, pessimistic, grid, lambda a, b: a.compose(b))
-            assert _same(ours, theirs), (sigma, q, pessimistic)
+            assert same_pld(ours, theirs), (sigma, q, pessimistic)
             eps_ours, eps_theirs = pld_ops.epsilon_for_delta(ours, DELTA), theirs.get_epsilon_for_delta(DELTA)
             assert eps_ours == eps_theirs, (eps_ours, eps_theirs)
             times = [

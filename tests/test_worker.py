@@ -86,6 +86,18 @@ def _run(tmp_path, env, *args, timeout=120):
     )
 
 
+def _wait_gone(pid: int, timeout: float, message: str) -> None:
+    """Wait until process ``pid`` has ended, failing with ``message`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, message
+        time.sleep(0.05)
+
+
 def test_script_runs_in_a_preloaded_child_with_the_jobs_streams_cwd_and_env(tmp_path, env):
     res = _run(tmp_path, env, "ok")
     assert res.returncode == 0, res.stderr
@@ -135,14 +147,7 @@ def test_killing_the_job_kills_its_child(tmp_path, env):
     assert child != proc.pid
     proc.kill()  # what Snakemake does to a cancelled job
     proc.wait()
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "the worker's child outlived its job"
-        time.sleep(0.05)
+    _wait_gone(child, 10, "the worker's child outlived its job")
 
 
 def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
@@ -181,11 +186,4 @@ def test_a_job_longer_than_the_idle_time_keeps_the_warm_process(tmp_path, env):
     again = _run(tmp_path, env, "ok")
     assert again.returncode == 0, again.stderr
     (pid,) = _starts(env)  # one warm process served both
-    deadline = time.monotonic() + 30
-    while True:  # idle, it exits
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "the idle warm worker did not exit"
-        time.sleep(0.1)
+    _wait_gone(pid, 30, "the idle warm worker did not exit")  # idle, it exits
