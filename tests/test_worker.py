@@ -48,6 +48,17 @@ def short_tmp():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def _starts(env) -> list[int]:
+    """The pids of the warm processes started so far (their logs' "listening on" lines)."""
+    logs = (Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}").glob("*.log")
+    return [
+        int(line.split()[3])
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "listening on" in line
+    ]
+
+
 @pytest.fixture
 def env(short_tmp):
     short = short_tmp
@@ -61,14 +72,11 @@ def env(short_tmp):
     e.pop("DPCL_IN_WARM_WORKER", None)
     yield e
     # stop the test's warm worker (it would exit after 20 s idle anyway)
-    for log in (short / f"dpcl-{os.getuid()}").glob("*.log"):
-        for line in log.read_text().splitlines():
-            if "listening on" in line:
-                pid = int(line.split()[3])
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+    for pid in _starts(e):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def _run(tmp_path, env, *args, timeout=120):
@@ -163,17 +171,6 @@ def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
     finally:
         os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert worker.socket_path() == first
-
-
-def _starts(env) -> list[int]:
-    """The pids of the warm processes started so far (their logs' "listening on" lines)."""
-    logs = (Path(env["TMPDIR"]) / f"dpcl-{os.getuid()}").glob("*.log")
-    return [
-        int(line.split()[3])
-        for log in logs
-        for line in log.read_text().splitlines()
-        if "listening on" in line
-    ]
 
 
 def test_a_job_longer_than_the_idle_time_keeps_the_warm_process(tmp_path, env):

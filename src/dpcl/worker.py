@@ -319,7 +319,7 @@ def serve(path: str | Path, idle_s: float | None = None) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 _child(conn)
             conn.close()
-            children = {c for c in children if _alive(c)} | {pid}
+            children.add(pid)  # the ended ones are dropped while the worker waits
             busy = time.monotonic()
     finally:
         with contextlib.suppress(OSError):
