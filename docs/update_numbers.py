@@ -6,7 +6,9 @@ Reads (each optional; a missing input leaves its outputs as they are and says so
 
 * ``<results>/tables/split_fmnist.md``: the embedded default benchmark's table, written by the
   pipeline (``snakemake --cores all``);
-* ``<results>/ci/timings.tsv``: one ``step<TAB>seconds`` line per step of ``.ci/run``, which writes it;
+* ``<results>/ci/timings.tsv``: one ``step<TAB>seconds[<TAB>core-seconds]`` line per step of ``.ci/run``,
+  which writes it: the step's wall time and the CPU time the machine spent during it (every process, so a
+  step that runs beside another counts the other's work too);
 * ``<results>/ci/pytest.xml``: the test suite's JUnit report, which ``.ci/run`` asks pytest for;
 * ``<results>/ci/machine.json``: ``benchmarks/bench_roofline.py``'s report, which ``.ci/run`` writes
   first: the machine's roofs and the head DP-SGD step's distance from them in the same run.
@@ -41,7 +43,7 @@ STEPS = {
     "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`)",
     "audit": "strong privacy audits (`.ci/audit.sh`)",
     "pytest": "test suite (`python -m pytest -n auto`)",
-    "slurm": "SLURM integration test (runs beside the test suite)",
+    "slurm": "SLURM integration test (runs beside the audits and the test suite)",
     "total": "all of `.ci/run`",
 }
 
@@ -63,17 +65,30 @@ def default_table(results: Path) -> str | None:
     return "\n".join(rows) + "\n"
 
 
-def read_timings(results: Path) -> dict[str, float] | None:
+def _timing_rows(results: Path) -> list[list[str]] | None:
     path = results / "ci" / "timings.tsv"
     if not path.exists():
         return None
-    timings = {}
+    rows = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
-        name, _, value = line.partition("\t")
-        if name not in STEPS:
-            raise SystemExit(f"{path}:{n}: unknown step {name!r}; known: {', '.join(STEPS)}")
-        timings[name] = float(value)
-    return timings
+        fields = line.split("\t")
+        if fields[0] not in STEPS:
+            raise SystemExit(f"{path}:{n}: unknown step {fields[0]!r}; known: {', '.join(STEPS)}")
+        if len(fields) not in (2, 3):
+            raise SystemExit(f"{path}:{n}: expected step, seconds and optionally core-seconds, got {line!r}")
+        rows.append(fields)
+    return rows
+
+
+def read_timings(results: Path) -> dict[str, float] | None:
+    """Wall seconds per step of ``.ci/run``."""
+    rows = _timing_rows(results)
+    return None if rows is None else {f[0]: float(f[1]) for f in rows}
+
+
+def read_cpu(results: Path) -> dict[str, float]:
+    """Core-seconds the machine spent during each step that has them (the third column)."""
+    return {f[0]: float(f[2]) for f in _timing_rows(results) or [] if len(f) == 3}
 
 
 def read_machine(results: Path) -> dict | None:
@@ -107,20 +122,39 @@ def read_tests(results: Path) -> tuple[int, float] | None:
     return int(suite.get("tests")), float(suite.get("time"))
 
 
-def timings_page(timings: dict[str, float], tests: tuple[int, float] | None) -> str:
-    lines = [
-        "| step of `.ci/run` | wall time |",
-        "|---|---|",
-    ]
+def timings_page(
+    timings: dict[str, float], tests: tuple[int, float] | None, cpu: dict[str, float] | None = None
+) -> str:
+    """The steps' table; with ``cpu`` (:func:`read_cpu`) also each step's CPU time and how many cores it
+    kept busy on average (CPU time / wall time)."""
+    cpu = cpu or {}
+    if cpu:
+        lines = ["| step of `.ci/run` | wall time | CPU time | cores busy |", "|---|---|---|---|"]
+    else:
+        lines = ["| step of `.ci/run` | wall time |", "|---|---|"]
     for key, label in STEPS.items():
         if key in timings:
             extra = f" ({tests[0]} tests)" if key == "pytest" and tests else ""
-            lines.append(f"| {label} | {minutes(timings[key])}{extra} |")
-    return "\n".join(lines) + "\n"
+            row = f"| {label} | {minutes(timings[key])}{extra} |"
+            if cpu:
+                busy = f"{cpu[key] / timings[key]:.2f}" if key in cpu and timings[key] > 0 else "–"
+                row += f" {minutes(cpu[key]) if key in cpu else '–'} | {busy} |"
+            lines.append(row)
+    text = "\n".join(lines) + "\n"
+    if cpu:
+        text += (
+            "\nCPU time: the time the machine's cores spent busy during the step, all processes together "
+            "(the SLURM test's counts in the steps it runs beside); the step's wall time on these cores is at "
+            "least its CPU time divided by their number.\n"
+        )
+    return text
 
 
 def timings_summary(
-    timings: dict[str, float], tests: tuple[int, float] | None, machine: dict | None = None
+    timings: dict[str, float],
+    tests: tuple[int, float] | None,
+    machine: dict | None = None,
+    cpu: dict[str, float] | None = None,
 ) -> str:
     parts = []
     if "default" in timings:
@@ -129,7 +163,8 @@ def timings_summary(
         count = f"{tests[0]} tests" if tests else "the tests"
         parts.append(f"{count} {minutes(timings['pytest'])}")
     if "total" in timings:
-        parts.append(f"all of `.ci/run` {minutes(timings['total'])}")
+        busy = f" ({minutes(cpu['total'])} of CPU time)" if cpu and "total" in cpu else ""
+        parts.append(f"all of `.ci/run` {minutes(timings['total'])}{busy}")
     text = "Measured in the last CI rehearsal on 2 cores: " + "; ".join(parts) + ".\n"
     return text + (machine_sentence(machine) if machine else "")
 
@@ -163,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     if timings is None:
         print(f"{args.results}/ci/timings.tsv missing: timings unchanged", file=sys.stderr)
     else:
-        tests, machine = read_tests(args.results), read_machine(args.results)
-        page = timings_page(timings, tests) + ("\n" + machine_sentence(machine) if machine else "")
+        tests, machine, cpu = read_tests(args.results), read_machine(args.results), read_cpu(args.results)
+        page = timings_page(timings, tests, cpu) + ("\n" + machine_sentence(machine) if machine else "")
         (NUMBERS / "timings.md").write_text(page)
-        (NUMBERS / "timings_summary.md").write_text(timings_summary(timings, tests, machine))
+        (NUMBERS / "timings_summary.md").write_text(timings_summary(timings, tests, machine, cpu))
     text = README.read_text()
     for name, body in readme_blocks().items():
         text = replace_block(text, name, body)

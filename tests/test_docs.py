@@ -359,8 +359,22 @@ def test_numbers_are_rewritten_from_a_run(tmp_path):
         "2 / 10 outputs) took 2.84× / 2.71× its roofline bound, private/non-private 1.26 / 1.31"
         in with_machine
     )
+    assert update_numbers.read_cpu(tmp_path) == {}  # two columns: no CPU column in the page
+    assert "CPU time" not in update_numbers.timings_page(timings, tests)
+    (tmp_path / "ci" / "timings.tsv").write_text("default\t299\t590\npytest\t61\ntotal\t1200\t2100\n")
+    cpu = update_numbers.read_cpu(tmp_path)
+    assert cpu == {"default": 590.0, "total": 2100.0} and update_numbers.read_timings(tmp_path) == timings
+    page = update_numbers.timings_page(timings, tests, cpu)
+    assert "| embedded default pipeline, clean `results/` | 4 min 59 s | 9 min 50 s | 1.97 |" in page
+    assert "| test suite (`python -m pytest -n auto`) | 1 min 1 s (12 tests) | – | – |" in page
+    assert "all of `.ci/run` 20 min 0 s (35 min 0 s of CPU time)" in update_numbers.timings_summary(
+        timings, tests, cpu=cpu
+    )
     (tmp_path / "ci" / "timings.tsv").write_text("defualt\t1\n")
     with pytest.raises(SystemExit, match="unknown step"):
+        update_numbers.read_timings(tmp_path)
+    (tmp_path / "ci" / "timings.tsv").write_text("default\t1\t2\t3\n")
+    with pytest.raises(SystemExit, match="optionally core-seconds"):
         update_numbers.read_timings(tmp_path)
 
 
