@@ -21,8 +21,9 @@ embedded default's DP-A-GEM and Desai et al. jobs (a task's ~540 training record
 share, its tuned rates near 0.045: batches of ~24) and the roofline benchmark's 256 of 10,000. Reports
 microseconds per step for each part, their sum, the whole step timed as ``train_head`` runs it, and the
 noise's share of the whole: medians over ``--rounds`` rounds, each timing the parts and then the whole
-step (these 2-core machines drift by a third within minutes; a round keeps both in one window). A DP-A-GEM step is two such releases (the task's and the buffer's), one
-projection and one Adam step: its noise share is larger still.
+step (these 2-core machines drift by a third within minutes; a round keeps both in one window). A
+DP-A-GEM step is two such releases (the task's and the buffer's), one projection and one Adam step: its
+noise share is larger still.
 """
 
 from __future__ import annotations
