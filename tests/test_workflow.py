@@ -190,6 +190,17 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
     assert not differ, differ[:10]
 
 
+def test_adding_a_seed_reruns_no_job_of_the_seeds_already_run(tiny_run):
+    """More seeds on a finished run plan the new seed's jobs and the aggregates only: every job of the
+    seeds already run is kept (the one-seed first look of docs/getting-started.md relies on it)."""
+    work, _ = tiny_run
+    dry = run_snakemake(work, "-n", "--config", "seeds=[0,1,2,3]")
+    jobs = re.findall(r"^(?:local)?rule (\w+):\n(?:\s+.*\n)*?\s+wildcards: (.*)$", dry.stdout, re.M)
+    seeded = {(rule, m.group(1)) for rule, wildcards in jobs if (m := re.search(r"\bseed=(\d+)", wildcards))}
+    assert {"scenario", "tune_heads", "heads", "tune_agem", "agem", "prototypes"} <= {r for r, _ in seeded}
+    assert {s for _, s in seeded} == {"3"}, sorted(seeded)
+
+
 def test_snakemake_report_has_the_captioned_results(tiny_run):
     """`snakemake --report`: Snakemake's own report holds the benchmark table, every
     learner's table and figure, the paper figures and tables, the privacy outputs and
