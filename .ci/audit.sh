@@ -23,7 +23,7 @@ import pandas as pd
 
 df = pd.read_csv(sys.argv[1])
 assert len(df), "empty audit table"
-violated = df["verdict"].str.startswith("violated")
+violated = df["verdict"].str.startswith("refuted")
 bad = df[violated != df["broken"].astype(bool)]
 assert bad.empty, f"verdicts against expectation:\n{bad[['mechanism', 'claimed_epsilon', 'verdict']]}"
 white = df[df["mechanism"].str.contains("(white-box)", regex=False)]

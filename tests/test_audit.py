@@ -283,12 +283,25 @@ def test_attack_table_and_markdown():
     assert "| oracle | 8 | 1e-05 | 2000 | 1.0000 |" in md
 
 
-def test_audit_verdict_is_three_valued_with_its_adjacency():
+def test_audit_verdict_refutes_or_not_never_certifies():
     from dpcl.audits.audit import audit_verdict
 
-    assert audit_verdict(1.0, 3.8, certified_by_accountant=False) == "violated (add/remove)"
-    assert audit_verdict(1.0, 0.5, certified_by_accountant=False) == "not_certified (add/remove)"
-    assert audit_verdict(1.0, 0.5, certified_by_accountant=True) == "certified (add/remove)"
-    assert audit_verdict(1.0, 1.5, certified_by_accountant=True).startswith(
-        "violated (add/remove; contradicts"
-    )
+    assert audit_verdict(1.0, 3.8) == "refuted (add/remove; the ε bound exceeds the claim)"
+    assert audit_verdict(1.0, 0.5) == "not refuted (add/remove)"
+    assert audit_verdict(1.0, 1.0) == "not refuted (add/remove)"  # at the claim: no evidence against it
+    assert audit_verdict(1.0, 0.5, claimed_mu=0.268, mu_lower=0.3).startswith("refuted (add/remove; the μ")
+    assert audit_verdict(1.0, 0.5, claimed_mu=0.268, mu_lower=0.2) == "not refuted (add/remove)"
+
+
+def test_claim_mu_is_the_largest_mu_within_the_claim():
+    """The μ a claim allows, from the GDP curve alone, equals 1/σ of the analytic Gaussian mechanism
+    (Balle & Wang's calibration, an independent route) and its curve meets δ at ε."""
+    from dpcl.audits.gdp import claim_mu, gdp_delta
+    from dpcl.privacy.gaussian import gaussian_sigma
+
+    for eps in (0.5, 1.0, 2.0, 8.0):
+        mu = claim_mu(eps, 1e-5)
+        assert mu == pytest.approx(1 / gaussian_sigma(eps, 1e-5), rel=1e-7)
+        assert gdp_delta(mu, eps) == pytest.approx(1e-5, rel=1e-6)
+        assert gdp_delta(mu * 1.01, eps) > 1e-5
+    assert claim_mu(1.0, 1e-5) == pytest.approx(0.268, abs=1e-3)

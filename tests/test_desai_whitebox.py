@@ -107,7 +107,10 @@ def test_a_correct_implementation_stays_at_or_below_its_ledger_in_both_parts():
             row["epsilon_lower_bound"] <= row["claimed_epsilon"]
             and row["mu_lower_bound"] <= row["claimed_mu"]
         )
-        assert row["mu_lower_bound"] >= 0.7 * row["claimed_mu"]  # about 0.8-0.87 of it
+        # power: with ~30,000 trials per world and error rates near 0.47, each Clopper-Pearson bound (at
+        # α/4: the row's μ test has α/2) costs about 0.017 of μ and the estimate's sd is about 0.011, so
+        # the bound is expected near 0.75 of μ = 0.134 and falls below half of it with probability < 1e-3
+        assert row["mu_lower_bound"] >= 0.5 * row["claimed_mu"]
         assert min(row["trials_per_world"]) > 29_000
 
 

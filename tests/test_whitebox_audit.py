@@ -89,6 +89,28 @@ def test_noise_at_half_sigma_is_caught():
     assert row["mu_lower_bound"] > 1.5 * row["claimed_mu"]  # the true μ is twice the claim
 
 
+def test_a_calibration_two_thirds_of_sigma_is_refuted_by_the_claim_not_the_code(monkeypatch):
+    """The accountant's σ at ⅔ of what ε = 1 needs (true ε 1.55): the ledger would state that σ, so an
+    audit comparing with the code's own μ (1/σ) passes it; the μ the claim (ε, δ) allows refutes it."""
+    import dpcl.privacy.sgd_accounting as accounting
+    from dpcl.learners import registry
+    from dpcl.stages.privacy import _whitebox_rows
+
+    calibrated = accounting.noise_multiplier
+    monkeypatch.setattr(accounting, "noise_multiplier", lambda *a, **k: calibrated(*a, **k) * 2 / 3)
+    audit, function, learners = next(a for a in registry.whitebox_audits() if a[0].name == "DP-SGD heads")
+    cfg = {"whitebox_runs": 40, "whitebox_canaries": 5000, "whitebox_bias_trials": 100, "seed": 0}
+    row = next(
+        r for r in _whitebox_rows(audit, function, learners, 1.0, DELTA, cfg) if "weights" in r["mechanism"]
+    )
+    assert row["claimed_mu"] == pytest.approx(0.268, abs=1e-3)  # from (1, 1e-5) alone
+    # the code's own σ: the accountant's (a little above the analytic Gaussian's at q = 1) times ⅔
+    assert row["noise_mu"] == pytest.approx(1.5 * row["claimed_mu"], rel=0.02)
+    # the bound sits a few hundredths under the true μ 0.40: below the code's μ, far above the claim's
+    assert row["claimed_mu"] < row["mu_lower_bound"] < row["noise_mu"]
+    assert row["verdict"].startswith("refuted") and "μ bound" in row["verdict"]
+
+
 @pytest.mark.parametrize("branch", ["weights", "bias"])
 def test_a_branch_escaping_clipping_is_caught(branch):
     if branch == "weights":
@@ -126,10 +148,10 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
     heads = "(PEFT Ensemble (head-only), Naive (head-only), Non-CL (head-only)) | 1 |"
     for branch in ("weights", "bias"):
         line = next(line for line in md.splitlines() if f"DP-SGD heads, {branch} (white-box)" in line)
-        assert heads in line and "certified (add/remove)" in line
+        assert heads in line and "not refuted (add/remove)" in line
         assert "q = 1, 1 step, C = 0.1" in line
     line = next(line for line in md.splitlines() if "FM-A-GEM, coefficient release (white-box)" in line)
-    assert "(FM-A-GEM (sound variant)) | 1 |" in line and "certified (add/remove)" in line
+    assert "(FM-A-GEM (sound variant)) | 1 |" in line and "not refuted (add/remove)" in line
     names = (
         "DP cosine classifier, class sums",
         "DP-A-GEM, train part",

@@ -417,33 +417,35 @@ def audit_table(
     df["delta"] = delta
     df["alpha"] = alpha
     df["verdict"] = [
-        audit_verdict(c, lb, certified_by_accountant=not b)
-        for c, lb, b in zip(df["claimed_epsilon"], df["epsilon_lower_bound"], df["broken"], strict=True)
+        audit_verdict(c, lb) for c, lb in zip(df["claimed_epsilon"], df["epsilon_lower_bound"], strict=True)
     ]
     return df
 
 
 AUDIT_ADJACENCY = "add/remove"
+#: an audit row's two verdicts: it can refute a claim, never certify one (certifying is the accountant's)
+REFUTED, NOT_REFUTED = "refuted", "not refuted"
 
 
 def audit_verdict(
     claimed: float,
     lower: float,
-    certified_by_accountant: bool,
     *,
     claimed_mu: float | None = None,
     mu_lower: float | None = None,
 ) -> str:
-    """The three-valued verdict (:mod:`dpcl.privacy.verdict`) of an audit row, with its adjacency: the
-    audit's Clopper-Pearson bound is the lower bound; the upper bound is the claim itself where the
-    mechanism's own accountant certifies it (a correctly calibrated mechanism), else there is none. A
-    white-box audit whose claim is a claimed μ (:mod:`dpcl.audits.gdp`) also passes its μ bound: above the
-    claimed μ, the claim is violated whatever the ε bound says."""
-    from ..privacy.verdict import classify
+    """An audit row's verdict, with its adjacency: ``refuted`` where its lower bound on ε exceeds the
+    claimed ε, or (a white-box row whose claim is Gaussian in its setting, :mod:`dpcl.audits.gdp`) its
+    lower bound on μ exceeds the μ that the claimed (ε, δ) allows; else ``not refuted``. A row with both
+    tests runs each at half its α (:func:`dpcl.audits.whitebox.bound_trials`)."""
+    from ..privacy.verdict import REL_TOL
 
-    if claimed_mu is not None and mu_lower is not None and float(mu_lower) > float(claimed_mu):
-        return f"violated ({AUDIT_ADJACENCY}; the μ bound contradicts the accountant)"
-    upper = float(claimed) if certified_by_accountant else None
-    if upper is not None and float(lower) > upper:  # the audit refutes what the accountant certified
-        return f"violated ({AUDIT_ADJACENCY}; contradicts the accountant)"
-    return f"{classify(float(claimed), upper, float(lower))} ({AUDIT_ADJACENCY})"
+    if (
+        claimed_mu is not None
+        and mu_lower is not None
+        and float(mu_lower) > float(claimed_mu) * (1 + REL_TOL)
+    ):
+        return f"{REFUTED} ({AUDIT_ADJACENCY}; the μ bound exceeds what the claim allows)"
+    if math.isfinite(float(claimed)) and float(lower) > float(claimed) * (1 + REL_TOL):
+        return f"{REFUTED} ({AUDIT_ADJACENCY}; the ε bound exceeds the claim)"
+    return f"{NOT_REFUTED} ({AUDIT_ADJACENCY})"

@@ -17,6 +17,12 @@ a hundred thousand trials pin μ down to a few hundredths. So the μ route tells
 from one that spends √2× its noise budget (one reread too many), which the (ε, δ) route cannot at
 ε = 1 with the trials an audit can afford.
 
+The claim tested is the ledger's (ε, δ) itself, not the noise the code happened to use: a claim of
+(ε, δ)-DP for a mechanism that is Gaussian in the audit setting allows at most the μ of
+:func:`claim_mu`, the largest μ whose curve stays within (ε, δ) ([Dong2022], Cor. 2.13). A μ bound above
+it refutes the claim whatever σ the code computed; an audit that compared with √reads/σ would pass a
+calibration that returned too little noise, since the ledger would state the same wrong σ.
+
 The ε it is reported with (:func:`gdp_epsilon`) is the ε at δ of the μ-GDP curve at the bound; it is a
 lower bound on the mechanism's ε at δ only for mechanisms whose trade-off curve is Gaussian (as the
 accountant's is in this setting); the rigorous statement is the one on μ.
@@ -27,7 +33,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.optimize import brentq
+from scipy.special import ndtr, ndtri
 
 from .audit import clopper_pearson
 
@@ -44,6 +51,25 @@ def mu_lower_bound(k_d: int, n_d: int, k_dp: int, n_dp: int, alpha: float = 0.05
     if fpr >= 1.0 or fnr >= 1.0:
         return 0.0
     return max(0.0, float(ndtri(1.0 - fpr) - ndtri(fnr)))
+
+
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """δ(ε) of the μ-GDP trade-off curve: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) ([Dong2022], Cor. 2.13)."""
+    if mu <= 0:
+        return 0.0
+    return float(ndtr(-epsilon / mu + mu / 2) - math.exp(epsilon) * ndtr(-epsilon / mu - mu / 2))
+
+
+def claim_mu(epsilon: float, delta: float) -> float:
+    """The largest μ whose μ-GDP curve satisfies (ε, δ)-DP: what a claim of (ε, δ)-DP allows a mechanism
+    that is Gaussian in the audit setting. Solved here from the GDP curve alone (not with the library's
+    noise calibration, which is among the things an audit tests)."""
+    if not (epsilon > 0 and math.isfinite(epsilon)) or not 0 < delta < 1:
+        raise ValueError(f"need a finite epsilon > 0 and delta in (0, 1), got {epsilon!r} and {delta!r}")
+    hi = 1.0
+    while gdp_delta(hi, epsilon) < delta:  # δ(ε) grows with μ, from 0 towards 1
+        hi *= 2.0
+    return float(brentq(lambda m: gdp_delta(m, epsilon) - delta, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:

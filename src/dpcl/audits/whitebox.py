@@ -94,18 +94,29 @@ def _run(train: Callable, x: np.ndarray, y: np.ndarray, sigma: float, gen: np.ra
 
 
 def bound_coin_trials(
-    z_out: np.ndarray, z_in: np.ndarray, *, runs: int, per_run: int, delta: float, alpha: float
+    z_out: np.ndarray,
+    z_in: np.ndarray,
+    *,
+    runs: int,
+    per_run: int,
+    delta: float,
+    alpha: float,
+    with_mu: bool = True,
 ) -> dict:
     """:func:`bound_trials` of a many-canary audit: ``runs`` runs of ``per_run`` canaries, each included
     by a fair coin; the first quarter of the runs (their canaries of both worlds) fits the threshold."""
     calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * per_run // 2)
-    return bound_trials(np.asarray(z_out), np.asarray(z_in), calibrate, delta, alpha)
+    return bound_trials(np.asarray(z_out), np.asarray(z_in), calibrate, delta, alpha, with_mu=with_mu)
 
 
-def bound_trials(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, alpha: float) -> dict:
+def bound_trials(
+    z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: float, alpha: float, *, with_mu: bool = True
+) -> dict:
     """Threshold chosen on the first ``calibrate`` trials of each world, the Clopper-Pearson lower bound
-    on ε computed on the rest, which the threshold never saw; beside it the f-DP route's lower bound on
-    μ (:func:`dpcl.audits.gdp.gdp_bound`, the same split) for audits whose claim is a claimed μ.
+    on ε computed on the rest, which the threshold never saw; beside it (``with_mu``) the f-DP route's
+    lower bound on μ (:func:`dpcl.audits.gdp.gdp_bound`, the same split) for audits whose claim is
+    Gaussian in their setting. A row with both tests is refuted when either fires, so each runs at α/2
+    (Bonferroni): the row's verdict errs with probability at most α. Without μ the ε test has all of α.
 
     The statistic is Gaussian in both worlds with a common spread (a shifted projection of Gaussian
     noise), so the calibration trials give its two means and spread, and the threshold is the one whose
@@ -121,17 +132,27 @@ def bound_trials(z_out: np.ndarray, z_in: np.ndarray, calibrate: int, delta: flo
     t, best = m1, -1.0
     for c in max(m0, m1) + sd * np.linspace(-2.0, 8.0, 201):
         b = attainable_lower_bound(
-            float(ndtr(-(c - m0) / sd)), float(ndtr(-(c - m1) / sd)), n_bound, delta, alpha
+            float(ndtr(-(c - m0) / sd)),
+            float(ndtr(-(c - m1) / sd)),
+            n_bound,
+            delta,
+            alpha / 2 if with_mu else alpha,
         )
         if b > best:
             t, best = float(c), b
     k_d, k_dp = int((z_out > t).sum()), int((z_in > t).sum())
-    return gdp_bound(np.r_[cal_out, z_out], np.r_[cal_in, z_in], calibrate, alpha) | {
+    a = alpha / 2 if with_mu else alpha
+    mu = (
+        gdp_bound(np.r_[cal_out, z_out], np.r_[cal_in, z_in], calibrate, a)
+        if with_mu
+        else {"mu_lower_bound": None}
+    )
+    return mu | {
         "threshold": t,
         "counts": [k_d, k_dp],
         "trials_per_world": [int(len(z_out)), int(len(z_in))],
         "calibration_trials": int(calibrate),
-        "epsilon_lower_bound": epsilon_lower_bound(k_d, len(z_out), k_dp, len(z_in), delta, alpha),
+        "epsilon_lower_bound": epsilon_lower_bound(k_d, len(z_out), k_dp, len(z_in), delta, a),
     }
 
 
@@ -299,7 +320,7 @@ def audit_head_poisson(
             )
         z_in.extend(stat[coins].tolist())
         z_out.extend(stat[~coins].tolist())
-    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha)
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha, with_mu=False)
     return row | {
         "audit": "head weights: Dirac canaries, Poisson sampling over many steps",
         "claimed_epsilon": float(epsilon),

@@ -73,13 +73,15 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
         )
     a = float(df["alpha"].iloc[0]) if len(df) else 0.05
     note = (
-        f"Lower bounds hold with confidence {1 - a:g} (Clopper-Pearson, Bonferroni-split); δ = "
-        f"{float(df['delta'].iloc[0]) if len(df) else 0:g}. Correct mechanisms must stay at or below "
-        "their claimed ε; the broken variants must exceed it. Verdict: violated where the lower bound exceeds the "
-        "claim, certified where the mechanism's accountant certifies the claim and the audit does not refute it, "
-        "else not certified (an audit refutes, never proves); every audit here is under add/remove adjacency "
-        "(a class count n vs n + 1, a canary present or absent). Learners: a canary individual in one task, "
-        "independent trainings with and without it, a threshold on the released model (dpcl.audits.learners)."
+        f"Each row's verdict errs with probability at most {a:g} (Clopper-Pearson bounds; a row with an ε and "
+        f"a μ test runs each at half of it); δ = {float(df['delta'].iloc[0]) if len(df) else 0:g}. "
+        "Verdict: refuted where a lower bound exceeds what the claim allows, else not refuted. An audit can "
+        "refute a claim, never certify one (that is the accountant's, through the verified ledger): not "
+        "refuted means only that this audit found no evidence against the claim. Correct mechanisms must "
+        "not be refuted; the variants broken on purpose must be. Every audit here is under add/remove "
+        "adjacency (a class count n vs n + 1, a canary present or absent). Learners: a canary individual in "
+        "one task, independent trainings with and without it, a threshold on the released model "
+        "(dpcl.audits.learners)."
     )
     columns = [
         "mechanism",
@@ -94,8 +96,9 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     if has_mu:
         note += (
             " The μ column is the f-DP route of the white-box audits (dpcl.audits.gdp): in their setting "
-            "(sampling rate 1) the claim is exactly μ-GDP, and error rates near one half bound μ with a "
-            "Clopper-Pearson confidence of the same level; a μ bound above the claimed μ refutes the claim. "
+            "(sampling rate 1) each release is a Gaussian mechanism, error rates near one half bound μ, and "
+            "the claim is the largest μ whose curve stays within the claimed (ε, δ), derived from the claim "
+            "alone, not from the noise the code used; a μ bound above it refutes the claim. "
             "The ε in brackets is the ε at δ of the μ-GDP curve at that bound: a lower bound on ε for "
             "Gaussian-shaped mechanisms only, so the ε column stays the assumption-free bound."
         )

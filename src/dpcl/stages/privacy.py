@@ -140,13 +140,9 @@ def privacy_audit(
                 for r in rows[LEARNERS_PART]
             ]
         )
-        # L2DP-ML has no upper bound (its noise is drawn once and reused, [Lai2022]); the sound learners'
-        # ledgers certify their claim with their accountant
         learners["verdict"] = [
-            audit_verdict(c, lb, certified_by_accountant=not broken)
-            for lb, c, broken in zip(
-                learners["epsilon_lower_bound"], learners["claimed_epsilon"], learners["broken"], strict=True
-            )
+            audit_verdict(c, lb)
+            for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     if cfg.get("whitebox_runs", 0):
@@ -213,13 +209,16 @@ def privacy_audit(
 
 def _whitebox_rows(audit, function, learners, eps: float, delta: float, cfg: dict) -> list[dict]:
     """The rows of one white-box audit (:func:`dpcl.learners.registry.whitebox_audits`) at claimed ε
-    ``eps``, tagged with the learners that share it. The verdict is violated where either lower bound
-    exceeds its claim: ε at δ (Clopper-Pearson, or the one-run bound of :mod:`dpcl.audits.one_run`) or μ
-    (the f-DP route, :mod:`dpcl.audits.gdp`; NaN, shown "—", for a one-run audit, which has none)."""
+    ``eps``, tagged with the learners that share it. The verdict is refuted where either lower bound
+    exceeds what the claim allows: ε at δ (Clopper-Pearson, or the one-run bound of
+    :mod:`dpcl.audits.one_run`) or μ (the f-DP route, :mod:`dpcl.audits.gdp`; NaN, shown "—", where the
+    row has none). The μ a claim allows is derived from the claimed (ε, δ) alone
+    (:func:`dpcl.audits.gdp.claim_mu`); the μ of the noise the code used is kept beside it
+    (``noise_mu``), for the reader, never for the verdict."""
     import math
 
     from ..audits.audit import audit_verdict
-    from ..audits.gdp import gdp_epsilon
+    from ..audits.gdp import claim_mu, gdp_epsilon
 
     rows = []
     tag = audit.tag or ", ".join(s.display for s in learners)
@@ -227,6 +226,8 @@ def _whitebox_rows(audit, function, learners, eps: float, delta: float, cfg: dic
         lower = max(r["epsilon_lower_bound"], 0.0)
         # a one-run audit (dpcl.audits.film) has no μ bound: its trials are not independent
         mu = r["mu_lower_bound"] if r["mu_lower_bound"] is not None else math.nan
+        allowed = claim_mu(r["claimed_epsilon"], delta) if math.isfinite(mu) else math.nan
+        noise_mu = r.get("claimed_mu")
         rows.append(
             {
                 "mechanism": f"{audit.name}, {r['part']} (white-box)",
@@ -239,14 +240,14 @@ def _whitebox_rows(audit, function, learners, eps: float, delta: float, cfg: dic
                 "threat_model": r["threat_model"],
                 "delta": delta,
                 "alpha": r["alpha"],
-                "claimed_mu": r["claimed_mu"],
+                "claimed_mu": allowed,
+                "noise_mu": noise_mu if noise_mu is not None else math.nan,
                 "mu_lower_bound": mu,
                 "epsilon_gdp": gdp_epsilon(mu, delta) if math.isfinite(mu) else math.nan,
                 "verdict": audit_verdict(
                     r["claimed_epsilon"],
                     lower,
-                    certified_by_accountant=True,
-                    claimed_mu=r["claimed_mu"],
+                    claimed_mu=allowed if math.isfinite(mu) else None,
                     mu_lower=mu if math.isfinite(mu) else None,
                 ),
             }
