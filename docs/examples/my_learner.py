@@ -9,6 +9,10 @@ Privacy: each task releases, for every label of its released label space O_t, th
 features of that label's records plus N(0, σ² I). One record changes one sum by a unit vector
 (add/remove adjacency: L2 sensitivity 1), so the Gaussian mechanism with the analytic σ for the task's
 training budget (ε, δ) is (ε, δ)-DP; every record is in one task, so tasks compose in parallel.
+
+The release is made by the library's primitive (:func:`dpcl.privacy.class_sums.noisy_class_sums`), which
+reports it to the privacy audit: the audit counts every record's reads against this learner's ledger
+with no audit code here. A learner that draws its own noise instead is marked "not auditable".
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 from dpcl.learners.api import RunInputs, RunResult
 from dpcl.learners.registry import LearnerSpec
+from dpcl.privacy.class_sums import noisy_class_sums
 from dpcl.privacy.gaussian import gaussian_sigma
 from dpcl.privacy.verify import EntrySpec, LedgerSpec
 
@@ -35,11 +40,11 @@ def run(inputs: RunInputs) -> RunResult:
     seen = np.zeros(inputs.n_universe, dtype=bool)
     predictions, records = [], []
     for t, task in enumerate(inputs.tasks):
-        labels = np.asarray(sorted(task.label_space), dtype=np.int64)
-        noise = inputs.rng_for(t, "gaussian").standard_normal((len(labels), dim)) * sigma
-        sums[labels] += noise  # every label of O_t gets noise, whether or not it has records
-        unit = task.x / np.maximum(np.linalg.norm(task.x, axis=1, keepdims=True), 1e-12)
-        np.add.at(sums, task.y, unit)
+        # every label of O_t gets noise, whether or not it has records
+        labels, released = noisy_class_sums(
+            task.x, task.y, task.label_space, sigma, inputs.rng_for(t, "gaussian"), dim=dim
+        )
+        sums[labels] += released
         seen[labels] = True
         records.append(
             {

@@ -71,6 +71,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..privacy import releases
 from ..privacy.gaussian import gaussian_sigma
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..public_pca import Projection
@@ -227,6 +228,15 @@ def release_coefficients(
         noise = noise + np.triu(noise, 1).T
         a = a + noise
         b = b + sigma * gen.standard_normal(b.shape)
+    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
+        iu = np.triu_indices(a.shape[0])
+        releases.report(
+            "taylor_coefficients",
+            rows=z,
+            sensitivity=SENSITIVITY,
+            noise_std=sigma,
+            value=np.concatenate([a[iu], np.ravel(b)]),
+        )
     return a, b
 
 

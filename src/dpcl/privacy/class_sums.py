@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sorted_ints import isin, sorted_distinct
+from . import releases
 
 #: L2 sensitivity of one task's class sums of unit-norm features under add/remove
 SENSITIVITY = 1.0
@@ -48,4 +49,24 @@ def noisy_class_sums(
         data_sums = np.zeros((len(present), dim), dtype=np.float64)
         np.add.at(data_sums, inverse, normalize_rows(features))
         task_sums[np.searchsorted(o_t, present)] += data_sums.astype(np.float32)
+    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
+        releases.report(
+            "class_sums",
+            rows=features,
+            sensitivity=1.0,  # one record adds one unit vector to one sum
+            noise_std=sigma,
+            value=task_sums,
+            contribution=lambda rows, labels: class_sum_contribution(rows, labels, o_t, dim),
+        )
     return o_t, task_sums
+
+
+def class_sum_contribution(rows: np.ndarray, labels: np.ndarray, o_t: np.ndarray, dim: int) -> np.ndarray:
+    """What each record adds to the released sums of O_t (flat, label-major): its unit feature vector in
+    its label's row."""
+    out = np.zeros((len(rows), len(o_t) * dim))
+    at = np.searchsorted(o_t, np.asarray(labels, dtype=np.int64)) * dim
+    unit = normalize_rows(np.asarray(rows, dtype=np.float64))
+    for i in range(len(rows)):
+        out[i, at[i] : at[i] + dim] = unit[i]
+    return out

@@ -29,6 +29,7 @@ def plot_audit_claims(df: pd.DataFrame, outputs: list[str | Path]) -> None:
     """Claimed ε (x) against the empirical lower bounds (y) of every audit row in ``df`` (the table of
     :func:`dpcl.stages.privacy.privacy_audit`: mechanism, tag, broken, claimed_epsilon,
     epsilon_lower_bound, and for white-box rows mu_lower_bound, claimed_mu, epsilon_gdp)."""
+    df = df[df["epsilon_lower_bound"].notna()]  # the exposure rows count reads: no bound on ε to draw
     plt = pyplot()
     has_gdp = "epsilon_gdp" in df and df["epsilon_gdp"].notna().any()
     fig, axes = plt.subplots(

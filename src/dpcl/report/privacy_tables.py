@@ -44,7 +44,13 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
     has_mu = "mu_lower_bound" in df.columns
     has_threat = "threat_model" in df.columns
     for r in df.itertuples():
-        lb = "∞" if math.isinf(r.epsilon_lower_bound) else f"{r.epsilon_lower_bound:.3f}"
+        lb = (
+            "—"
+            if math.isnan(r.epsilon_lower_bound)
+            else "∞"
+            if math.isinf(r.epsilon_lower_bound)
+            else f"{r.epsilon_lower_bound:.3f}"
+        )
         tag = (
             f" ({r.tag})"
             if isinstance(getattr(r, "tag", None), str) and r.tag
@@ -65,7 +71,7 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
                     if has_mu
                     else []
                 ),
-                str(r.trials),
+                "—" if pd.isna(r.trials) else str(int(r.trials)),
                 str(r.verdict),
                 *([str(r.threat_model)] if has_threat else []),
                 str(r.setting),

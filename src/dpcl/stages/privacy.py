@@ -3,6 +3,7 @@ label-space attack game (Fig. 1) and the empirical audit table."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -29,6 +30,7 @@ def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str
 #: the audit table's parts that are not white-box audits (:func:`audit_parts`)
 MECHANISMS_PART = "mechanisms"
 LEARNERS_PART = "learners"
+EXPOSURE_PART = "exposure"
 
 
 def _slug(name: str) -> str:
@@ -45,9 +47,12 @@ def audit_parts(cfg: dict) -> list[str]:
     parts = [MECHANISMS_PART]
     if cfg.get("learner_trials", 0):
         parts.append(LEARNERS_PART)
+    if cfg.get("exposure", True):
+        parts.append(EXPOSURE_PART)
     if cfg.get("whitebox_runs", 0):
         names = [_slug(audit.name) for audit, _, _ in registry.whitebox_audits()]
-        clash = sorted({n for n in names if names.count(n) > 1 or n in (MECHANISMS_PART, LEARNERS_PART)})
+        fixed = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART)
+        clash = sorted({n for n in names if names.count(n) > 1 or n in fixed})
         if clash:
             raise ValueError(f"white-box audits whose names give the same part name: {clash}; rename one")
         parts += names
@@ -76,6 +81,10 @@ def _part_rows(cfg: dict, delta: float, part: str):
         from ..audits.learners import learner_audit_table
 
         return learner_audit_table(cfg["epsilons"], delta, int(cfg["learner_trials"]), cfg["seed"])
+    if part == EXPOSURE_PART:
+        from .exposure import exposure_rows
+
+        return exposure_rows(cfg["epsilons"], delta, seed=cfg["seed"])
     for audit, function, learners in registry.whitebox_audits():
         if _slug(audit.name) == part:
             return [
@@ -145,14 +154,41 @@ def privacy_audit(
             for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
+    if cfg.get("exposure", True):
+        exposure = pd.DataFrame(rows[EXPOSURE_PART])
+        df = pd.concat(
+            [
+                df,
+                exposure.assign(
+                    mechanism=exposure["mechanism"].str.replace(": exposure", " (exposure)", regex=False),
+                    broken=False,
+                    tag="",
+                    epsilon_lower_bound=math.nan,
+                    trials=math.nan,
+                    threat_model="exposure: every release's reads counted against the ledger",
+                ).drop(columns=["learner"]),
+            ],
+            ignore_index=True,
+        )
     if cfg.get("whitebox_runs", 0):
         # the table's order: per claimed ε, every white-box audit in registry order
-        whitebox = [n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART)]
+        whitebox = [n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART)]
         ordered = [
             row for i in range(len(_finite(cfg["epsilons"]))) for name in whitebox for row in rows[name][i]
         ]
         df = pd.concat([df, pd.DataFrame(ordered)], ignore_index=True)
     notes = []
+    if cfg.get("exposure", True):
+        notes.append(
+            "Exposure (dpcl.stages.exposure, dpcl.audits.exposure): every registered learner on cached "
+            "features runs its own code on a small audit data set (distinct feature rows, every DP-SGD rate "
+            "1) while the mechanism primitives report every release with the rows it read; each record's "
+            "reads, by noise multiplier, must be covered by the ledger entries of one part of its task. It "
+            "sees reads the ledger does not expect (a record in two parts, an extra release, one reread too "
+            "many) without canaries or statistics; it does not test the noise (the other rows do). A learner "
+            "whose releases do not go through the primitives, or whose job the check cannot run yet, is "
+            "marked not auditable."
+        )
     if cfg.get("whitebox_runs", 0):
         notes.append(
             "White-box audits (the registry's LearnerSpec.whitebox; each learner's own training or release "
@@ -198,6 +234,7 @@ def privacy_audit(
             "adjacency of [Lai2022]'s proof) its claim is not certified: no upper bound exists (the noise "
             "is drawn once and reused) and no audit under substitution has been run."
         )
+    df["trials"] = df["trials"].astype("Int64")  # whole numbers, empty for the exposure rows
     md = audit_table_markdown(df, notes)
     write_text(out_csv, df.to_csv(index=False))
     write_text(out_md, md)

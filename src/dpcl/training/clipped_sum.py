@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from ..privacy import releases
+
 #: clipping factor margin: a float32 rounding of the clipped δ_i lengthens it by at most 2⁻²⁴ (relative)
 CLIP_MARGIN = 1.0 - 2.0**-20
 
@@ -181,4 +183,29 @@ def noisy_clipped_sum(
     else:
         g_w[...] = s_w
         g_b[...] = s_b
+    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
+        releases.report(
+            "clipped_gradient_sum",
+            rows=data.x[batch],
+            sensitivity=clip,
+            noise_std=sigma * clip,
+            value=g,
+            contribution=head_contribution(w, b, clip=clip, active=active),
+        )
     return g_w, g_b, batch, n_clipped
+
+
+def head_contribution(w: np.ndarray, b: np.ndarray, *, clip: float, active: np.ndarray | None):
+    """``(rows, labels) -> (len(rows), w.size + b.size)``: the clipped gradient each record would add to a
+    release at this head (the layout of :func:`noisy_clipped_sum`'s flat release), for an audit."""
+    w, b = np.array(w, copy=True), np.array(b, copy=True)
+
+    def contribution(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        x = np.asarray(rows, dtype=np.float32)
+        d = logit_grads32(w, b, x, np.asarray(labels, dtype=np.int64), active).astype(np.float64)
+        if math.isfinite(clip):
+            sq1 = np.einsum("ij,ij->i", x, x, dtype=np.float64) + 1.0
+            d *= clip_factors(sq1, d, clip)[:, None]
+        return np.concatenate([np.einsum("ij,ik->ijk", d, x).reshape(len(x), -1), d], axis=1)
+
+    return contribution

@@ -1,0 +1,101 @@
+"""Every release of private data, reported by the mechanism primitive that makes it.
+
+A Gaussian release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s
+blocks; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients) calls
+:func:`report` with what it read and how it was noised. Outside an audit nothing listens: :func:`report`
+returns after one context-variable read. An audit opens :func:`recording`, runs a learner's ordinary
+code, and receives every release of the run, in order, whether or not the learner's ledger expects it
+and whether or not the learner cooperates: the report is made by the primitive, not by the learner.
+
+What a release states is what the adversary of the accountant needs and nothing the learner chooses to
+say: the records it read (their rows, as the primitive read them, so that an audit can tell which
+individuals they are by their content), the L2 sensitivity its clipping or normalisation enforces, the
+noise's standard deviation, and the released value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """One Gaussian release of private data, as its primitive made it."""
+
+    mechanism: str  #: the primitive, e.g. "clipped_gradient_sum", "class_sums", "taylor_coefficients"
+    rows: np.ndarray  #: the records read, one row each, as the primitive read them
+    sensitivity: float  #: the L2 bound on one record's contribution that the primitive enforces
+    noise_std: float  #: the standard deviation of the Gaussian noise on every released coordinate
+    value: np.ndarray | None = None  #: the released (noisy) values, flat, when the audit keeps them
+    #: ``contribution(rows) -> (len(rows), value.size)``: what each given record would add to this release
+    #: (clipped or normalised), computed at the release's own state; for attributing canaries
+    contribution: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """σ = noise standard deviation / sensitivity: what a ledger states for this release."""
+        return self.noise_std / self.sensitivity if self.sensitivity > 0 else float("inf")
+
+
+class Recorder:
+    """The releases of the code run inside :func:`recording`, in order (``keep_values``: with their
+    released values and contribution functions, for a statistical audit; without, counts only)."""
+
+    def __init__(self, *, keep_values: bool = False) -> None:
+        self.keep_values = keep_values
+        self.releases: list[Release] = []
+
+    def add(self, release: Release) -> None:
+        self.releases.append(release)
+
+
+_RECORDER: ContextVar[Recorder | None] = ContextVar("dpcl_release_recorder", default=None)
+
+
+@contextlib.contextmanager
+def recording(*, keep_values: bool = False) -> Iterator[Recorder]:
+    """Record every release made inside the ``with`` block (this thread and context only)."""
+    rec = Recorder(keep_values=keep_values)
+    token = _RECORDER.set(rec)
+    try:
+        yield rec
+    finally:
+        _RECORDER.reset(token)
+
+
+def listening() -> bool:
+    """Whether a :func:`recording` is open (a primitive may skip building a report when not)."""
+    return _RECORDER.get() is not None
+
+
+def report(
+    mechanism: str,
+    *,
+    rows: np.ndarray,
+    sensitivity: float,
+    noise_std: float,
+    value: np.ndarray | None = None,
+    contribution: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> None:
+    """Report one release to the open :func:`recording`, if any (copies what it keeps: the caller's
+    buffers are reused across steps)."""
+    rec = _RECORDER.get()
+    if rec is None:
+        return
+    rec.add(
+        Release(
+            mechanism=mechanism,
+            rows=np.array(rows, copy=True),
+            sensitivity=float(sensitivity),
+            noise_std=float(noise_std),
+            value=np.array(value, dtype=np.float64, copy=True).ravel()
+            if rec.keep_values and value is not None
+            else None,
+            contribution=contribution if rec.keep_values else None,
+        )
+    )

@@ -1,0 +1,211 @@
+"""The exposure check (dpcl.audits.exposure, dpcl.stages.exposure): every release reported by the mechanism
+primitives (dpcl.privacy.releases), every record's reads counted against its run's own ledger.
+
+Correct learners are not refuted; the bug classes an audit that only looks where the ledger says the
+code reads cannot see are refuted outright (exact counts at rate 1): a whole task in DP-A-GEM's buffer,
+one extra release per task, one buffer reread too many. A learner that draws its own noise is not
+auditable, and the documented example of a user's learner, which releases through the library's
+primitive, is audited with no audit code of its own. The broken copies live here only: each is the
+learner's own function with one line changed, by source, so that the rest is the code the pipeline runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpcl.audits.exposure import RecordIndex, check_exposure
+from dpcl.learners import registry
+from dpcl.privacy import releases
+from dpcl.privacy.releases import Release
+from dpcl.stages.exposure import exposure_rows
+
+DELTA = 1e-5
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py"
+
+
+def _row(learner: str) -> dict:
+    (row,) = exposure_rows([1.0], DELTA, seed=0, learners=[learner])
+    return row
+
+
+def _broken(module, function: str, monkeypatch, *changes: tuple[str, str]) -> None:
+    """Replace ``module.function`` by a copy of its source with each (old, new) of ``changes`` applied
+    (each ``old`` occurring once)."""
+    src = textwrap.dedent(inspect.getsource(getattr(module, function)))
+    for old, new in changes:
+        assert src.count(old) == 1, f"{old!r} must occur once in {function}"
+        src = src.replace(old, new)
+    namespace = dict(vars(module))
+    exec(compile(src, f"<broken {function}>", "exec"), namespace)  # noqa: S102
+    monkeypatch.setattr(module, function, namespace[function])
+
+
+def test_every_learner_on_cached_features_is_not_refuted_and_the_rest_is_marked():
+    rows = exposure_rows([1.0], DELTA, seed=0)
+    by = {r["learner"]: r for r in rows}
+    assert set(by) == set(registry.names())  # a row per registered learner, none skipped
+    for name, row in by.items():
+        spec = registry.get(name)
+        if spec.job.startswith("film"):
+            assert row["verdict"].startswith("not auditable: job"), name
+        elif not spec.dp:
+            assert row["verdict"] == "not auditable: its ledger claims no DP guarantee", name
+        else:
+            assert row["verdict"] == "not refuted", (name, row["setting"])
+            assert "exact, q = 1" in row["setting"]
+    # DP-A-GEM over three tasks: a reference record of task 0 is reread by tasks 1 and 2 (2 steps each)
+    assert "at most 4 reads of one record" in by["agem_head"]["setting"]
+
+
+def test_the_whole_task_in_the_buffer_is_refuted(monkeypatch):
+    """DP-A-GEM's buffer filled from the whole task (x[keep] for x[keep & ref]): every train-part record
+    is also reread by later tasks' buffer releases, which no part of its task accounts for."""
+    import dpcl.learners.agem as agem
+
+    _broken(agem, "run_agem_head", monkeypatch, ("x[keep & ref]", "x[keep]"), ("y[keep & ref]", "y[keep]"))
+    row = _row("agem_head")
+    assert row["verdict"] == "refuted", row["setting"]
+    assert "read more than the ledger accounts" in row["setting"]
+
+
+def test_one_extra_release_per_task_is_refuted(monkeypatch):
+    """A head learner that makes one more noisy gradient sum per task than its ledger states."""
+    import dpcl.training.heads as heads
+
+    _broken(heads, "train_head", monkeypatch, ("range(1, n_steps + 1)", "range(1, n_steps + 2)"))
+    import dpcl.learners.peft as peft
+
+    monkeypatch.setattr(peft, "train_head", heads.train_head)
+    assert _row("peft_head")["verdict"] == "refuted"
+
+
+def test_one_buffer_reread_too_many_is_refuted(monkeypatch):
+    """DP-A-GEM drawing g_ref twice a step (the second release discarded): √2 the claimed μ for the buffer."""
+    import dpcl.learners.agem as agem
+
+    old = "            r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active, out=ref)\n"
+    _broken(agem, "train_agem_task", monkeypatch, (old, old + old.replace("out=ref", "out=None")))
+    assert _row("agem_head")["verdict"] == "refuted"
+
+
+@pytest.fixture
+def user_learners():
+    """Register users' learner files for one test, then restore the registry."""
+    before = dict(registry._EXTERNAL)
+    yield registry.load_modules
+    registry._EXTERNAL.clear()
+    registry._EXTERNAL.update(before)
+    registry._REGISTRY = None
+
+
+def test_the_documented_example_is_audited_without_audit_code(user_learners):
+    user_learners([str(EXAMPLE)])
+    spec = registry.get("my_sums")
+    assert spec.audit is None and spec.whitebox is None  # no audit code of its own
+    row = _row("my_sums")
+    assert row["verdict"] == "not refuted", row["setting"]
+    assert "3 releases, 60 records read" in row["setting"]
+
+
+def test_a_learner_drawing_its_own_noise_is_not_auditable(user_learners, tmp_path):
+    """The example as it was: the same release, its noise drawn by the learner, not the primitive."""
+    src = EXAMPLE.read_text()
+    old = (
+        "        labels, released = noisy_class_sums(\n"
+        '            task.x, task.y, task.label_space, sigma, inputs.rng_for(t, "gaussian"), dim=dim\n'
+        "        )\n"
+        "        sums[labels] += released\n"
+    )
+    assert old in src
+    own = (
+        "        labels = np.asarray(sorted(task.label_space), dtype=np.int64)\n"
+        "        sums[labels] += inputs.rng_for(t, 'gaussian').standard_normal((len(labels), dim)) * sigma\n"
+        "        np.add.at(sums, task.y, task.x / np.linalg.norm(task.x, axis=1, keepdims=True))\n"
+    )
+    path = tmp_path / "own_noise.py"
+    path.write_text(
+        src.replace(old, own)
+        .replace('name="my_sums"', 'name="own_noise"')
+        .replace('module="my_learner"', 'module="own_noise"')
+    )
+    user_learners([str(path)])
+    assert _row("own_noise")["verdict"] == "not auditable: releases outside the mechanism primitives"
+
+
+# ----------------------------------------------------------------------------- the count itself
+
+
+def _ledger(entries: list[dict]) -> dict:
+    return {"private": True, "tasks": [{"task": 0, "mechanisms": entries}]}
+
+
+def _release(rows: np.ndarray, sigma: float) -> Release:
+    return Release(mechanism="clipped_gradient_sum", rows=rows, sensitivity=1.0, noise_std=sigma)
+
+
+def test_reads_at_rate_one_are_counted_exactly_per_part():
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    index = RecordIndex()
+    index.add(x, np.arange(4), 0)
+    ledger = _ledger(
+        [
+            {"mechanism": "dpsgd", "part": "train", "noise_multiplier": 2.0, "sample_rate": 1.0, "steps": 2},
+            {
+                "mechanism": "dpsgd_buffer",
+                "part": "reference",
+                "noise_multiplier": 5.0,
+                "sample_rate": 1.0,
+                "steps": 1,
+            },
+        ]
+    )
+    ok = [_release(x[:2], 2.0), _release(x[:2], 2.0), _release(x[2:], 5.0)]
+    assert check_exposure(ok, ledger, index).verdict == "not refuted"
+    # a third read at σ = 2, and a record read by both parts' releases
+    for extra in ([_release(x[:1], 2.0)], [_release(x[:1], 5.0)]):
+        res = check_exposure(ok + extra, ledger, index)
+        assert res.verdict == "refuted" and res.unaccounted[0]["record"] == 0
+    # a release at a σ no entry states, even a larger one (a false statement on the safe side)
+    assert check_exposure(ok + [_release(x[3:], 9.0)], ledger, index).verdict == "refuted"
+    # rows that are no record of the run
+    foreign = check_exposure(ok + [_release(x[:1] + 0.5, 2.0)], ledger, index)
+    assert foreign.verdict.startswith("not auditable") and foreign.unattributed_rows == 1
+
+
+def test_reads_below_rate_one_are_tested_against_their_binomial():
+    """At q = 0.1 over 100 steps a record is read Binomial(100, 0.1) times: 10 ± 3; 30 reads refute the
+    claim (upper tail ~1e-8, far below α / records), the 90th percentile of a correct run does not."""
+    from scipy.stats import binom
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    index = RecordIndex()
+    index.add(x, np.arange(2), 0)
+    ledger = _ledger([{"mechanism": "dpsgd", "noise_multiplier": 1.5, "sample_rate": 0.1, "steps": 100}])
+    typical = int(binom.ppf(0.9, 100, 0.1))
+    res = check_exposure([_release(x, 1.5)] * typical, ledger, index)
+    assert res.verdict == "not refuted" and not res.exact
+    assert check_exposure([_release(x, 1.5)] * 30, ledger, index).verdict == "refuted"
+
+
+def test_the_primitives_report_only_inside_a_recording():
+    from dpcl.training.clipped_sum import HeadData, noisy_clipped_sum
+    from dpcl.training.heads import LinearHead
+
+    x, y = np.eye(3, dtype=np.float32), np.array([0, 1, 2])
+    head = LinearHead(3, 3)
+    args = {"rate": 1.0, "clip": 1.0, "sigma": 0.0, "gen": np.random.default_rng(0)}
+    assert not releases.listening()
+    noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)  # nothing listens, nothing kept
+    with releases.recording(keep_values=True) as rec:
+        g_w, g_b, batch, _ = noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)
+    (r,) = rec.releases
+    assert np.array_equal(r.rows, x) and r.sensitivity == 1.0 and r.noise_std == 0.0
+    # at σ = 0 the release is the sum of the records' clipped gradients, as the primitive says
+    assert np.allclose(r.contribution(r.rows, y[batch]).sum(axis=0), np.r_[g_w.ravel(), g_b], atol=1e-6)
+    assert math.isinf(Release(mechanism="m", rows=x, sensitivity=0.0, noise_std=1.0).noise_multiplier)
