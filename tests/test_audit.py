@@ -305,3 +305,29 @@ def test_claim_mu_is_the_largest_mu_within_the_claim():
         assert gdp_delta(mu, eps) == pytest.approx(1e-5, rel=1e-6)
         assert gdp_delta(mu * 1.01, eps) > 1e-5
     assert claim_mu(1.0, 1e-5) == pytest.approx(0.268, abs=1e-3)
+
+
+def test_label_release_through_the_split_is_audited_against_its_share(monkeypatch):
+    """The pipeline's label release (output_label_spaces, Release Labels f = 0.1) at a run's ε = 1: the
+    claim is the share f·ε = 0.1 of the plan; the bound stays below it. With the split bypassed (the
+    release drawn at the run's full (ε, δ) while the training still gets (1 − f)ε), the same audit
+    refutes it: its counts then follow k-TSGD at ε = 1, whose n vs n + 1 ratio is e^1."""
+    import inspect
+    import textwrap
+
+    import dpcl.audits.audit as audit_mod
+    import dpcl.data.label_space as ls
+    from dpcl.audits.audit import audit_split_release
+
+    ok = audit_split_release("release-f0.1", 1.0, 1e-5, 200_000, 0)
+    assert ok["claimed_epsilon"] == pytest.approx(0.1) and ok["delta"] == pytest.approx(1e-6)
+    assert 0.05 < ok["epsilon_lower_bound"] <= 0.1
+    src = textwrap.dedent(inspect.getsource(ls.output_label_spaces))
+    for old in ("label_budget.epsilon,\n", "label_budget.delta,\n"):
+        assert src.count(old) == 1
+        src = src.replace(old, old.replace("label_budget", "budget"))
+    namespace = dict(vars(ls))
+    exec(compile(src, "<broken output_label_spaces>", "exec"), namespace)  # noqa: S102
+    monkeypatch.setattr(audit_mod, "output_label_spaces", namespace["output_label_spaces"])
+    broken = audit_split_release("release-f0.1", 1.0, 1e-5, 200_000, 0)
+    assert broken["epsilon_lower_bound"] > 0.5 > broken["claimed_epsilon"]

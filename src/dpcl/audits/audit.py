@@ -249,6 +249,63 @@ def audit_label_release(
     }
 
 
+#: the Release Labels methods whose budget split the mechanisms part audits (the default's label method)
+SPLIT_METHODS = ("release-f0.1",)
+
+
+def audit_split_release(
+    tag: str, epsilon: float, delta: float, trials: int, seed: int, *, alpha: float = 0.05
+) -> dict:
+    """Audit label release as the pipeline makes it: :func:`output_label_spaces` for Release Labels
+    method ``tag`` (fraction f, its mechanism) at the run's (ε, δ). The claim tested is the plan's: the
+    label release spends the fraction f of both ε and δ ([LabelSpace] Sec. 4.2, basic composition), so
+    a release that spent more than its share (the split bypassed) is refuted whatever its ledger entry
+    says. The cases are :func:`audit_label_release`'s (n vs n + 1 at the n chosen for the claim; a new
+    label, 0 vs 1) at several n (below), each ``trials`` labels of one call per world (labels are
+    released independently)."""
+    method = parse_label_method(tag)
+    if method.kind != "release":
+        raise ValueError(f"{tag!r} is not a Release Labels method")
+    claim_eps, claim_delta = method.fraction * epsilon, method.fraction * delta
+    # the class sizes most telling at the claim, at the whole run's budget (the split bypassed) and
+    # between them: a size chosen for the claim alone is released surely at a larger ε, so it would
+    # have no power against an overspend; α is split over these cases and the new label
+    shares = (method.fraction, math.sqrt(method.fraction), 1.0)
+    a_case = alpha / (len(shares) + 1)
+    sizes = sorted(
+        {choose_class_size(method.mechanism, s * epsilon, s * delta, trials, a_case)[0] for s in shares}
+    )
+
+    def released(size: int, world: str, case: str) -> int:
+        labels = np.repeat(np.arange(trials), size)
+        key = int(rng(seed, "audit", "labels", "split", tag, epsilon, delta, case, world).integers(2**31))
+        out = output_label_spaces(method, [labels], trials, Budget(epsilon, delta), key)
+        return int(out["tasks"][0]["n_labels"])
+
+    cases = []
+    for name, (s_d, s_dp) in [(f"n={n} vs n+1", (n, n + 1)) for n in sizes] + [("new label", (0, 1))]:
+        k_d, k_dp = released(s_d, "D", name), released(s_dp, "D'", name)
+        cases.append(
+            {
+                "case": name,
+                "class_sizes": [s_d, s_dp],
+                "released": [k_d, k_dp],
+                "epsilon_lower_bound": epsilon_lower_bound(k_d, trials, k_dp, trials, claim_delta, a_case),
+            }
+        )
+    return {
+        "mechanism": tag,
+        "run_epsilon": float(epsilon),
+        "claimed_epsilon": claim_eps,
+        "delta": claim_delta,
+        "trials": int(trials),
+        "alpha": float(alpha),
+        "class_sizes": sizes,
+        "epsilon_lower_bound": max(c["epsilon_lower_bound"] for c in cases),
+        "cases": cases,
+    }
+
+
 # --------------------------------------------------------------------------- Gaussian sums
 
 
@@ -395,6 +452,19 @@ def audit_table(
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": trials,
                     "setting": f"class size n={r['class_size']} vs n+1; 0 vs 1",
+                }
+            )
+        for tag in SPLIT_METHODS:
+            r = audit_split_release(tag, eps, delta, trials, seed, alpha=alpha)
+            rows.append(
+                {
+                    "mechanism": f"label release through the budget split ({tag})",
+                    "broken": False,
+                    "claimed_epsilon": r["claimed_epsilon"],
+                    "epsilon_lower_bound": r["epsilon_lower_bound"],
+                    "trials": trials,
+                    "setting": f"output_label_spaces at the run's eps = {eps:g}; the claim: its share f of eps "
+                    f"and delta; class sizes n={', '.join(map(str, r['class_sizes']))} vs n+1; 0 vs 1",
                 }
             )
         sigma = gaussian_sigma(eps, delta)
