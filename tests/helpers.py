@@ -70,7 +70,14 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
     arithmetic), with clipping optional, for the white-box audits' broken variants."""
     import numpy as np
 
-    from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32, poisson_sample
+    from dpcl.privacy import releases
+    from dpcl.training.clipped_sum import (
+        HeadData,
+        clip_factors,
+        head_attribution,
+        logit_grads32,
+        poisson_sample,
+    )
 
     data = HeadData(x, y)
     batch = poisson_sample(gen, len(data), rate)
@@ -82,10 +89,21 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
             d *= clip_factors(data.sq1[batch], d, clip).astype(np.float32)[:, None]
         s_w, s_b = d.T @ xb, d.sum(axis=0, dtype=np.float64)
     if sigma > 0:
-        return sigma * clip * gen.standard_normal(head.w.shape) + s_w, sigma * clip * gen.standard_normal(
-            head.b.shape
-        ) + s_b
-    return s_w.astype(np.float64), s_b
+        g_w = sigma * clip * gen.standard_normal(head.w.shape) + s_w
+        g_b = sigma * clip * gen.standard_normal(head.b.shape) + s_b
+    else:
+        g_w, g_b = s_w.astype(np.float64), s_b
+    # a copy of the primitive reports its release as the primitive does (what it read, its noise, the
+    # attribution a correct implementation's adversary computes), so that the audits see the bug
+    releases.report(
+        "clipped_gradient_sum",
+        rows=data.x[batch],
+        sensitivity=clip,
+        noise_std=sigma * clip,
+        value=np.r_[g_w.ravel(), g_b],
+        attribution=head_attribution(head.w, head.b, clip=clip, active=active),
+    )
+    return g_w, g_b
 
 
 #: files never read as text (binary data, images, archives)

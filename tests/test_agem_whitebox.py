@@ -124,3 +124,27 @@ def test_a_bug_in_the_buffer_branch_is_caught(monkeypatch, bug, variant, min_mu_
     _, buffer = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
     assert buffer["mu_lower_bound"] > min_mu_ratio * buffer["claimed_mu"], bug
     assert math.isfinite(buffer["epsilon_lower_bound"])
+
+
+def test_the_whole_task_in_the_buffer_is_refuted_on_the_train_part(monkeypatch):
+    """DP-A-GEM's buffer filled from the whole task (x[keep] for x[keep & ref], a copy of run_agem_head
+    with that one change): every train-part canary is also reread by task 1's buffer release. The
+    statistic attributes a canary in every release that read canaries of its part, so the train part's
+    true μ is √2 times what its claim allows (about 0.38 against 0.268 at ε = 1); its μ bound (0.32 at
+    this seed) exceeds the claim, about seven standard errors of the bound above it."""
+    import inspect
+    import textwrap
+
+    from dpcl.audits.gdp import claim_mu
+
+    src = textwrap.dedent(inspect.getsource(agem_mod.run_agem_head))
+    for old in ("x[keep & ref]", "y[keep & ref]"):
+        assert src.count(old) == 1
+        src = src.replace(old, old.replace(" & ref", ""))
+    namespace = dict(vars(agem_mod))
+    exec(compile(src, "<broken run_agem_head>", "exec"), namespace)  # noqa: S102
+    import dpcl.learners.agem_whitebox as whitebox_mod
+
+    monkeypatch.setattr(whitebox_mod, "run_agem_head", namespace["run_agem_head"])
+    train, _ = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
+    assert train["mu_lower_bound"] > claim_mu(1.0, DELTA)

@@ -206,6 +206,11 @@ def test_the_primitives_report_only_inside_a_recording():
         g_w, g_b, batch, _ = noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)
     (r,) = rec.releases
     assert np.array_equal(r.rows, x) and r.sensitivity == 1.0 and r.noise_std == 0.0
-    # at σ = 0 the release is the sum of the records' clipped gradients, as the primitive says
-    assert np.allclose(r.contribution(r.rows, y[batch]).sum(axis=0), np.r_[g_w.ravel(), g_b], atol=1e-6)
+    # at σ = 0 a one-record release is that record's clipped gradient: its projection is its norm²
+    with releases.recording(keep_values=True) as rec:
+        noisy_clipped_sum(HeadData(x[:1], y[:1]), head.w, head.b, **args)
+    dots, norms = rec.releases[0].attribute(x[:1], y[:1])
+    assert dots[0] == pytest.approx(norms[0] ** 2, rel=1e-6) and 0 < norms[0] <= 1.0
+    dots, norms = r.attribute(x, y)  # three records, the head at zero: the same norm each
+    assert np.allclose(norms, norms[0])
     assert math.isinf(Release(mechanism="m", rows=x, sensitivity=0.0, noise_std=1.0).noise_multiplier)

@@ -3,27 +3,27 @@ part and its buffer rereads.
 
 Threat model ([Nasr2021]; the adversary of DP-SGD's accountant): the adversary sees every
 privatized release of :func:`~dpcl.learners.agem.run_agem_head` (each step's g of the train part and g_ref
-of the buffer, before the projection and the optimiser; ``observe``, instrumentation only) and the head
-each was computed at, and chooses the canaries. Adjacency: add/remove one individual, the ledger's.
+of the buffer, before the projection and the optimiser), as the mechanism primitive reports it
+(:mod:`dpcl.privacy.releases`: the released value, the rows it read and the head it was computed at;
+the learner is not asked), and chooses the canaries. Adjacency: add/remove one individual, the ledger's.
 
 Audit setting: T = 2 tasks, q = q_ref = 1 and one step per task, C = 0.1, buffer fraction 1/2; the noise
 is what :func:`~dpcl.learners.agem.agem_noise` gives for the claimed (ε, δ): σ for the train part's
 one step, σ_ref for the buffer's (T − 1) · steps = 1 reread. Each part is then one Gaussian mechanism
-per read, so the ledger's claim for it is exactly μ-GDP with μ = √reads / σ (:mod:`dpcl.audits.gdp`).
+per read, so the claim is tested as μ-GDP: the largest μ the claimed (ε, δ) allows
+(:func:`dpcl.audits.gdp.claim_mu`).
 
 Canaries ("Dirac", [Steinke2023]): record k of task 0 has the value
 :data:`DIRAC_SCALE` on a feature coordinate of its own and nothing else, so its clipped gradient lands in
 one column of the head's weights that no other record touches; each is included by a fair coin. Its
 part is decided by the learner's own public coin (:func:`~dpcl.learners.agem.reference_mask` of its
-id): the audit picks ids whose coin puts half the canaries in the train part (read by task 0's step)
-and half in the reference part (kept in the buffer and reread by task 1's step). The statistic of a
-canary sums, over every release of its part the adversary observes (for the train part: its own
-task's), the projection of the released
-column on the clipped gradient a correct implementation would add at the observed head, divided by
-σC: N(0, 1) per release without the canary, whatever happened before (fresh noise, a predictable
-direction), and shifted by about 1/σ with it. Summing over all observed releases is the likelihood
-ratio test of the composition: a reread the ledger does not account for adds a shifted term and
-shows in the μ bound.
+id): the audit picks ids whose coin puts half the canaries in the train part and half in the reference
+part. The statistic of a canary sums, over **every release that read canaries of its part** (seen in
+the rows each release reports, not taken from the ledger), the projection of the release on the clipped
+gradient the canary would add at that release's head, divided by σC: N(0, 1) per release without the
+canary (fresh noise, a predictable direction), shifted by about 1/σ with it. A release the ledger does
+not account for (a train-part record also in the buffer, one reread too many) adds a shifted term, and
+the μ bound exceeds what the claim allows.
 
 Trials: the released columns of different canaries carry independent noise, so every canary is a
 trial; the first quarter of the trainings fits the thresholds and the rest give the bounds
@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig
 from .agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head
@@ -65,18 +66,6 @@ def _canary_ids(canaries: int, split_seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _predicted(head, cols: np.ndarray, labels: np.ndarray, active: np.ndarray, clip: float) -> np.ndarray:
-    """The clipped weight-column gradient a correct implementation adds for each canary at ``head``
-    (canaries × outputs): δ = softmax over the active outputs − e_y, scaled by min(1, C / ‖g‖)."""
-    z = (head.w[:, cols] * DIRAC_SCALE).T + head.b
-    z[:, ~active] = -np.inf
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    p /= p.sum(axis=1, keepdims=True)
-    p[np.arange(len(labels)), labels] -= 1.0
-    norm = np.linalg.norm(p, axis=1) * np.sqrt(DIRAC_SCALE**2 + 1.0)
-    return p * (np.minimum(1.0, clip / np.maximum(norm, 1e-12)) * DIRAC_SCALE)[:, None]
-
-
 def audit_whitebox(
     epsilon: float, delta: float, *, audit: dict, seed: int, alpha: float = 0.05
 ) -> list[dict]:
@@ -85,7 +74,7 @@ def audit_whitebox(
     ``audit["whitebox_canaries"] // 2`` canaries per part each."""
     noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
 
-    def train(data, *, rng_for, split_seed, observe) -> None:
+    def train(data, *, rng_for, split_seed) -> None:
         run_agem_head(
             data,
             [],
@@ -97,7 +86,6 @@ def audit_whitebox(
             noise_ref=noise_ref,
             rng_for=rng_for,
             split_seed=split_seed,
-            observe=observe,
         )
 
     return audit_memory_parts(
@@ -131,11 +119,12 @@ def audit_memory_parts(
     docstring), for DP-A-GEM and every learner that runs the same two-part mechanism (Desai et al.,
     :mod:`dpcl.learners.desai_whitebox`).
 
-    ``train(data, *, rng_for, split_seed, observe)`` runs the learner's own training on the tasks
-    ``data`` (features, labels, ids per task; labels in :data:`SPACES`, :data:`N_OUT` outputs,
-    :data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), handing every privatized release to ``observe(t, step,
-    part, g_w, g_b, head)``; ``sigmas[part]`` is the noise multiplier its ledger states for the part
-    ("train", "reference") and ``claims[part]`` the ε at δ it claims for one individual of that part.
+    ``train(data, *, rng_for, split_seed)`` runs the learner's own training on the tasks ``data``
+    (features, labels, ids per task; labels in :data:`SPACES`, :data:`N_OUT` outputs, :data:`AUDIT_DPSGD`,
+    :data:`AUDIT_AGEM`); every release it makes is reported by the mechanism primitive
+    (:mod:`dpcl.privacy.releases`), not by the learner; ``sigmas[part]`` is the noise multiplier its
+    ledger states for the part ("train", "reference") and ``claims[part]`` the ε at δ it claims for one
+    individual of that part.
     The rng streams are keyed by ``learner`` and ε; ``setting`` opens each row's setting sentence."""
     from ..audits.whitebox import bound_coin_trials
 
@@ -154,6 +143,10 @@ def audit_memory_parts(
     xb = np.zeros((N_TASKS * N_BASE, width), dtype=np.float32)
     xb[:, :BASE_DIM] = base.normal(0.0, 1.0, (N_TASKS * N_BASE, BASE_DIM))
     yb = np.concatenate([base.choice(s, N_BASE) for s in SPACES])
+    canary_rows = {p: np.zeros((canaries, width), dtype=np.float32) for p in PARTS}
+    for p in PARTS:
+        canary_rows[p][np.arange(canaries), cols[p]] = DIRAC_SCALE
+    attributed = dict.fromkeys(PARTS, 0)
     z = {(p, w): [] for p in PARTS for w in (False, True)}
     for r in range(runs):
         key = (seed, "audit", "whitebox", learner, float(epsilon), r)
@@ -168,29 +161,26 @@ def audit_memory_parts(
             (np.concatenate(x0), np.concatenate(y0), np.concatenate(i0)),
             (xb[N_BASE:], yb[N_BASE:], np.arange(N_BASE, 2 * N_BASE)),
         ]
-        stat = {p: np.zeros(canaries) for p in PARTS}
-        seen = {p: 0 for p in PARTS}
-
-        def observe(t: int, step: int, part: str, g_w, g_b, head, *, stat=stat, seen=seen) -> None:
-            if part == "train" and t > 0:  # the ledger: a train part is read by its own task's steps only
-                return
-            active = np.zeros(N_OUT, dtype=bool)
-            active[sorted({k for s in SPACES[: t + 1] for k in s})] = True
-            g = _predicted(head, cols[part], labels, active, AUDIT_DPSGD.clip)
-            o = g_w[:, cols[part]].T
-            stat[part] += np.einsum("kj,kj->k", o, g) / (
-                sigmas[part] * AUDIT_DPSGD.clip * np.maximum(np.linalg.norm(g, axis=1), 1e-12)
+        with releases.recording(keep_values=True) as rec:  # every release, as its primitive made it
+            train(
+                data,
+                rng_for=lambda t, part, key=key: rng(*key, "train", t, part),
+                split_seed=split_seed,
             )
-            seen[part] += 1
-
-        train(
-            data,
-            rng_for=lambda t, part, key=key: rng(*key, "train", t, part),
-            split_seed=split_seed,
-            observe=observe,
-        )
-        if seen["train"] < reads["train"] or seen["reference"] < reads["reference"]:
-            raise RuntimeError(f"the training released fewer steps than the audit setting has: {seen}")
+        stat = {p: np.zeros(canaries) for p in PARTS}
+        for p in PARTS:
+            # the releases that read this part's canaries, whatever the ledger says (one that also read
+            # the other part's would add a shifted term to their statistic); an absent canary is scored
+            # on the same releases
+            read = [r for r in rec.releases if r.noise_std > 0 and np.any(r.rows[:, cols[p]] != 0)]
+            if len(read) < reads[p]:
+                raise RuntimeError(
+                    f"{len(read)} releases read the {p} part's canaries, the setting has {reads[p]}"
+                )
+            for r in read:
+                dots, norms = r.attribute(canary_rows[p], labels)
+                stat[p] += dots / (r.noise_std * np.maximum(norms, 1e-12))
+            attributed[p] = max(attributed[p], len(read))
         for p in PARTS:
             z[p, False].extend(stat[p][~coins[p]].tolist())
             z[p, True].extend(stat[p][coins[p]].tolist())

@@ -3,8 +3,8 @@ training code, :func:`~dpcl.learners.desai.run_desai_head`: its train part and i
 
 The threat model, canaries and statistic are DP-A-GEM's (:mod:`dpcl.learners.agem_whitebox`, whose
 :func:`~dpcl.learners.agem_whitebox.audit_memory_parts` runs this audit too): the adversary sees every
-privatized release (g of the train part, g_ref of the chosen block; ``observe``, instrumentation only) and
-the head each was computed at, and chooses Dirac canaries, half of them in task 0's train part and half in
+privatized release (g of the train part, g_ref of the chosen block, as the mechanism primitive reports
+them) and the head each was computed at, and chooses Dirac canaries, half of them in task 0's train part and half in
 its reference part (the mini-memory block M_0), by the learner's own public split coin. Adjacency:
 add/remove one individual, the ledger's.
 
@@ -38,7 +38,7 @@ def audit_whitebox(
     noise = lemma2_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM.ref_rate(AUDIT_DPSGD))
     sigma = float(noise["noise_multiplier"])
 
-    def train(data, *, rng_for, split_seed, observe) -> None:
+    def train(data, *, rng_for, split_seed) -> None:
         run_desai_head(
             data,
             [],
@@ -49,7 +49,6 @@ def audit_whitebox(
             noise=noise,
             rng_for=rng_for,
             split_seed=split_seed,
-            observe=observe,
         )
 
     rows = audit_memory_parts(

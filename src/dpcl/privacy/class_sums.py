@@ -56,17 +56,21 @@ def noisy_class_sums(
             sensitivity=1.0,  # one record adds one unit vector to one sum
             noise_std=sigma,
             value=task_sums,
-            contribution=lambda rows, labels: class_sum_contribution(rows, labels, o_t, dim),
+            attribution=lambda rows, labels, value: class_sum_attribution(rows, labels, value, o_t, dim),
         )
     return o_t, task_sums
 
 
-def class_sum_contribution(rows: np.ndarray, labels: np.ndarray, o_t: np.ndarray, dim: int) -> np.ndarray:
-    """What each record adds to the released sums of O_t (flat, label-major): its unit feature vector in
-    its label's row."""
-    out = np.zeros((len(rows), len(o_t) * dim))
-    at = np.searchsorted(o_t, np.asarray(labels, dtype=np.int64)) * dim
+def class_sum_attribution(
+    rows: np.ndarray, labels: np.ndarray, value: np.ndarray, o_t: np.ndarray, dim: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's contribution to the released sums (its unit feature vector in its label's row)
+    projected on the flat release ``value`` (label-major), and its norm (1; 0 for a zero row or a label
+    outside O_t, which the release would refuse)."""
     unit = normalize_rows(np.asarray(rows, dtype=np.float64))
-    for i in range(len(rows)):
-        out[i, at[i] : at[i] + dim] = unit[i]
-    return out
+    labels = np.asarray(labels, dtype=np.int64)
+    at = np.searchsorted(o_t, labels)
+    inside = (at < len(o_t)) & (o_t[np.minimum(at, len(o_t) - 1)] == labels)
+    sums = np.asarray(value, dtype=np.float64).reshape(len(o_t), dim)
+    dots = np.where(inside, np.einsum("ij,ij->i", unit, sums[np.minimum(at, len(o_t) - 1)]), 0.0)
+    return dots, np.where(inside, np.linalg.norm(unit, axis=1), 0.0)

@@ -32,19 +32,29 @@ class Release:
     sensitivity: float  #: the L2 bound on one record's contribution that the primitive enforces
     noise_std: float  #: the standard deviation of the Gaussian noise on every released coordinate
     value: np.ndarray | None = None  #: the released (noisy) values, flat, when the audit keeps them
-    #: ``contribution(rows) -> (len(rows), value.size)``: what each given record would add to this release
-    #: (clipped or normalised), computed at the release's own state; for attributing canaries
-    contribution: Callable[[np.ndarray], np.ndarray] | None = field(default=None, repr=False)
+    #: ``attribution(rows, labels, value) -> (dots, norms)``: for each given record, the contribution c_i
+    #: it would add to this release (clipped or normalised, at the release's own state, e.g. the head it
+    #: was computed at) projected on ``value`` (⟨c_i, value⟩) and its norm ‖c_i‖; for canaries
+    attribution: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def noise_multiplier(self) -> float:
         """σ = noise standard deviation / sensitivity: what a ledger states for this release."""
         return self.noise_std / self.sensitivity if self.sensitivity > 0 else float("inf")
 
+    def attribute(self, rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(⟨c_i, value⟩, ‖c_i‖) for each record (``rows``, ``labels``): what the adversary of the
+        accountant computes for a canary it placed, whether or not this release read it."""
+        if self.attribution is None or self.value is None:
+            raise ValueError(f"this {self.mechanism} release was recorded without its value or attribution")
+        return self.attribution(np.asarray(rows), np.asarray(labels), self.value)
+
 
 class Recorder:
     """The releases of the code run inside :func:`recording`, in order (``keep_values``: with their
-    released values and contribution functions, for a statistical audit; without, counts only)."""
+    released values and attributions, for a statistical audit; without, counts only)."""
 
     def __init__(self, *, keep_values: bool = False) -> None:
         self.keep_values = keep_values
@@ -80,7 +90,7 @@ def report(
     sensitivity: float,
     noise_std: float,
     value: np.ndarray | None = None,
-    contribution: Callable[[np.ndarray], np.ndarray] | None = None,
+    attribution: Callable | None = None,
 ) -> None:
     """Report one release to the open :func:`recording`, if any (copies what it keeps: the caller's
     buffers are reused across steps)."""
@@ -96,6 +106,6 @@ def report(
             value=np.array(value, dtype=np.float64, copy=True).ravel()
             if rec.keep_values and value is not None
             else None,
-            contribution=contribution if rec.keep_values else None,
+            attribution=attribution if rec.keep_values else None,
         )
     )

@@ -190,22 +190,25 @@ def noisy_clipped_sum(
             sensitivity=clip,
             noise_std=sigma * clip,
             value=g,
-            contribution=head_contribution(w, b, clip=clip, active=active),
+            attribution=head_attribution(w, b, clip=clip, active=active),
         )
     return g_w, g_b, batch, n_clipped
 
 
-def head_contribution(w: np.ndarray, b: np.ndarray, *, clip: float, active: np.ndarray | None):
-    """``(rows, labels) -> (len(rows), w.size + b.size)``: the clipped gradient each record would add to a
-    release at this head (the layout of :func:`noisy_clipped_sum`'s flat release), for an audit."""
+def head_attribution(w: np.ndarray, b: np.ndarray, *, clip: float, active: np.ndarray | None):
+    """``(rows, labels, value) -> (dots, norms)`` of a release at this head (:mod:`dpcl.privacy.releases`):
+    record i's clipped gradient c_i = min(1, C / ‖g_i‖)·[δ_i x_iᵀ, δ_i] projected on the flat release
+    ``value`` (the layout of :func:`noisy_clipped_sum`'s), and ‖c_i‖ = min(1, C / ‖g_i‖)·‖δ_i‖·√(‖x_i‖² + 1);
+    computed without materialising c_i (a canary audit attributes thousands of wide records)."""
     w, b = np.array(w, copy=True), np.array(b, copy=True)
 
-    def contribution(rows: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    def attribution(rows: np.ndarray, labels: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(rows, dtype=np.float32)
         d = logit_grads32(w, b, x, np.asarray(labels, dtype=np.int64), active).astype(np.float64)
-        if math.isfinite(clip):
-            sq1 = np.einsum("ij,ij->i", x, x, dtype=np.float64) + 1.0
-            d *= clip_factors(sq1, d, clip)[:, None]
-        return np.concatenate([np.einsum("ij,ik->ijk", d, x).reshape(len(x), -1), d], axis=1)
+        sq1 = np.einsum("ij,ij->i", x, x, dtype=np.float64) + 1.0
+        c = clip_factors(sq1, d, clip) if math.isfinite(clip) else np.ones(len(x))
+        v_w, v_b = value[: w.size].reshape(w.shape), value[w.size :]
+        dots = c * (np.einsum("ij,ij->i", d, x.astype(np.float64) @ v_w.T) + d @ v_b)
+        return dots, c * np.sqrt(np.einsum("ij,ij->i", d, d) * sq1)
 
-    return contribution
+    return attribution
