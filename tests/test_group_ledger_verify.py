@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import math
+import re
 
 import pytest
 
@@ -207,8 +208,102 @@ def test_forgery_self_declared_sensitivity(genuine):
     with pytest.raises(PrivacyBudgetExceeded, match=r"selection\.laplace_scale: .* the plan charges"):
         verify_group_ledger(bad)
     bad = _fresh(genuine)
-    bad["selection"]["acquisition"] = "bald"  # clip 0.5 < entropy's 0.8: conservative statement, passes
-    verify_group_ledger(bad)
+    bad["selection"]["acquisition"] = "bald"  # clip 0.5 < the stated 0.8: on the safe side, not the plan's
+    with pytest.raises(LedgerError, match=r"selection\.sensitivity: states 0.8, the plan's .* is 0.5"):
+        verify_group_ledger(bad)
+
+
+@pytest.mark.parametrize("factor", [1.1, 2.0])
+def test_a_raised_selection_sensitivity_is_rejected(genuine, factor):
+    """The review's finding: a selection's sensitivity stated ×1.1 or ×2, above the acquisition's clip
+    bound (the safe side), is still not the plan's figure: rejected naming the field and both values."""
+    for key in ("naive/entropy/threshold", "cl/confidence/threshold", "sa/entropy/topk"):
+        bad = _fresh(genuine, key)
+        clip = bad["selection"]["sensitivity"]
+        bad["selection"]["sensitivity"] = clip * factor
+        with pytest.raises(
+            LedgerError,
+            match=rf"selection\.sensitivity: states {re.escape(repr(clip * factor))}, the plan's "
+            rf"\(\w+ score's clip bound\) is {re.escape(repr(clip))}",
+        ):
+            verify_group_ledger(bad)
+    bad = _fresh(genuine)
+    bad["selection"]["sensitivity"] *= 0.9  # below: understates, as before
+    with pytest.raises(PrivacyBudgetExceeded, match=r"selection\.sensitivity: states"):
+        verify_group_ledger(bad)
+
+
+def _scaled(field: str, factor: float):
+    """A mutation of one plan-fixed figure of a genuine ledger by ``factor``."""
+
+    def mutate(led: dict) -> None:
+        sel = led["selection"]
+        if field == "laplace_scale":  # the scale moved, the per-phase ε restated to match it
+            sel["laplace_scale"] *= factor
+            sel["epsilon_per_phase"] = sel["sensitivity"] / sel["laplace_scale"]
+        elif field == "epsilon_per_phase":
+            sel["epsilon_per_phase"] *= factor
+        elif field == "overall.delta":
+            led["overall"]["delta"] *= factor
+        else:  # groups[i].<key>
+            i, key = int(field[7]), field.split(".")[1]
+            led["groups"][i][key] *= factor
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("field", "factor", "error", "message"),
+    [
+        (
+            "laplace_scale",
+            1.1,
+            LedgerError,
+            r"selection\.laplace_scale: states .*, the plan's T·C_Sel/ε_Sel is",
+        ),
+        ("laplace_scale", 0.9, PrivacyBudgetExceeded, r"selection\.laplace_scale: .* the plan charges"),
+        (
+            "epsilon_per_phase",
+            1.1,
+            LedgerError,
+            r"selection\.epsilon_per_phase: states .* \(the plan's value\)",
+        ),
+        ("epsilon_per_phase", 0.9, PrivacyBudgetExceeded, r"selection\.epsilon_per_phase: states"),
+        (
+            "groups[2].selection_epsilon",
+            1.1,
+            LedgerError,
+            r"groups\[2\]\.selection_epsilon: states 2\.2, the plan's value is 2\.0",
+        ),
+        (
+            "groups[1].selection_epsilon",
+            0.9,
+            PrivacyBudgetExceeded,
+            r"groups\[1\]\.selection_epsilon: states",
+        ),
+        ("groups[1].delta", 2.0, LedgerError, r"groups\[1\]\.delta: states 2e-05, the plan's value is 1e-05"),
+        ("groups[1].delta", 0.5, PrivacyBudgetExceeded, r"groups\[1\]\.delta: states"),
+        ("overall.delta", 1.1, LedgerError, r"overall\.delta: states 1\.1\d*e-05, the plan's value is 1e-05"),
+        ("overall.delta", 0.9, PrivacyBudgetExceeded, r"overall\.delta: states"),
+    ],
+)
+def test_a_figure_the_plan_fixes_is_rejected_in_either_direction(genuine, field, factor, error, message):
+    """Every figure the public plan fixes in closed form (the selection's Laplace scale and ε per phase,
+    a group's selection ε g·ε_Sel/T, every δ) is refused above the plan's value (LedgerError: a safe-side
+    falsehood) as well as below it (PrivacyBudgetExceeded: understated)."""
+    bad = _fresh(genuine)
+    _scaled(field, factor)(bad)
+    with pytest.raises(error, match=message):
+        verify_group_ledger(bad)
+
+
+def test_the_initial_group_pays_no_selection_epsilon(genuine):
+    bad = _fresh(genuine)
+    bad["groups"][0]["selection_epsilon"] = 0.5  # group 0 joined before any selection: the plan charges 0
+    with pytest.raises(
+        LedgerError, match=r"groups\[0\]\.selection_epsilon: states 0\.5, the plan's value is 0\.0"
+    ):
+        verify_group_ledger(bad)
 
 
 def test_forgery_no_selection_mechanism_with_selection_phases(genuine):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from dataclasses import asdict
 
 import numpy as np
@@ -178,6 +179,28 @@ def test_forged_ledgers_are_rejected_naming_the_entry(ledgers, ledger, forge, me
     _, led = ledgers
     forged = _forge(led[ledger], forge)
     with pytest.raises((LedgerError, PrivacyBudgetExceeded), match=message):
+        verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
+
+
+@pytest.mark.parametrize(
+    ("factor", "error", "message"),
+    [
+        (1.1, PrivacyBudgetExceeded, r"sigma: the file states σ = .*, its entries use σ = "),
+        (0.9, LedgerError, r"sigma: the file states σ = .*, its entries use σ = "),
+        (0.5, LedgerError, r"sigma: the file states σ = .*, its entries use σ = "),
+    ],
+)
+def test_a_cosine_runs_sigma_must_be_its_entries(ledgers, factor, error, message):
+    """The cosine run's restated σ is its Gaussian entries' σ: more noise stated than added understates
+    the loss, less noise stated is on the safe side but not the run's σ either; both are rejected."""
+    _, led = ledgers
+    sigma = _entry(led["cosine"], 0, "gaussian")["sigma"]
+    assert led["cosine"]["sigma"] == sigma
+    forged = _forge(led["cosine"], lambda p: p.update(sigma=sigma * factor))
+    with pytest.raises(error, match=message + re.escape(repr(sigma))):
+        verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
+    forged = _forge(led["agem"], lambda p: p.update(sigma=1.0))  # DP-SGD entries list no σ to restate
+    with pytest.raises(LedgerError, match="sigma: the file states σ = 1.0, but no entry lists a σ"):
         verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
 
 

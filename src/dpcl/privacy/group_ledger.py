@@ -162,9 +162,12 @@ def group_ledger(
 # Everything checked is derived from the public plan (target, schedule block, pool, selection
 # parameters): the groups' phase histories are rebuilt with the project's schedule builders,
 # the selection's sensitivity comes from the acquisition's clip bound, the selection charges from
-# the group's position, and every stated figure is recomputed; a stated figure may be above the
-# recomputed one (conservative), never below. Every number must be finite (or "inf" where a
-# loss may be infinite) and of its type: integers exact, a bool is not a number.
+# the group's position, and every stated figure is recomputed. A figure the plan fixes (the phases,
+# the selection's sensitivity, Laplace scale and ε per phase, a group's selection ε, every δ) must
+# equal the plan's in either direction: a value on the safe side is still not the plan's. An
+# accountant's ε (a group's training ε and total, the worst group) is an upper bound: it may be
+# stated above the recomputed one (conservative), never below. Every number must be finite (or
+# "inf" where a loss may be infinite) and of its type: integers exact, a bool is not a number.
 
 ADJACENCY_AL = ADJACENCY + " (one record of the pool)"
 #: relative slack between a stated figure and its recomputation in closed form (float rounding, JSON round
@@ -304,6 +307,11 @@ def _selection(privacy: dict[str, Any], plan, n_classes: int | None) -> tuple[st
         raise PrivacyBudgetExceeded(
             f"selection.sensitivity: states {stated_c}, the {acq} score's clip bound is {clip}"
         )
+    if stated_c > clip * (1 + STATE_TOL):  # the plan fixes it: a larger one is no bound, it is not the plan's
+        raise _path_error(
+            "selection.sensitivity",
+            f"states {stated_c!r}, the plan's ({acq} score's clip bound) is {clip!r}",
+        )
     scale = _real(_field(sel, "laplace_scale", "selection"), "selection.laplace_scale")
     stated_eps = _real(_field(sel, "epsilon_per_phase", "selection"), "selection.epsilon_per_phase")
     if not scale > 0:
@@ -314,12 +322,25 @@ def _selection(privacy: dict[str, Any], plan, n_classes: int | None) -> tuple[st
             f"selection.epsilon_per_phase: states {stated_eps}, Laplace scale {scale} at sensitivity "
             f"{clip} spends {spent:.6g} per phase"
         )
+    if stated_eps > spent * (1 + STATE_TOL):  # the Laplace ε is exact (C_Sel/scale), not a bound
+        raise _path_error(
+            "selection.epsilon_per_phase",
+            f"states {stated_eps!r}, Laplace scale {scale!r} at sensitivity {clip!r} spends {spent!r} "
+            "per phase (the plan's value)",
+        )
     charged = plan.selection_epsilon / t
+    planned = t * clip / plan.selection_epsilon if plan.selection_epsilon else math.inf
     if spent > charged * (1 + STATE_TOL):
         raise PrivacyBudgetExceeded(
             f"selection.laplace_scale: {scale} spends ε = {spent:.6g} per phase at sensitivity {clip}, "
             f"the plan charges ε_Sel/T = {charged:.6g} (scale must be >= T·C_Sel/ε_Sel = "
-            f"{t * clip / plan.selection_epsilon if plan.selection_epsilon else math.inf:.6g})"
+            f"{planned:.6g})"
+        )
+    if scale > planned * (1 + STATE_TOL):  # more noise than the plan's: not the run the plan describes
+        raise _path_error(
+            "selection.laplace_scale",
+            f"states {scale!r}, the plan's T·C_Sel/ε_Sel is {planned!r} (it spends ε = {spent:.6g} per "
+            f"phase, the plan charges ε_Sel/T = {charged:.6g})",
         )
     return mech, spent
 
@@ -393,6 +414,14 @@ def _compare_history(hist: tuple, expected: tuple, path: str) -> None:
 def _at_least(stated: float, recomputed: float, path: str, what: str, tol: float = STATE_TOL) -> None:
     if stated < recomputed * (1 - tol) - 1e-15:
         raise PrivacyBudgetExceeded(f"{path}: states {stated!r}, {what} gives {recomputed:.6g}")
+
+
+def _exactly(stated: float, planned: float, path: str, what: str, tol: float = STATE_TOL) -> None:
+    """A figure the plan fixes: below it understates (:class:`PrivacyBudgetExceeded`), above it is
+    not the plan's either (:class:`LedgerError`), though it errs on the safe side."""
+    _at_least(stated, planned, path, what, tol)
+    if stated > planned * (1 + tol) + 1e-15:
+        raise _path_error(path, f"states {stated!r}, the plan's value is {planned!r}, from {what}")
 
 
 def verify_group_ledger(
@@ -484,16 +513,16 @@ def verify_group_ledger(
             paid = max(paid, per_phase * (t if name == "unselected" else name))
         train = group_epsilon(hist, 0.0, delta, accountant)
         total = paid + train
-        _at_least(s_paid, paid, f"{path}.selection_epsilon", "its position (selections before it joined)")
-        acct = f"{accountant} accountant"
+        _exactly(s_paid, paid, f"{path}.selection_epsilon", "its position (selections before it joined)")
+        acct = f"{accountant} accountant"  # an accountant's ε is an upper bound: stating more is conservative
         _at_least(s_train, train, f"{path}.training_epsilon", f"its phases ({acct})", REDERIVE_TOL)
         _at_least(s_eps, total, f"{path}.epsilon", f"selection + training ({acct})", REDERIVE_TOL)
-        _at_least(s_delta, delta if hist else 0.0, f"{path}.delta", "the plan's δ")
+        _exactly(s_delta, delta if hist else 0.0, f"{path}.delta", "the plan's δ")
         totals.append(total)
 
     worst = max(totals)
     _at_least(stated_overall, worst, "overall.epsilon", "the worst group", REDERIVE_TOL)
-    _at_least(stated_delta, delta, "overall.delta", "the plan's δ")
+    _exactly(stated_delta, delta, "overall.delta", "the plan's δ")
 
     # groups over the target by their own histories, re-derived here (a non-private selection's ∞ has its
     # own reason)

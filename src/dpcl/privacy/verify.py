@@ -18,8 +18,10 @@ nominal size). The verifier trusts nothing else the file says:
 - **the target** from the plan; δ in (0, 1) and below 1/N for the data set's nominal size N;
 - **every stated figure recomputed and compared**: each entry's ε and δ (from σ, k, τ or
   (σ, q, steps) by the entry's accountant), the per-task ``composed`` block, each disjoint
-  part's budget, the ``overall`` block, DP-A-GEM's summary, a cosine run's σ; a figure that
-  states *less* than its parameters spend is rejected (stating more is conservative and allowed);
+  part's budget, the ``overall`` block, DP-A-GEM's summary; a figure that states *less* than its
+  parameters spend is rejected (an ε or δ is a bound: stating more is conservative and allowed);
+  a restated parameter (a cosine run's σ, a query's sensitivity, a buffer's reread count) must
+  equal its entries' or the plan's in either direction;
 - ``private``, ``leaky_baseline`` and ``guarantee_holds`` recomputed; a hyperparameter choice on
   private data that is not explicitly accounted must be listed under ``unaccounted_uses``;
 - a published claim's verdicts (:mod:`dpcl.privacy.verdict`) consistent with their bounds.
@@ -570,13 +572,22 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
             spec.claim_check(claim, ledger.tasks, plan.n_tasks)
     if "agem" in privacy:
         _check_agem_summary(privacy["agem"], ledger, total)
-    if "sigma" in privacy:
+    if "sigma" in privacy:  # a cosine run's σ: its entries' own, restated (a parameter, not a bound)
         sigma = number(privacy["sigma"], "sigma")
-        used = [float(e["sigma"]) for es in ledger.tasks.values() for e in es if e["mechanism"] == "gaussian"]
+        used = [
+            float(e["sigma"])
+            for es in ledger.tasks.values()
+            for e in es
+            if e["mechanism"] in ("gaussian", "nonprivate") and "sigma" in e
+        ]
+        if not used:
+            raise LedgerError(f"sigma: the file states σ = {sigma}, but no entry lists a σ")
         if any(sigma > s * (1 + REL_TOL) for s in used):
             raise PrivacyBudgetExceeded(
                 f"sigma: the file states σ = {sigma}, its entries use σ = {min(used)}"
             )
+        if any(sigma < s * (1 - REL_TOL) for s in used):  # less noise than was added: still not the run's
+            raise LedgerError(f"sigma: the file states σ = {sigma}, its entries use σ = {max(used)}")
     leaky = ledger.leaky_baseline
     if boolean(privacy["leaky_baseline"], "leaky_baseline") != leaky:
         raise LedgerError(
