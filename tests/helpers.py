@@ -99,7 +99,7 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
         "clipped_gradient_sum",
         rows=data.x[batch],
         sensitivity=clip,
-        noise_std=sigma * clip,
+        noise_scale=sigma * clip,
         value=np.r_[g_w.ravel(), g_b],
         attribution=head_attribution(head.w, head.b, clip=clip, active=active),
     )

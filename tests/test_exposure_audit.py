@@ -146,7 +146,7 @@ def _ledger(entries: list[dict]) -> dict:
 
 
 def _release(rows: np.ndarray, sigma: float) -> Release:
-    return Release(mechanism="clipped_gradient_sum", rows=rows, sensitivity=1.0, noise_std=sigma)
+    return Release(mechanism="clipped_gradient_sum", rows=rows, sensitivity=1.0, noise_scale=sigma)
 
 
 def test_reads_at_rate_one_are_counted_exactly_per_part():
@@ -205,7 +205,7 @@ def test_the_primitives_report_only_inside_a_recording():
     with releases.recording(keep_values=True) as rec:
         g_w, g_b, batch, _ = noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)
     (r,) = rec.releases
-    assert np.array_equal(r.rows, x) and r.sensitivity == 1.0 and r.noise_std == 0.0
+    assert np.array_equal(r.rows, x) and r.sensitivity == 1.0 and r.noise_scale == 0.0
     # at σ = 0 a one-record release is that record's clipped gradient: its projection is its norm²
     with releases.recording(keep_values=True) as rec:
         noisy_clipped_sum(HeadData(x[:1], y[:1]), head.w, head.b, **args)
@@ -213,4 +213,56 @@ def test_the_primitives_report_only_inside_a_recording():
     assert dots[0] == pytest.approx(norms[0] ** 2, rel=1e-6) and 0 < norms[0] <= 1.0
     dots, norms = r.attribute(x, y)  # three records, the head at zero: the same norm each
     assert np.allclose(norms, norms[0])
-    assert math.isinf(Release(mechanism="m", rows=x, sensitivity=0.0, noise_std=1.0).noise_multiplier)
+    assert math.isinf(Release(mechanism="m", rows=x, sensitivity=0.0, noise_scale=1.0).noise_multiplier)
+
+
+# ----------------------------------------------------------------------------- DP active learning
+
+
+def test_dp_active_learning_groups_are_not_refuted():
+    from dpcl.stages.exposure import active_exposure_rows
+
+    rows = active_exposure_rows(seed=0)
+    assert [r["mechanism"] for r in rows] == [
+        f"DP active learning, group {g}: exposure" for g in ("0", "1", "2", "unselected")
+    ]
+    assert all(r["verdict"] == "not refuted" for r in rows), [r["setting"] for r in rows]
+
+
+def test_dp_active_learning_trained_at_the_wrong_groups_rate_is_refuted(monkeypatch):
+    """Every labelled record sampled at the largest rate of its segment (the last group's, step
+    amplification's highest) instead of its own group's: each record's reads stay plausible, the group
+    0 total (about 1.5 times its Binomial mean) does not."""
+    import dpcl.active.run as run_mod
+    from dpcl.stages.exposure import active_exposure_rows
+
+    _broken(
+        run_mod,
+        "run_active",
+        monkeypatch,
+        ("rates = np.asarray(seg.rates)[groups[lab]]", "rates = np.full(len(lab), max(seg.rates))"),
+    )
+    by = {r["mechanism"]: r for r in active_exposure_rows(seed=0)}
+    assert by["DP active learning, group 0: exposure"]["verdict"] == "refuted"
+
+
+def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path):
+    from dpcl.stages.privacy import audit_part, audit_parts, privacy_audit
+
+    cfg = {"epsilons": [1.0], "trials": 1000, "learner_trials": 0, "whitebox_runs": 0, "seed": 0}
+    names = audit_parts(cfg)
+    assert names == ["mechanisms", "exposure", "exposure-active"]
+    parts = {name: tmp_path / f"{name}.json" for name in names}
+    for name in names:
+        audit_part(cfg, DELTA, name, parts[name])
+    privacy_audit(
+        cfg, DELTA, tmp_path / "a.csv", tmp_path / "a.md", parts=parts, out_figures=[tmp_path / "a.png"]
+    )
+    md = (tmp_path / "a.md").read_text()
+    for spec in registry.specs():
+        line = next(line for line in md.splitlines() if line.startswith(f"| {spec.display} (exposure) | 1 |"))
+        assert "| 1 | — | — |" in line  # no bound on ε, no trials: a count
+    for g in ("0", "1", "2", "unselected"):
+        assert f"| DP active learning, group {g} (exposure) | 8 |" in md
+    assert "certified" not in md.replace("not certified", "")
+    assert "label release through the budget split (release-f0.1)" in md

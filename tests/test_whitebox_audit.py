@@ -214,6 +214,7 @@ def test_the_audit_table_from_its_parts_equals_the_table_computed_in_one_process
         "whitebox_canaries": 200,
         "whitebox_bias_trials": 50,
         "seed": 3,
+        "exposure": False,  # its parts merge like the others (tests/test_exposure_audit.py has its rows)
     }
     names = audit_parts(cfg)
     assert names[:2] == ["mechanisms", "learners"] and {"dp-sgd-heads", "dp-a-gem", "fm-a-gem"} <= set(names)
@@ -238,3 +239,8 @@ def test_the_audit_table_from_its_parts_equals_the_table_computed_in_one_process
     with pytest.raises(ValueError, match="unknown audit part 'nope'"):
         audit_part(cfg, DELTA, "nope", tmp_path / "nope.json")
     assert audit_parts(cfg | {"learner_trials": 0, "whitebox_runs": 0}) == ["mechanisms"]
+    assert audit_parts(cfg | {"learner_trials": 0, "whitebox_runs": 0, "exposure": True}) == [
+        "mechanisms",
+        "exposure",
+        "exposure-active",
+    ]

@@ -22,6 +22,8 @@ import math
 
 import numpy as np
 
+from ..privacy import releases
+
 
 def laplace_scale(clip: float, selection_epsilon: float, phases: int) -> float:
     """Scale of the per-phase Laplace noise: C_Sel / (ε_Sel / T). ε_Sel = 0 is refused here:
@@ -31,9 +33,25 @@ def laplace_scale(clip: float, selection_epsilon: float, phases: int) -> float:
     return clip * phases / selection_epsilon
 
 
-def noisy(scores: np.ndarray, scale: float, rng: np.random.Generator) -> np.ndarray:
-    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves)."""
-    return scores + rng.laplace(0.0, scale, size=scores.shape) if scale > 0 else scores.astype(float)
+def noisy(
+    scores: np.ndarray,
+    scale: float,
+    rng: np.random.Generator,
+    *,
+    rows: np.ndarray | None = None,
+    sensitivity: float | None = None,
+) -> np.ndarray:
+    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves). ``rows`` (the records
+    the scores were computed from, one each) and ``sensitivity`` (the scores' clip bound C_Sel): the
+    release is reported to an audit (:mod:`dpcl.privacy.releases`)."""
+    out = scores + rng.laplace(0.0, scale, size=scores.shape) if scale > 0 else scores.astype(float)
+    if rows is not None and releases.listening():
+        if sensitivity is None or len(rows) != len(scores):
+            raise ValueError("a reported selection needs its scores' sensitivity and one row per score")
+        releases.report(
+            "laplace_scores", rows=rows, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
+        )
+    return out
 
 
 def top_k(values: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

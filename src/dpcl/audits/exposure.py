@@ -11,8 +11,9 @@ part), the entries of p with that σ allow ``steps`` reads at rate q each. The r
 when some part's hypothesis covers all its reads:
 
 - **at q = 1, exactly**: reads at σ ≤ the steps of the part's entries at σ;
-- **at q < 1, by a binomial test**: the reads at σ are at most Binomial(steps, q) under the claim; a
-  count whose upper tail is below α / (records × noise levels) (Bonferroni over the run) refutes it.
+- **at q < 1, by a binomial test**: under the claim the reads at σ are a sum of independent reads at
+  the entries' rates, whose upper tail is bounded by the Binomial with the same mean (Hoeffding 1956);
+  a count whose tail bound is below α / (records × noise levels) (Bonferroni over the run) refutes it.
 
 A read at a σ that no entry of any hypothesis states is unaccounted outright, whatever the rate. The
 check refutes, never certifies: a read the ledger accounts for may still be noised wrongly (the
@@ -31,7 +32,7 @@ from scipy.stats import binom
 from ..privacy.releases import Release
 
 #: relative tolerance when matching a release's σ with a ledger entry's (both are the same float, up to
-#: the division noise_std / sensitivity)
+#: the division noise_scale / sensitivity)
 SIGMA_RTOL = 1e-9
 
 
@@ -48,16 +49,23 @@ class RecordIndex:
 
     RTOL = 1e-6
 
+    #: what :meth:`lookup` returns for a public record (a read of it spends no one's privacy)
+    PUBLIC = (-1, -1)
+
     def __init__(self) -> None:
         self._exact: dict[bytes, tuple[int, int]] = {}
         self._rows: dict[int, tuple[np.ndarray, list[tuple[int, int]]]] = {}
+
+    def add_public(self, x: np.ndarray) -> None:
+        """Add public records (a shadow pool, a public split): reads of them are not counted."""
+        self.add(x, np.full(len(x), -1), -1)
 
     def add(self, x: np.ndarray, ids: np.ndarray, task: int) -> None:
         """Add task ``task``'s records ``ids`` in the representation ``x`` (one row each)."""
         x = np.asarray(x)
         for row, i in zip(x, np.asarray(ids), strict=True):
             key = row_key(row)
-            if key in self._exact and self._exact[key] != (task, int(i)):
+            if key in self._exact and self._exact[key] != (task, int(i)) and task >= 0:
                 raise ValueError(f"the audit's records must be distinct rows: record {int(i)} repeats one")
             self._exact[key] = (task, int(i))
         rows, who = self._rows.get(x.shape[1], (np.zeros((0, x.shape[1])), []))
@@ -147,13 +155,9 @@ def _same(a: float, b: float) -> bool:
     return abs(a - b) <= SIGMA_RTOL * max(abs(a), abs(b))
 
 
-def check_exposure(
-    releases: list[Release], ledger: dict, index: RecordIndex, *, alpha: float = 0.05
-) -> Exposure:
-    """Count every record's reads in ``releases`` (private ones: 0 < σ < ∞) and compare them with
-    ``ledger``'s accounting of its task (module docstring)."""
-    out = Exposure(alpha=alpha)
-    reads: dict[tuple[int, int], dict[float, int]] = defaultdict(lambda: defaultdict(int))
+def _reads(releases: list[Release], index: RecordIndex, out: Exposure) -> dict[tuple[int, int], dict]:
+    """Every private read (0 < noise multiplier < ∞) of every record: {(task, id): {(noise, σ): count}}."""
+    reads: dict[tuple[int, int], dict[tuple[str, float], int]] = defaultdict(lambda: defaultdict(int))
     for r in releases:
         sigma = r.noise_multiplier
         if not (sigma > 0 and math.isfinite(sigma)):
@@ -163,9 +167,23 @@ def check_exposure(
             if who is None:
                 out.unattributed_rows += 1
                 continue
+            if who == RecordIndex.PUBLIC:
+                continue
             levels = reads[who]
-            key = next((s for s in levels if _same(s, sigma)), sigma)
+            key = next((k for k in levels if k[0] == r.noise and _same(k[1], sigma)), (r.noise, sigma))
             levels[key] += 1
+    return reads
+
+
+def check_exposure(
+    releases: list[Release], ledger: dict, index: RecordIndex, *, alpha: float = 0.05
+) -> Exposure:
+    """Count every record's reads in ``releases`` (private ones: 0 < σ < ∞) and compare them with
+    ``ledger``'s accounting of its task (module docstring)."""
+    out = Exposure(alpha=alpha)
+    reads = {
+        who: {s: k for (_, s), k in levels.items()} for who, levels in _reads(releases, index, out).items()
+    }
     entries = [ledger_entries(task) for task in ledger.get("tasks", [])]
     out.exact = all(e.rate >= 1.0 for es in entries for e in es)
     out.records_read = len(reads)
@@ -189,15 +207,105 @@ def check_exposure(
     return out
 
 
+def upper_tail(k: int, entries: list[Entry]) -> float:
+    """An upper bound on Pr[reads ≥ k] when each entry's ``steps`` releases read a record independently
+    at its ``rate``: 0 past the steps; else the Binomial(N, p̄) tail with the same mean (N the steps,
+    p̄ their mean rate), which bounds the tail of a sum of Bernoullis with unequal rates for
+    k ≥ N·p̄ + 1 (Hoeffding 1956); below that the bound is 1 (no evidence)."""
+    n = sum(e.steps for e in entries)
+    mean = sum(e.steps * min(e.rate, 1.0) for e in entries)
+    if k > n:
+        return 0.0
+    if mean >= n or k < mean + 1:
+        return 1.0
+    return float(binom.sf(k - 1, n, mean / n))
+
+
 def _covered(levels: dict[float, int], entries: list[Entry], alpha: float) -> bool:
     """Whether ``entries`` (one part's hypothesis) account for reads ``levels`` (σ -> count)."""
     for sigma, k in levels.items():
         match = [e for e in entries if _same(e.sigma, sigma)]
-        if not match:
-            return False
-        n, rate = sum(e.steps for e in match), max(e.rate for e in match)
-        if k > n:
-            return False
-        if rate < 1.0 and float(binom.sf(k - 1, n, rate)) < alpha:  # Pr[Bin(n, q) ≥ k]
+        if not match or upper_tail(k, match) < alpha:
             return False
     return True
+
+def _group_entries(ledger: dict) -> dict:
+    """{group: (Laplace selection entries, training entries)} of a DP active-learning group ledger: a
+    record of group g was scored at g selection phases (the unselected at all of them; ``selection_
+    epsilon`` / ``epsilon_per_phase`` reads at b / C_Sel) and trained along its group's phases."""
+    sel = ledger.get("selection", {})
+    per_phase = float(sel.get("epsilon_per_phase", 0) or 0)
+    scale, sens = float(sel.get("laplace_scale", 0) or 0), float(sel.get("sensitivity", 0) or 0)
+    out = {}
+    for g in ledger.get("groups", []):
+        n_sel = round(float(g["selection_epsilon"]) / per_phase) if per_phase > 0 else 0
+        laplace = [Entry(None, scale / sens, 1.0, n_sel)] if n_sel and sens > 0 and scale > 0 else []
+        train = [
+            Entry(None, float(p["noise_multiplier"]), float(p["sample_rate"]), int(p["steps"]))
+            for p in g["phases"]
+        ]
+        out[g["group"]] = (laplace, train)
+    return out
+
+
+def check_group_exposure(
+    releases: list[Release], ledger: dict, index: RecordIndex, *, alpha: float = 0.05
+) -> dict[str, Exposure]:
+    """The exposure check of a DP active-learning run, per group of its ledger: each record is placed in
+    the group its count of Laplace selection reads names (a record of group g was scored g times, an
+    unselected one at every phase), and its reads must be covered by that group's entries: the
+    selection reads exactly, the training reads (per-record Poisson rates) by the binomial test.
+    A record whose count names no group, or whose reads its group does not cover, refutes the group it
+    names (or the row ``"none"``)."""
+    entries = _group_entries(ledger)
+    shared = Exposure(alpha=alpha)
+    reads = _reads(releases, index, shared)
+    by_group = {str(g): Exposure(alpha=alpha, exact=False) for g in entries} | {"none": Exposure(alpha=alpha)}
+    tests = max(1, sum(len(v) for v in reads.values()))
+    members: dict[str, list[dict]] = defaultdict(list)  # the training reads of the records each group names
+    for (_, rid), levels in sorted(reads.items()):
+        n_laplace = sum(k for (noise, _), k in levels.items() if noise == "laplace")
+        trained = any(noise != "laplace" for noise, _ in levels)
+        named = [
+            g
+            for g, (lap, _) in entries.items()
+            if sum(e.steps for e in lap) == n_laplace and (trained or g == "unselected" or n_laplace == 0)
+        ]
+        sigma_reads = {s: k for (_, s), k in levels.items()}
+        group = next(
+            (g for g in named if _covered(sigma_reads, entries[g][0] + entries[g][1], alpha / (2 * tests))),
+            None,
+        )
+        name = str(group if group is not None else (named[0] if named else "none"))
+        members[name].append({s: k for (noise, s), k in levels.items() if noise != "laplace"})
+        target = by_group[name]
+        target.records_read += 1
+        target.max_reads = max(target.max_reads, sum(levels.values()))
+        if group is None:
+            target.unaccounted.append(
+                {
+                    "task": 0,
+                    "record": rid,
+                    "reads": {f"{n} {s:.6g}": k for (n, s), k in sorted(levels.items())},
+                }
+            )
+    # each group's training reads in total: a rate a little above the plan's escapes a per-record test
+    # but not the sum over the group (Binomial(records × steps, q) under the claim)
+    for g, (_, train) in entries.items():
+        for sigma in sorted({e.sigma for e in train}):
+            match = [e for e in train if _same(e.sigma, sigma)]
+            records = len(members[str(g)])
+            k = sum(v for m in members[str(g)] for s, v in m.items() if _same(s, sigma))
+            total = [Entry(e.part, e.sigma, e.rate, e.steps * records) for e in match]
+            if records and upper_tail(k, total) < alpha / (2 * len(entries)):
+                by_group[str(g)].unaccounted.append(
+                    {
+                        "task": 0,
+                        "record": "all",
+                        "reads": {f"gaussian {sigma:.6g}, group total": k},
+                        "expected": sum(e.steps * e.rate for e in total),
+                    }
+                )
+    for e in by_group.values():
+        e.releases, e.unattributed_rows = shared.releases, shared.unattributed_rows
+    return by_group

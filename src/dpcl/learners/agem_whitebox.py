@@ -172,14 +172,14 @@ def audit_memory_parts(
             # the releases that read this part's canaries, whatever the ledger says (one that also read
             # the other part's would add a shifted term to their statistic); an absent canary is scored
             # on the same releases
-            read = [r for r in rec.releases if r.noise_std > 0 and np.any(r.rows[:, cols[p]] != 0)]
+            read = [r for r in rec.releases if r.noise_scale > 0 and np.any(r.rows[:, cols[p]] != 0)]
             if len(read) < reads[p]:
                 raise RuntimeError(
                     f"{len(read)} releases read the {p} part's canaries, the setting has {reads[p]}"
                 )
             for r in read:
                 dots, norms = r.attribute(canary_rows[p], labels)
-                stat[p] += dots / (r.noise_std * np.maximum(norms, 1e-12))
+                stat[p] += dots / (r.noise_scale * np.maximum(norms, 1e-12))
             attributed[p] = max(attributed[p], len(read))
         for p in PARTS:
             z[p, False].extend(stat[p][~coins[p]].tolist())

@@ -234,7 +234,7 @@ def release_coefficients(
             "taylor_coefficients",
             rows=z,
             sensitivity=SENSITIVITY,
-            noise_std=sigma,
+            noise_scale=sigma,
             value=np.concatenate([a[iu], np.ravel(b)]),
         )
     return a, b

@@ -54,7 +54,7 @@ def noisy_class_sums(
             "class_sums",
             rows=features,
             sensitivity=1.0,  # one record adds one unit vector to one sum
-            noise_std=sigma,
+            noise_scale=sigma,
             value=task_sums,
             attribution=lambda rows, labels, value: class_sum_attribution(rows, labels, value, o_t, dim),
         )

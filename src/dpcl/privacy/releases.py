@@ -1,7 +1,8 @@
 """Every release of private data, reported by the mechanism primitive that makes it.
 
-A Gaussian release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s
-blocks; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients) calls
+A release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s
+blocks; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients; DP active
+learning's Laplace-noised acquisition scores) calls
 :func:`report` with what it read and how it was noised. Outside an audit nothing listens: :func:`report`
 returns after one context-variable read. An audit opens :func:`recording`, runs a learner's ordinary
 code, and receives every release of the run, in order, whether or not the learner's ledger expects it
@@ -25,12 +26,13 @@ import numpy as np
 
 @dataclass(frozen=True, kw_only=True)
 class Release:
-    """One Gaussian release of private data, as its primitive made it."""
+    """One release of private data, as its primitive made it."""
 
     mechanism: str  #: the primitive, e.g. "clipped_gradient_sum", "class_sums", "taylor_coefficients"
     rows: np.ndarray  #: the records read, one row each, as the primitive read them
-    sensitivity: float  #: the L2 bound on one record's contribution that the primitive enforces
-    noise_std: float  #: the standard deviation of the Gaussian noise on every released coordinate
+    sensitivity: float  #: the bound on one record's contribution (L2 for Gaussian noise, L1 for Laplace)
+    noise_scale: float  #: the noise's scale on every released coordinate: a Gaussian's σ, a Laplace's b
+    noise: str = "gaussian"  #: "gaussian" or "laplace"
     value: np.ndarray | None = None  #: the released (noisy) values, flat, when the audit keeps them
     #: ``attribution(rows, labels, value) -> (dots, norms)``: for each given record, the contribution c_i
     #: it would add to this release (clipped or normalised, at the release's own state, e.g. the head it
@@ -41,8 +43,9 @@ class Release:
 
     @property
     def noise_multiplier(self) -> float:
-        """σ = noise standard deviation / sensitivity: what a ledger states for this release."""
-        return self.noise_std / self.sensitivity if self.sensitivity > 0 else float("inf")
+        """The noise scale per unit of sensitivity, what a ledger states for this release: σ of a
+        Gaussian release (its noise multiplier), b / Δ of a Laplace one (1/ε)."""
+        return self.noise_scale / self.sensitivity if self.sensitivity > 0 else float("inf")
 
     def attribute(self, rows: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(⟨c_i, value⟩, ‖c_i‖) for each record (``rows``, ``labels``): what the adversary of the
@@ -88,7 +91,8 @@ def report(
     *,
     rows: np.ndarray,
     sensitivity: float,
-    noise_std: float,
+    noise_scale: float,
+    noise: str = "gaussian",
     value: np.ndarray | None = None,
     attribution: Callable | None = None,
 ) -> None:
@@ -102,7 +106,8 @@ def report(
             mechanism=mechanism,
             rows=np.array(rows, copy=True),
             sensitivity=float(sensitivity),
-            noise_std=float(noise_std),
+            noise_scale=float(noise_scale),
+            noise=noise,
             value=np.array(value, dtype=np.float64, copy=True).ravel()
             if rec.keep_values and value is not None
             else None,

@@ -31,6 +31,7 @@ def label_space_attack(cfg: dict, delta: float, out_csv: str | Path, out_md: str
 MECHANISMS_PART = "mechanisms"
 LEARNERS_PART = "learners"
 EXPOSURE_PART = "exposure"
+ACTIVE_EXPOSURE_PART = "exposure-active"
 
 
 def _slug(name: str) -> str:
@@ -48,10 +49,10 @@ def audit_parts(cfg: dict) -> list[str]:
     if cfg.get("learner_trials", 0):
         parts.append(LEARNERS_PART)
     if cfg.get("exposure", True):
-        parts.append(EXPOSURE_PART)
+        parts += [EXPOSURE_PART, ACTIVE_EXPOSURE_PART]
     if cfg.get("whitebox_runs", 0):
         names = [_slug(audit.name) for audit, _, _ in registry.whitebox_audits()]
-        fixed = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART)
+        fixed = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART)
         clash = sorted({n for n in names if names.count(n) > 1 or n in fixed})
         if clash:
             raise ValueError(f"white-box audits whose names give the same part name: {clash}; rename one")
@@ -85,6 +86,10 @@ def _part_rows(cfg: dict, delta: float, part: str):
         from .exposure import exposure_rows
 
         return exposure_rows(cfg["epsilons"], delta, seed=cfg["seed"])
+    if part == ACTIVE_EXPOSURE_PART:
+        from .exposure import active_exposure_rows
+
+        return active_exposure_rows(seed=cfg["seed"])
     for audit, function, learners in registry.whitebox_audits():
         if _slug(audit.name) == part:
             return [
@@ -155,7 +160,7 @@ def privacy_audit(
         ]
         df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     if cfg.get("exposure", True):
-        exposure = pd.DataFrame(rows[EXPOSURE_PART])
+        exposure = pd.DataFrame(rows[EXPOSURE_PART] + rows[ACTIVE_EXPOSURE_PART])
         df = pd.concat(
             [
                 df,
@@ -172,7 +177,9 @@ def privacy_audit(
         )
     if cfg.get("whitebox_runs", 0):
         # the table's order: per claimed ε, every white-box audit in registry order
-        whitebox = [n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART)]
+        whitebox = [
+            n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART)
+        ]
         ordered = [
             row for i in range(len(_finite(cfg["epsilons"]))) for name in whitebox for row in rows[name][i]
         ]
@@ -187,7 +194,10 @@ def privacy_audit(
             "sees reads the ledger does not expect (a record in two parts, an extra release, one reread too "
             "many) without canaries or statistics; it does not test the noise (the other rows do). A learner "
             "whose releases do not go through the primitives, or whose job the check cannot run yet, is "
-            "marked not auditable."
+            "marked not auditable. DP active learning (one run of the sound per-record selection under the "
+            "step-amplification schedule at ε = 8, ε_Sel = 2): a row per group of its ledger; each record is "
+            "placed in the group its count of Laplace selection reads names and checked against that "
+            "group's phases, record by record and in total (per-record Poisson rates: binomial tests)."
         )
     if cfg.get("whitebox_runs", 0):
         notes.append(

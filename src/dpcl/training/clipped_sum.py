@@ -188,7 +188,7 @@ def noisy_clipped_sum(
             "clipped_gradient_sum",
             rows=data.x[batch],
             sensitivity=clip,
-            noise_std=sigma * clip,
+            noise_scale=sigma * clip,
             value=g,
             attribution=head_attribution(w, b, clip=clip, active=active),
         )
