@@ -249,9 +249,17 @@ def test_dp_active_learning_trained_at_the_wrong_groups_rate_is_refuted(monkeypa
 def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path):
     from dpcl.stages.privacy import audit_part, audit_parts, privacy_audit
 
-    cfg = {"epsilons": [1.0], "trials": 1000, "learner_trials": 0, "whitebox_runs": 0, "seed": 0}
+    cfg = {
+        "epsilons": [1.0],
+        "trials": 1000,
+        "learner_trials": 0,
+        "whitebox_runs": 0,
+        "canary_runs": 4,
+        "canary_count": 100,
+        "seed": 0,
+    }
     names = audit_parts(cfg)
-    assert names == ["mechanisms", "exposure", "exposure-active"]
+    assert names == ["mechanisms", "exposure", "exposure-active", "canaries"]
     parts = {name: tmp_path / f"{name}.json" for name in names}
     for name in names:
         audit_part(cfg, DELTA, name, parts[name])
@@ -261,7 +269,9 @@ def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path)
     md = (tmp_path / "a.md").read_text()
     for spec in registry.specs():
         line = next(line for line in md.splitlines() if line.startswith(f"| {spec.display} (exposure) | 1 |"))
-        assert "| 1 | — | — |" in line  # no bound on ε, no trials: a count
+        assert "| 1 | — | — | — |" in line  # no bound on ε or μ, no trials: a count
+        line = next(line for line in md.splitlines() if line.startswith(f"| {spec.display} (canaries) | 1 |"))
+        assert ("not refuted (add/remove)" in line) == (spec.job in ("prototypes", "heads", "agem")), line
     for g in ("0", "1", "2", "unselected"):
         assert f"| DP active learning, group {g} (exposure) | 8 |" in md
     assert "certified" not in md.replace("not certified", "")

@@ -1,185 +1,31 @@
-"""The exposure part of the privacy audit (rule ``privacy_audit_part``, part ``exposure``): every
-registered learner on cached features runs its ordinary code on a small audit data set while the mechanism
-primitives report every release (:mod:`dpcl.privacy.releases`); each record's reads are counted and
-compared with the run's own verified ledger (:func:`dpcl.audits.exposure.check_exposure`).
-
-The audit data set: :data:`N_TASKS` disjoint tasks of two classes, :data:`PER_CLASS` records per class
-with distinct random feature rows, so that a read identifies its record by content. Every DP-SGD rate
-is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so the count is exact: a read the ledger does not account
-for fails the row outright. The label method is Base Dataset (a data-independent label space), so the
-training budget is the whole ε. A learner's run is made by the function its registry job names
-(:data:`RUNNERS`); a job the harness cannot run yet gets a row that says so, never a silent skip.
+"""The exposure part of the privacy audit (rule ``privacy_audit_part``, parts ``exposure`` and
+``exposure-active``): every registered learner on cached features runs its ordinary code on the audit's
+data set (:mod:`.audit_runs`, every DP-SGD rate 1) while the mechanism primitives report every release
+(:mod:`dpcl.privacy.releases`); each record's reads are counted and compared with the run's own verified
+ledger (:func:`dpcl.audits.exposure.check_exposure`). A read identifies its record by content (distinct
+feature rows); at rate 1 the count is exact, so a read the ledger does not account for fails the row
+outright. The label method is Base Dataset (a data-independent label space), so the training budget is
+the whole ε. A job the harness cannot run yet gets a row that says so, never a silent skip. DP active
+learning gets a row per group of one run's ledger (:func:`active_exposure_rows`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import eps_tag
-from ..data.label_space import output_label_spaces, parse_label_method
-from ..data.scenarios import Scenario
-from ..privacy.accounting import Budget
 from ..seeding import rng
-
-N_TASKS, CLASSES_PER_TASK, PER_CLASS, TEST_PER_CLASS, DIM = 3, 2, 10, 4, 8
-#: every rate 1 (the check is exact), two epochs (each record read twice by its own task's training)
-AUDIT_DPSGD = {"sample_rate": 1.0, "epochs": 2.0, "lr": 0.05, "clip": 1.0, "normaliser": 16.0}
-AUDIT_AGEM = {"buffer_fraction": 0.5, "buffer_sample_rate": 1.0}
-#: the projected job's blocks: small, fixed (no tuning), the PCA fitted on the audit's public split
-PROJECTED_BLOCKS = {
-    "l2dpml": {"input_dim": DIM, "hidden": 4, "batch_size": 8, "epochs": 1},
-    "fm_agem": {"dim": 4, "lr": 0.4, "steps": 2},
-}
-METHOD = "base"
-
-
-@dataclass(frozen=True)
-class AuditData:
-    """The exposure audit's data: cached-feature arrays as the jobs read them, the scenario, the labels
-    and the public split the projected job fits its PCA on."""
-
-    train: tuple[np.ndarray, np.ndarray, np.ndarray]  #: features, labels, sample ids (ascending)
-    test: tuple[np.ndarray, np.ndarray]
-    public: np.ndarray
-    scenario: Scenario
-
-    def labels(self, epsilon: float, delta: float) -> dict:
-        """The label file of a Base Dataset run at (ε, δ), as the labels stage writes it."""
-        budget = Budget(epsilon, delta) if math.isfinite(epsilon) else Budget(math.inf, 0.0)
-        task_labels = [
-            self.train[1][np.searchsorted(self.train[2], ids)] for ids in self.scenario.train_indices
-        ]
-        res = output_label_spaces(
-            parse_label_method(METHOD),
-            task_labels,
-            N_TASKS * CLASSES_PER_TASK,
-            budget,
-            self.scenario.seed,
-            run_key=("release", "audit", self.scenario.name, eps_tag(epsilon)),
-        )
-        return res | {
-            "seed": self.scenario.seed,
-            "scenario": self.scenario.name,
-            "epsilon_tag": eps_tag(epsilon),
-            "stream": {"dataset": "audit", "scenario": self.scenario.name},
-        }
-
-
-def audit_data(seed: int) -> AuditData:
-    """The audit's records: class means on a sphere of radius 2 plus unit Gaussian noise, float32."""
-    gen = rng(seed, "audit", "exposure", "data")
-    n_classes = N_TASKS * CLASSES_PER_TASK
-    means = gen.normal(0.0, 1.0, (n_classes, DIM))
-    means *= 2.0 / np.linalg.norm(means, axis=1, keepdims=True)
-
-    def draw(per: int) -> tuple[np.ndarray, np.ndarray]:
-        y = np.repeat(np.arange(n_classes), per)
-        return (means[y] + gen.normal(0.0, 1.0, (len(y), DIM))).astype(np.float32), y
-
-    x, y = draw(PER_CLASS)
-    xt, yt = draw(TEST_PER_CLASS)
-    public, _ = draw(PER_CLASS)
-    ids = np.arange(len(y))
-    classes = [list(range(t * CLASSES_PER_TASK, (t + 1) * CLASSES_PER_TASK)) for t in range(N_TASKS)]
-    scenario = Scenario(
-        name="exposure-audit",
-        seed=int(seed),
-        class_order=list(range(n_classes)),
-        task_classes=classes,
-        train_indices=[ids[np.isin(y, c)] for c in classes],
-    )
-    return AuditData(train=(x, y, ids), test=(xt, yt), public=public, scenario=scenario)
-
-
-def _target(epsilon: float, delta: float) -> Budget:
-    return Budget(epsilon, delta) if math.isfinite(epsilon) else Budget(math.inf, 0.0)
-
-
-def _prototypes(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .prototypes import run_prototype_learner
-
-    return run_prototype_learner(
-        data.train, data.test, data.scenario, labels, learner=learner, target=target
-    )[1]
-
-
-def _heads(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .heads import run_head_learners
-
-    out = run_head_learners(
-        data.train,
-        data.test,
-        data.scenario,
-        labels,
-        data.scenario.seed,
-        [learner],
-        dpsgd_cfg=AUDIT_DPSGD,
-        target=target,
-    )
-    return out[learner][1]
-
-
-def _memory(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .agem import run_memory_learner
-
-    return run_memory_learner(
-        data.train,
-        data.test,
-        data.scenario,
-        labels,
-        learner=learner,
-        dpsgd_cfg=AUDIT_DPSGD,
-        agem_cfg=AUDIT_AGEM,
-        target=target,
-    )[1]
-
-
-def _projected(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from ..learners import registry
-    from .common import LearnerRun
-    from .projected import ProjectedJob
-
-    (block,) = registry.get(learner).config_blocks
-    run = LearnerRun(
-        learner=learner,
-        labels=labels,
-        scenario=data.scenario,
-        train=data.train,
-        test=data.test,
-        target=target,
-        block=PROJECTED_BLOCKS.get(block, {}),
-        job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed),
-    )
-    return registry.stage_function(learner, "projected")(run)[1]
-
-
-def _features(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .learner import run_learner
-
-    return run_learner(
-        learner,
-        train=data.train,
-        test=data.test,
-        scenario=data.scenario,
-        labels=labels,
-        options={},
-        target=target,
-        backbone="features",
-    )[1]
-
-
-#: how the harness makes one run of a learner, by its registry job (jobs on images are not run here yet)
-RUNNERS: dict[str, Callable[[str, AuditData, dict, Budget], dict]] = {
-    "prototypes": _prototypes,
-    "heads": _heads,
-    "agem": _memory,
-    "projected": _projected,
-    "features": _features,
-}
+from .audit_runs import (
+    CLASSES_PER_TASK,
+    N_TASKS,
+    PER_CLASS,
+    PROJECTED_BLOCKS,
+    RUNNERS,
+    AuditData,
+    audit_data,
+    audit_target,
+)
 
 
 def _index(data: AuditData):
@@ -230,7 +76,7 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
                 )
                 continue
             with releases.recording() as rec:
-                privacy = runner(spec.name, data, labels, _target(eps, delta))
+                privacy = runner(spec.name, data, labels, audit_target(eps, delta))
             if not privacy.get("private", True) or not privacy.get("guarantee_holds", True):
                 verdict, summary = "not auditable: its ledger claims no DP guarantee", ""
             else:

@@ -32,6 +32,9 @@ MECHANISMS_PART = "mechanisms"
 LEARNERS_PART = "learners"
 EXPOSURE_PART = "exposure"
 ACTIVE_EXPOSURE_PART = "exposure-active"
+CANARY_PART = "canaries"
+#: the parts that are not a white-box audit of the registry
+FIXED_PARTS = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART, CANARY_PART)
 
 
 def _slug(name: str) -> str:
@@ -50,10 +53,11 @@ def audit_parts(cfg: dict) -> list[str]:
         parts.append(LEARNERS_PART)
     if cfg.get("exposure", True):
         parts += [EXPOSURE_PART, ACTIVE_EXPOSURE_PART]
+    if cfg.get("canary_runs", 16):
+        parts.append(CANARY_PART)
     if cfg.get("whitebox_runs", 0):
         names = [_slug(audit.name) for audit, _, _ in registry.whitebox_audits()]
-        fixed = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART)
-        clash = sorted({n for n in names if names.count(n) > 1 or n in fixed})
+        clash = sorted({n for n in names if names.count(n) > 1 or n in FIXED_PARTS})
         if clash:
             raise ValueError(f"white-box audits whose names give the same part name: {clash}; rename one")
         parts += names
@@ -86,6 +90,16 @@ def _part_rows(cfg: dict, delta: float, part: str):
         from .exposure import exposure_rows
 
         return exposure_rows(cfg["epsilons"], delta, seed=cfg["seed"])
+    if part == CANARY_PART:
+        from .canary_audit import canary_audit_rows
+
+        return canary_audit_rows(
+            cfg["epsilons"],
+            delta,
+            seed=cfg["seed"],
+            runs=int(cfg.get("canary_runs", 16)),
+            canaries=int(cfg.get("canary_count", 1000)),
+        )
     if part == ACTIVE_EXPOSURE_PART:
         from .exposure import active_exposure_rows
 
@@ -175,11 +189,22 @@ def privacy_audit(
             ],
             ignore_index=True,
         )
+    if cfg.get("canary_runs", 16):
+        canary = pd.DataFrame(rows[CANARY_PART])
+        df = pd.concat(
+            [
+                df,
+                canary.assign(
+                    broken=False,
+                    tag="",
+                    threat_model="white-box: every release the primitives report; canaries in the private data",
+                ).drop(columns=["learner"]),
+            ],
+            ignore_index=True,
+        )
     if cfg.get("whitebox_runs", 0):
         # the table's order: per claimed ε, every white-box audit in registry order
-        whitebox = [
-            n for n in names if n not in (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART)
-        ]
+        whitebox = [n for n in names if n not in FIXED_PARTS]
         ordered = [
             row for i in range(len(_finite(cfg["epsilons"]))) for name in whitebox for row in rows[name][i]
         ]
@@ -198,6 +223,16 @@ def privacy_audit(
             "step-amplification schedule at ε = 8, ε_Sel = 2): a row per group of its ledger; each record is "
             "placed in the group its count of Laplace selection reads names and checked against that "
             "group's phases, record by record and in total (per-record Poisson rates: binomial tests)."
+        )
+    if cfg.get("canary_runs", 16):
+        notes.append(
+            "Canaries (dpcl.stages.canary_audit): every registered learner on cached features runs its own "
+            "code, with no audit code of its author's, on the audit data set plus Dirac canaries in task 0 "
+            "(a coordinate of their own each, included by fair coins, fresh noise every run); each canary is "
+            "scored on every release that read canaries, as the primitives report them, and the run's "
+            "claim (ε, δ) is tested: its ε bound and its μ bound against the μ the claim allows, each at "
+            "α/2. A learner whose releases carry no attribution or read transformed features is marked "
+            "not auditable."
         )
     if cfg.get("whitebox_runs", 0):
         notes.append(

@@ -1,0 +1,80 @@
+"""The canary audit (dpcl.stages.canary_audit): every registered learner's own code with Dirac canaries
+in its private data, each canary scored on every release that read canaries as the mechanism primitives
+report them, against the run's (ε, δ) claim. The documented example of a user's learner is audited with
+no audit code of its own; the same learner with half its noise is refuted. The broken copy lives here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dpcl.learners import registry
+from dpcl.stages.canary_audit import canary_audit_rows
+
+DELTA = 1e-5
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py"
+
+
+@pytest.fixture
+def user_learners():
+    """Register users' learner files for one test, then restore the registry."""
+    before = dict(registry._EXTERNAL)
+    yield registry.load_modules
+    registry._EXTERNAL.clear()
+    registry._EXTERNAL.update(before)
+    registry._REGISTRY = None
+
+
+def _row(name: str) -> dict:
+    (row,) = canary_audit_rows([1.0], DELTA, seed=0, runs=16, canaries=1000, learners=[name])
+    return row
+
+
+def test_the_documented_example_is_audited_and_not_refuted(user_learners):
+    """Its class sums are one Gaussian release per task with sensitivity 1: the claim's μ (0.268 at
+    ε = 1) is its true μ, and with ~6,000 trials per world the bound sits a few hundredths below it."""
+    user_learners([str(EXAMPLE)])
+    row = _row("my_sums")
+    assert row["verdict"] == "not refuted (add/remove)"
+    assert 0.6 * row["claimed_mu"] < row["mu_lower_bound"] <= row["claimed_mu"]
+    assert row["trials"] > 5000
+
+
+def test_the_example_with_half_its_noise_is_refuted(user_learners, tmp_path):
+    """The same file with σ/2 passed to the primitive (its ledger still states σ): true μ 0.54, twice
+    what ε = 1 allows."""
+    src = EXAMPLE.read_text()
+    old = "task.x, task.y, task.label_space, sigma, inputs.rng_for"
+    assert src.count(old) == 1
+    path = tmp_path / "half_noise.py"
+    path.write_text(
+        src.replace(old, old.replace("sigma,", "sigma / 2,"))
+        .replace('name="my_sums"', 'name="half_noise"')
+        .replace('module="my_learner"', 'module="half_noise"')
+    )
+    user_learners([str(path)])
+    row = _row("half_noise")
+    assert row["verdict"].startswith("refuted")
+    assert row["mu_lower_bound"] > 1.5 * row["claimed_mu"]
+
+
+def test_a_head_learner_with_noise_at_two_thirds_is_refuted(monkeypatch):
+    """train_head's noise at ⅔ of the σ its ledger states (a copy of train_head with that one change):
+    the PEFT heads' row is refuted on its μ bound."""
+    import inspect
+    import textwrap
+
+    import dpcl.learners.peft as peft
+    import dpcl.training.heads as heads
+
+    src = textwrap.dedent(inspect.getsource(heads.train_head))
+    old = "sigma=noise_multiplier,"
+    assert src.count(old) == 1, "train_head passes its noise multiplier to the primitive once"
+    namespace = dict(vars(heads))
+    exec(
+        compile(src.replace(old, "sigma=noise_multiplier * 2 / 3,"), "<broken train_head>", "exec"), namespace
+    )  # noqa: S102
+    monkeypatch.setattr(peft, "train_head", namespace["train_head"])
+    row = _row("peft_head")
+    assert row["verdict"].startswith("refuted") and row["mu_lower_bound"] > row["claimed_mu"]
