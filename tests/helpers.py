@@ -19,6 +19,8 @@ SMALL_AUDIT = {
     "whitebox_runs": 4,
     "whitebox_canaries": 200,
     "whitebox_bias_trials": 50,
+    "canary_runs": 2,
+    "canary_count": 50,
 }
 
 

@@ -46,6 +46,8 @@ def test_ci_overlay_only_shrinks_the_run():
         "whitebox_runs",
         "whitebox_canaries",
         "whitebox_bias_trials",
+        "canary_runs",
+        "canary_count",
     }
     for key, size in CI["audit"].items():
         assert 0 < size <= (full["audit"][key] or size), key

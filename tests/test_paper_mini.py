@@ -59,6 +59,8 @@ def test_overlay_shrinks_sizes_and_keeps_the_grid():
         ("audit", "whitebox_runs"),
         ("audit", "whitebox_canaries"),
         ("audit", "whitebox_bias_trials"),
+        ("audit", "canary_runs"),
+        ("audit", "canary_count"),
     }
     for path in _leaves(MINI):
         if len(path) == 1:

@@ -73,10 +73,16 @@ def tiny_config(raw: Path, weights: str = "random") -> dict:
         "privacy_figures": {"epsilons": [1], "deltas": [1e-5], "max_class_size": 10},
         "attack": {"epsilons": [1], "methods": ["oracle", "release-f0.1"], "trials": 1000},
         # the audit table's mechanisms part alone: one privacy_audit_part job through SLURM is what this test
-        # checks. The learners' canary and white-box audit parts are 7 more jobs of the same rule, each a
-        # fresh interpreter (the test alone took 548 CPU-s with them, 341 without); the test suite and CI's
-        # strong-audit step compute them
-        "audit": {"epsilons": [1], "trials": 1000, "learner_trials": 0, "whitebox_runs": 0},
+        # checks. The other parts (canary, exposure and white-box audits) are more jobs of the same rule,
+        # each a fresh interpreter; the test suite and CI's strong-audit step compute them
+        "audit": {
+            "epsilons": [1],
+            "trials": 1000,
+            "learner_trials": 0,
+            "whitebox_runs": 0,
+            "exposure": False,
+            "canary_runs": 0,
+        },
         "active": {"enabled": False},  # DP active learning has its own workflow test (test_workflow.py)
     }
 
