@@ -53,3 +53,16 @@ def pytest_collection_modifyitems(config, items):
     workers in alphabetical order, 531 s slow files first, 529 s a perfect split)."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.fixture
+def user_learners():
+    """``load_modules`` of the learner registry, for registering users' learner files in one test; the
+    registry is restored afterwards (its registered modules are module state)."""
+    from dpcl.learners import registry
+
+    before = dict(registry._EXTERNAL)
+    yield registry.load_modules
+    registry._EXTERNAL.clear()
+    registry._EXTERNAL.update(before)
+    registry._REGISTRY = None

@@ -141,3 +141,19 @@ def tracked_texts() -> dict[str, str]:
         except UnicodeDecodeError:
             continue
     return texts
+
+
+def broken_copy(module, function: str, *changes: tuple[str, str]):
+    """A broken copy of ``module.function`` for a test: its source with each (old, new) of ``changes``
+    applied (each ``old`` occurring exactly once), compiled in the module's namespace, so that everything
+    but the changed lines is the code the pipeline runs. The caller monkeypatches it where it is called."""
+    import inspect
+    import textwrap
+
+    src = textwrap.dedent(inspect.getsource(getattr(module, function)))
+    for old, new in changes:
+        assert src.count(old) == 1, f"{old!r} must occur once in {function}"
+        src = src.replace(old, new)
+    namespace = dict(vars(module))
+    exec(compile(src, f"<broken {function}>", "exec"), namespace)  # noqa: S102
+    return namespace[function]

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import noisy_head_sum
+from helpers import broken_copy, noisy_head_sum
 
 from dpcl.learners import agem as agem_mod
 from dpcl.learners.agem import agem_noise
@@ -132,19 +132,10 @@ def test_the_whole_task_in_the_buffer_is_refuted_on_the_train_part(monkeypatch):
     statistic attributes a canary in every release that read canaries of its part, so the train part's
     true μ is √2 times what its claim allows (about 0.38 against 0.268 at ε = 1); its μ bound (0.32 at
     this seed) exceeds the claim, about seven standard errors of the bound above it."""
-    import inspect
-    import textwrap
-
+    import dpcl.learners.agem_whitebox as whitebox_mod
     from dpcl.audits.gdp import claim_mu
 
-    src = textwrap.dedent(inspect.getsource(agem_mod.run_agem_head))
-    for old in ("x[keep & ref]", "y[keep & ref]"):
-        assert src.count(old) == 1
-        src = src.replace(old, old.replace(" & ref", ""))
-    namespace = dict(vars(agem_mod))
-    exec(compile(src, "<broken run_agem_head>", "exec"), namespace)  # noqa: S102
-    import dpcl.learners.agem_whitebox as whitebox_mod
-
-    monkeypatch.setattr(whitebox_mod, "run_agem_head", namespace["run_agem_head"])
+    changes = [(old, old.replace(" & ref", "")) for old in ("x[keep & ref]", "y[keep & ref]")]
+    monkeypatch.setattr(whitebox_mod, "run_agem_head", broken_copy(agem_mod, "run_agem_head", *changes))
     train, _ = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
     assert train["mu_lower_bound"] > claim_mu(1.0, DELTA)

@@ -7,23 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from helpers import broken_copy
 
-from dpcl.learners import registry
 from dpcl.stages.canary_audit import canary_audit_rows
 
 DELTA = 1e-5
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py"
-
-
-@pytest.fixture
-def user_learners():
-    """Register users' learner files for one test, then restore the registry."""
-    before = dict(registry._EXTERNAL)
-    yield registry.load_modules
-    registry._EXTERNAL.clear()
-    registry._EXTERNAL.update(before)
-    registry._REGISTRY = None
 
 
 def _row(name: str) -> dict:
@@ -33,11 +22,13 @@ def _row(name: str) -> dict:
 
 def test_the_documented_example_is_audited_and_not_refuted(user_learners):
     """Its class sums are one Gaussian release per task with sensitivity 1: the claim's μ (0.268 at
-    ε = 1) is its true μ, and with ~6,000 trials per world the bound sits a few hundredths below it."""
+    ε = 1) is its true μ. With ~6,000 trials per world the two Clopper-Pearson bounds (α/4 each) cost
+    about 0.036 and the estimate's sd is about 0.045: the bound is expected near 0.23 and falls below
+    0.4 of the claim (0.107) with probability below 1 %."""
     user_learners([str(EXAMPLE)])
     row = _row("my_sums")
     assert row["verdict"] == "not refuted (add/remove)"
-    assert 0.6 * row["claimed_mu"] < row["mu_lower_bound"] <= row["claimed_mu"]
+    assert 0.4 * row["claimed_mu"] < row["mu_lower_bound"] <= row["claimed_mu"]
     assert row["trials"] > 5000
 
 
@@ -62,19 +53,10 @@ def test_the_example_with_half_its_noise_is_refuted(user_learners, tmp_path):
 def test_a_head_learner_with_noise_at_two_thirds_is_refuted(monkeypatch):
     """train_head's noise at ⅔ of the σ its ledger states (a copy of train_head with that one change):
     the PEFT heads' row is refuted on its μ bound."""
-    import inspect
-    import textwrap
-
     import dpcl.learners.peft as peft
     import dpcl.training.heads as heads
 
-    src = textwrap.dedent(inspect.getsource(heads.train_head))
-    old = "sigma=noise_multiplier,"
-    assert src.count(old) == 1, "train_head passes its noise multiplier to the primitive once"
-    namespace = dict(vars(heads))
-    exec(
-        compile(src.replace(old, "sigma=noise_multiplier * 2 / 3,"), "<broken train_head>", "exec"), namespace
-    )  # noqa: S102
-    monkeypatch.setattr(peft, "train_head", namespace["train_head"])
+    broken = broken_copy(heads, "train_head", ("sigma=noise_multiplier,", "sigma=noise_multiplier * 2 / 3,"))
+    monkeypatch.setattr(peft, "train_head", broken)
     row = _row("peft_head")
     assert row["verdict"].startswith("refuted") and row["mu_lower_bound"] > row["claimed_mu"]

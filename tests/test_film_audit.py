@@ -209,6 +209,8 @@ def test_the_audit_table_has_the_film_row(vit, monkeypatch, tmp_path):
         "whitebox_canaries": 500,
         "whitebox_bias_trials": 100,
         "seed": 0,
+        "exposure": False,  # the exposure and canary rows name every learner (tests/test_exposure_audit.py)
+        "canary_runs": 0,
     }
     privacy_audit(cfg | {"film_canaries": 200}, DELTA, tmp_path / "a.csv", tmp_path / "a.md")
     md = (tmp_path / "a.md").read_text()

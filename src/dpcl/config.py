@@ -160,6 +160,16 @@ def load_schema(schema_path: str | Path = SCHEMA_PATH) -> dict:
     return schema
 
 
+def block_defaults(name: str, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """The defaults of top-level config block ``name`` (what a config that leaves it out gets)."""
+    schema = load_schema(schema_path)
+    if name not in schema["properties"]:
+        raise ConfigError(f"no config block {name!r}")
+    block: dict = {}
+    _with_defaults(jsonschema.Draft202012Validator)(schema["properties"][name]).validate(block)
+    return block
+
+
 def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """Validate ``config`` in place (filling defaults) and return it; raise :class:`ConfigError`.
     The learners of ``learner_modules`` (a user's own) are registered first, so that they may be named."""

@@ -12,7 +12,7 @@ when some part's hypothesis covers all its reads:
 
 - **at q = 1, exactly**: reads at σ ≤ the steps of the part's entries at σ;
 - **at q < 1, by a binomial test**: under the claim the reads at σ are a sum of independent reads at
-  the entries' rates, whose upper tail is bounded by the Binomial with the same mean (Hoeffding 1956);
+  the entries' rates, whose upper tail is bounded by the Binomial with the same mean [Hoeffding1956];
   a count whose tail bound is below α / (records × noise levels) (Bonferroni over the run) refutes it.
 
 A read at a σ that no entry of any hypothesis states is unaccounted outright, whatever the rate. The
@@ -211,7 +211,7 @@ def upper_tail(k: int, entries: list[Entry]) -> float:
     """An upper bound on Pr[reads ≥ k] when each entry's ``steps`` releases read a record independently
     at its ``rate``: 0 past the steps; else the Binomial(N, p̄) tail with the same mean (N the steps,
     p̄ their mean rate), which bounds the tail of a sum of Bernoullis with unequal rates for
-    k ≥ N·p̄ + 1 (Hoeffding 1956); below that the bound is 1 (no evidence)."""
+    k ≥ N·p̄ + 1 [Hoeffding1956]; below that the bound is 1 (no evidence)."""
     n = sum(e.steps for e in entries)
     mean = sum(e.steps * min(e.rate, 1.0) for e in entries)
     if k > n:
@@ -228,6 +228,7 @@ def _covered(levels: dict[float, int], entries: list[Entry], alpha: float) -> bo
         if not match or upper_tail(k, match) < alpha:
             return False
     return True
+
 
 def _group_entries(ledger: dict) -> dict:
     """{group: (Laplace selection entries, training entries)} of a DP active-learning group ledger: a

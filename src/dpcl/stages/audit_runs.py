@@ -1,7 +1,7 @@
 """Runs of a registered learner for the privacy audits: a small data set in the cached-feature layout
 (:class:`AuditData`), a Base Dataset label file for it, and the function that makes one run of a learner
 by its registry job (:data:`RUNNERS`), the job's own in-memory entry point, so that the learner runs the
-code the pipeline runs. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
+code the pipeline runs, with its config block's defaults. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
 record of a task is read at every step: exact counts for the exposure check (:mod:`.exposure`) and
 Gaussian releases for the canary audit (:mod:`.canary_audit`).
 
@@ -18,21 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import eps_tag
+from ..config import block_defaults, eps_tag
 from ..data.label_space import output_label_spaces, parse_label_method
 from ..data.scenarios import Scenario
 from ..privacy.accounting import Budget
 from ..seeding import rng
 
-N_TASKS, CLASSES_PER_TASK, PER_CLASS, TEST_PER_CLASS, DIM = 3, 2, 10, 4, 8
+N_TASKS, CLASSES_PER_TASK, PER_CLASS, TEST_PER_CLASS, DIM = 3, 2, 10, 4, 32
 #: every rate 1 (the check is exact), two epochs (each record read twice by its own task's training)
 AUDIT_DPSGD = {"sample_rate": 1.0, "epochs": 2.0, "lr": 0.05, "clip": 1.0, "normaliser": 16.0}
 AUDIT_AGEM = {"buffer_fraction": 0.5, "buffer_sample_rate": 1.0}
-#: the projected job's blocks: small, fixed (no tuning), the PCA fitted on the audit's public split
-PROJECTED_BLOCKS = {
-    "l2dpml": {"input_dim": DIM, "hidden": 4, "batch_size": 8, "epochs": 1},
-    "fm_agem": {"dim": 4, "lr": 0.4, "steps": 2},
-}
 METHOD = "base"
 
 
@@ -157,7 +152,7 @@ def _projected(learner: str, data: AuditData, labels: dict, target: Budget) -> d
         train=data.train,
         test=data.test,
         target=target,
-        block=PROJECTED_BLOCKS.get(block, {}),
+        block=block_defaults(block),
         job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed),
     )
     return registry.stage_function(learner, "projected")(run)[1]
@@ -202,3 +197,35 @@ def canary_rows(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 def audit_target(epsilon: float, delta: float) -> Budget:
     return Budget(epsilon, delta) if math.isfinite(epsilon) else Budget(math.inf, 0.0)
+
+
+def projected_dims() -> list[int]:
+    """The dimensions of the public projections the registered projected learners train on (their
+    blocks' default ``dim``): the representations their releases read."""
+    from ..learners import registry
+
+    dims = set()
+    for spec in registry.specs():
+        if spec.job == "projected":
+            for block in spec.config_blocks:
+                if "dim" in (d := block_defaults(block)):
+                    dims.add(int(d["dim"]))
+    return sorted(dims)
+
+
+def audited(learners=None) -> list:
+    """The learners an audit part gives rows to: every registered one, or those named in ``learners``."""
+    from ..learners import registry
+
+    return list(registry.specs()) if learners is None else [registry.get(n) for n in learners]
+
+
+def row_head(spec, kind: str, epsilon: float, delta: float, alpha: float) -> dict:
+    """The first columns of a learner's row of audit ``kind`` ("exposure", "canaries")."""
+    return {
+        "learner": spec.name,
+        "mechanism": f"{spec.display} ({kind})",
+        "claimed_epsilon": float(epsilon),
+        "delta": float(delta),
+        "alpha": float(alpha),
+    }

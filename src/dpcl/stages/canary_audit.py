@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..seeding import rng
-from .audit_runs import DIM, RUNNERS, audit_data, audit_target, canary_rows
+from .audit_runs import DIM, RUNNERS, audit_data, audit_target, audited, canary_rows, row_head
 
 
 def canary_audit_rows(
@@ -36,7 +36,6 @@ def canary_audit_rows(
     from ..audits.audit import audit_verdict
     from ..audits.gdp import claim_mu, gdp_epsilon
     from ..audits.whitebox import bound_coin_trials
-    from ..learners import registry
     from ..privacy import releases
 
     if runs < 2 or canaries < 2:
@@ -44,14 +43,8 @@ def canary_audit_rows(
     cx, cy = canary_rows(canaries)
     rows = []
     for eps in [e for e in epsilons if math.isfinite(e)]:
-        for spec in registry.specs() if learners is None else [registry.get(n) for n in learners]:
-            row = {
-                "learner": spec.name,
-                "mechanism": f"{spec.display} (canaries)",
-                "claimed_epsilon": float(eps),
-                "delta": float(delta),
-                "alpha": float(alpha),
-            }
+        for spec in audited(learners):
+            row = row_head(spec, "canaries", eps, delta, alpha)
             runner, why = RUNNERS.get(spec.job), None
             if runner is None:
                 why = f"job {spec.job!r} is not run by the canary audit yet"
@@ -65,8 +58,8 @@ def canary_audit_rows(
                 labels = data.labels(eps, delta, stream=f"audit-canaries-{r}")
                 with releases.recording(keep_values=True) as rec:
                     privacy = runner(spec.name, data, labels, audit_target(eps, delta))
-                if not privacy.get("private", True) or not privacy.get("guarantee_holds", True):
-                    why = "its ledger claims no DP guarantee"
+                if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
+                    why = "a method reproduced as published, whose ledger claims no DP guarantee"
                     break
                 private = [x for x in rec.releases if 0 < x.noise_multiplier < math.inf]
                 if not private:

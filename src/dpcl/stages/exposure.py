@@ -20,11 +20,13 @@ from .audit_runs import (
     CLASSES_PER_TASK,
     N_TASKS,
     PER_CLASS,
-    PROJECTED_BLOCKS,
     RUNNERS,
     AuditData,
     audit_data,
     audit_target,
+    audited,
+    projected_dims,
+    row_head,
 )
 
 
@@ -40,7 +42,7 @@ def _index(data: AuditData):
     for t, task_ids in enumerate(data.scenario.train_indices):
         rows = np.searchsorted(ids, task_ids)
         index.add(x[rows], task_ids, t)
-        for dim in sorted({b["dim"] for b in PROJECTED_BLOCKS.values() if "dim" in b}):
+        for dim in projected_dims():
             index.add(pca.projection(dim).apply(x[rows]), task_ids, t)
     return index
 
@@ -49,7 +51,6 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
     """One row per registered learner (or per name in ``learners``) per finite ε in ``epsilons``: the
     exposure check of one Base Dataset run on the audit data (module docstring)."""
     from ..audits.exposure import check_exposure
-    from ..learners import registry
     from ..privacy import releases
 
     data = audit_data(seed)
@@ -57,14 +58,8 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
     rows = []
     for eps in [e for e in epsilons if math.isfinite(e)]:
         labels = data.labels(eps, delta)
-        for spec in registry.specs() if learners is None else [registry.get(n) for n in learners]:
-            row = {
-                "learner": spec.name,
-                "mechanism": f"{spec.display}: exposure",
-                "claimed_epsilon": float(eps),
-                "delta": float(delta),
-                "alpha": float(alpha),
-            }
+        for spec in audited(learners):
+            row = row_head(spec, "exposure", eps, delta, alpha)
             runner = RUNNERS.get(spec.job)
             if runner is None:
                 rows.append(
@@ -77,8 +72,11 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
                 continue
             with releases.recording() as rec:
                 privacy = runner(spec.name, data, labels, audit_target(eps, delta))
-            if not privacy.get("private", True) or not privacy.get("guarantee_holds", True):
-                verdict, summary = "not auditable: its ledger claims no DP guarantee", ""
+            if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
+                verdict, summary = (
+                    "not auditable: a method reproduced as published, whose ledger claims no DP guarantee",
+                    "",
+                )
             else:
                 result = check_exposure(rec.releases, privacy, index, alpha=alpha)
                 verdict, summary = result.verdict, result.summary()
@@ -157,7 +155,7 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
         rows.append(
             {
                 "learner": "dp_active_learning",
-                "mechanism": f"DP active learning, group {group}: exposure",
+                "mechanism": f"DP active learning, group {group} (exposure)",
                 "claimed_epsilon": float(p["epsilon"]),
                 "delta": float(p["delta"]),
                 "alpha": float(alpha),

@@ -179,7 +179,6 @@ def privacy_audit(
             [
                 df,
                 exposure.assign(
-                    mechanism=exposure["mechanism"].str.replace(": exposure", " (exposure)", regex=False),
                     broken=False,
                     tag="",
                     epsilon_lower_bound=math.nan,
