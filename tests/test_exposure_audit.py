@@ -188,7 +188,8 @@ def test_the_primitives_report_only_inside_a_recording():
         g_w, g_b, batch, _ = noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)
     (r,) = rec.releases
     assert np.array_equal(r.rows, x) and r.sensitivity == 1.0 and r.noise_scale == 0.0
-    # at σ = 0 a one-record release is that record's clipped gradient: its projection is its norm²
+    # at σ = 0 a one-record release is that record's clipped gradient: the projection of its weight block
+    # is that block's norm²
     with releases.recording(keep_values=True) as rec:
         noisy_clipped_sum(HeadData(x[:1], y[:1]), head.w, head.b, **args)
     dots, norms = rec.releases[0].attribute(x[:1], y[:1])
@@ -258,3 +259,21 @@ def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path)
         assert f"| DP active learning, group {g} (exposure) | 8 |" in md
     assert "certified" not in md.replace("not certified", "")
     assert "label release through the budget split (release-f0.1)" in md
+
+
+def test_an_attribution_is_computed_at_the_state_of_its_release():
+    """The learners reuse and update the arrays they hand the primitive (DP-A-GEM's mask of active outputs
+    grows with every task, the head moves): a release's attribution keeps their values at the release."""
+    from dpcl.training.clipped_sum import HeadData, noisy_clipped_sum
+    from dpcl.training.heads import LinearHead
+
+    x, y = np.eye(4, dtype=np.float32)[:2] * 3, np.array([0, 1])
+    head, active = LinearHead(4, 4), np.array([True, True, False, False])
+    args = {"rate": 1.0, "clip": 1.0, "sigma": 1.0, "gen": np.random.default_rng(0), "active": active}
+    with releases.recording(keep_values=True) as rec:
+        noisy_clipped_sum(HeadData(x, y), head.w, head.b, **args)
+    before = rec.releases[0].attribute(x, y)
+    active[:] = True
+    head.w[:] = 1.0
+    after = rec.releases[0].attribute(x, y)
+    assert np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])

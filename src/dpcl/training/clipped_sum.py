@@ -197,18 +197,24 @@ def noisy_clipped_sum(
 
 def head_attribution(w: np.ndarray, b: np.ndarray, *, clip: float, active: np.ndarray | None):
     """``(rows, labels, value) -> (dots, norms)`` of a release at this head (:mod:`dpcl.privacy.releases`):
-    record i's clipped gradient c_i = min(1, C / ‖g_i‖)·[δ_i x_iᵀ, δ_i] projected on the flat release
-    ``value`` (the layout of :func:`noisy_clipped_sum`'s), and ‖c_i‖ = min(1, C / ‖g_i‖)·‖δ_i‖·√(‖x_i‖² + 1);
-    computed without materialising c_i (a canary audit attributes thousands of wide records)."""
+    the weight block of record i's clipped gradient, c_i = min(1, C / ‖g_i‖)·δ_i x_iᵀ, projected on the
+    weight block of the flat release ``value`` (the layout of :func:`noisy_clipped_sum`'s), and its norm
+    min(1, C / ‖g_i‖)·‖δ_i‖·‖x_i‖; computed without materialising c_i (a canary audit attributes thousands
+    of wide records). The bias block is left out: every record adds to it, so its projection would carry
+    the other records' gradients, a term shared by every canary of the release (their trials would no
+    longer be independent), for at most 1/√(‖x_i‖² + 1) of the canary's signal."""
+    # the state of the release (the caller reuses and updates these arrays, the active outputs included)
     w, b = np.array(w, copy=True), np.array(b, copy=True)
+    active = None if active is None else np.array(active, copy=True)
 
     def attribution(rows: np.ndarray, labels: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(rows, dtype=np.float32)
         d = logit_grads32(w, b, x, np.asarray(labels, dtype=np.int64), active).astype(np.float64)
-        sq1 = np.einsum("ij,ij->i", x, x, dtype=np.float64) + 1.0
-        c = clip_factors(sq1, d, clip) if math.isfinite(clip) else np.ones(len(x))
-        v_w, v_b = value[: w.size].reshape(w.shape), value[w.size :]
-        dots = c * (np.einsum("ij,ij->i", d, x.astype(np.float64) @ v_w.T) + d @ v_b)
-        return dots, c * np.sqrt(np.einsum("ij,ij->i", d, d) * sq1)
+        x64 = x.astype(np.float64)
+        sq = np.einsum("ij,ij->i", x64, x64)
+        c = clip_factors(sq + 1.0, d, clip) if math.isfinite(clip) else np.ones(len(x))
+        v_w = value[: w.size].reshape(w.shape)
+        dots = c * np.einsum("ij,ij->i", d, x64 @ v_w.T)
+        return dots, c * np.sqrt(np.einsum("ij,ij->i", d, d) * sq)
 
     return attribution
