@@ -135,7 +135,7 @@ class Exposure:
         if self.unattributed_rows:
             return "not auditable: releases read rows that are not the run's records"
         if not self.releases:
-            return "not auditable: no release through the mechanism primitives"
+            return "not auditable: releases outside the mechanism primitives"
         return "not refuted"
 
     def summary(self) -> str:
