@@ -168,7 +168,7 @@ def run_active(
             )
             c_sel = clip_bound(method.acquisition, n_classes)
             if method.mode == "paper":
-                pick = sel.top_k(sel.noisy(sc, scale, r, rows=x[unl], sensitivity=c_sel), k, r)
+                pick = sel.top_k(sel.noisy(sc, scale, r, rows=x, take=unl, sensitivity=c_sel), k, r)
             else:
                 pub = scores(
                     method.acquisition,
@@ -179,11 +179,11 @@ def run_active(
                     mc_passes=mc_passes,
                     dropout=dropout,
                 )
-                pub_noisy = sel.noisy(pub, scale, r, rows=public_x[shadow], sensitivity=c_sel)
+                pub_noisy = sel.noisy(pub, scale, r, rows=public_x, take=shadow, sensitivity=c_sel)
                 frac = k / max(pool_size - plan.labelled(p), 1)
                 tau = sel.calibrate_threshold(pub_noisy, frac)
                 shadow = shadow[pub_noisy <= tau]
-                pick = sel.above(sel.noisy(sc, scale, r, rows=x[unl], sensitivity=c_sel), tau)
+                pick = sel.above(sel.noisy(sc, scale, r, rows=x, take=unl, sensitivity=c_sel), tau)
             chosen_scores.append(float(sc[pick].mean()) if len(pick) else float("nan"))
         groups[unl[pick]] = p + 1
     if claim is None and schedule.kind == paper_schedule.KIND:

@@ -39,17 +39,20 @@ def noisy(
     rng: np.random.Generator,
     *,
     rows: np.ndarray | None = None,
+    take: np.ndarray | None = None,
     sensitivity: float | None = None,
 ) -> np.ndarray:
-    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves). ``rows`` (the records
-    the scores were computed from, one each) and ``sensitivity`` (the scores' clip bound C_Sel): the
-    release is reported to an audit (:mod:`dpcl.privacy.releases`)."""
+    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves). ``rows[take]`` (the
+    records the scores were computed from, one each; ``take`` None: all of ``rows``) and ``sensitivity``
+    (the scores' clip bound C_Sel): the release is reported to an audit (:mod:`dpcl.privacy.releases`);
+    the records are gathered only when an audit listens."""
     out = scores + rng.laplace(0.0, scale, size=scores.shape) if scale > 0 else scores.astype(float)
     if rows is not None and releases.listening():
-        if sensitivity is None or len(rows) != len(scores):
+        read = rows if take is None else rows[take]
+        if sensitivity is None or len(read) != len(scores):
             raise ValueError("a reported selection needs its scores' sensitivity and one row per score")
         releases.report(
-            "laplace_scores", rows=rows, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
+            "laplace_scores", rows=read, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
         )
     return out
 
