@@ -11,6 +11,7 @@ standard errors wide (about 0.012 per world at 30,000 bound trials).
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -20,6 +21,7 @@ from helpers import broken_copy, noisy_head_sum
 from dpcl.learners import agem as agem_mod
 from dpcl.learners.agem import agem_noise
 from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
+from dpcl.privacy import releases
 from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
 from dpcl.training.projection import project_parts_
@@ -32,12 +34,10 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
     """train_agem_task's loop (same draws in the same order), with an optional bug in the buffer branch:
     its noise scaled by ``ref_noise``, its clipping skipped, or ``rereads`` reads of the buffer a step."""
 
-    def train(head, x, y, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, gen, gen_ref, active, observe=None):
+    def train(head, x, y, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, gen, gen_ref, active):
         adam = Adam.for_head(head, cfg)  # the learners' own optimiser (not under test here)
-        for step in range(1, cfg.steps + 1):
+        for _ in range(cfg.steps):
             g_w, g_b = noisy_head_sum(head, x, y, cfg.sample_rate, cfg.clip, sigma, gen, active)
-            if observe is not None:
-                observe(step, "train", g_w.copy(), g_b.copy(), head)
             if buf_x is not None:
                 for _ in range(rereads):
                     r_w, r_b = noisy_head_sum(
@@ -51,8 +51,6 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
                         active,
                         clipped=clip_ref,
                     )
-                    if observe is not None:
-                        observe(step, "reference", r_w.copy(), r_b.copy(), head)
                 project_parts_([g_w, g_b], [r_w, r_b])
             adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0}
@@ -61,38 +59,38 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
 
 
 def _releases(train) -> list:
+    """Every release ``train`` makes on a small two-part task, as the mechanism primitive reports it:
+    (value, the head it was computed at)."""
     gen = np.random.default_rng(0)
     x, y = gen.normal(size=(12, 5)) * 3, gen.integers(0, 2, 12)
     bx, by = gen.normal(size=(6, 5)) * 3, gen.integers(0, 2, 6)
     cfg = AUDIT_DPSGD.__class__(sample_rate=0.5, epochs=2.0, lr=0.1, clip=0.1, normaliser=1.0)
-    out: list = []
-    train(
-        LinearHead(5, 2), x, y, bx, by, cfg, sigma=1.5, q_ref=0.5, sigma_ref=2.0,
-        gen=np.random.default_rng(1), gen_ref=np.random.default_rng(2), active=np.ones(2, dtype=bool),
-        observe=lambda *a: out.append((a[0], a[1], a[2], a[3])),
-    )  # fmt: skip
-    return out
+    with releases.recording(keep_values=True, keep_rows=False) as rec:
+        train(
+            LinearHead(5, 2), x, y, bx, by, cfg, sigma=1.5, q_ref=0.5, sigma_ref=2.0,
+            gen=np.random.default_rng(1), gen_ref=np.random.default_rng(2), active=np.ones(2, dtype=bool),
+        )  # fmt: skip
+    return [(r.value, r.state) for r in rec.releases]
 
 
-def test_the_copy_releases_exactly_what_train_agem_task_releases_and_observing_changes_nothing():
+def test_the_copy_releases_exactly_what_train_agem_task_releases_and_recording_changes_nothing():
     real, copy = _releases(agem_mod.train_agem_task), _releases(_task())
     assert len(real) == len(copy) == 8  # 4 steps, g and g_ref each
-    for (s1, p1, w1, b1), (s2, p2, w2, b2) in zip(real, copy, strict=True):
-        assert (s1, p1) == (s2, p2)
-        np.testing.assert_allclose(w1, w2, rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(b1, b2, rtol=1e-12, atol=1e-15)
+    for (v1, s1), (v2, s2) in zip(real, copy, strict=True):
+        np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(s1, s2, rtol=1e-12, atol=1e-15)
     heads = []
     noise, noise_ref = agem_noise(2.0, DELTA, AUDIT_DPSGD, AUDIT_AGEM, 2)
-    for observe in (None, lambda *a: None):
+    for listen in (False, True):
         gen = np.random.default_rng(3)
         x, y, ids = gen.normal(size=(30, 4)), gen.integers(0, 4, 30), np.arange(30)
         out: dict = {}
-        agem_mod.run_agem_head(
-            [(x[:15], y[:15] % 2, ids[:15]), (x[15:], 2 + y[15:] % 2, ids[15:])], [], [[0, 1], [2, 3]], 4,
-            AUDIT_DPSGD, AUDIT_AGEM, noise=noise, noise_ref=noise_ref,
-            rng_for=lambda t, p: np.random.default_rng([t, len(p)]),
-            split_seed=0, out=out, observe=observe,
-        )  # fmt: skip
+        with releases.recording(keep_values=True) if listen else contextlib.nullcontext():
+            agem_mod.run_agem_head(
+                [(x[:15], y[:15] % 2, ids[:15]), (x[15:], 2 + y[15:] % 2, ids[15:])], [], [[0, 1], [2, 3]], 4,
+                AUDIT_DPSGD, AUDIT_AGEM, noise=noise, noise_ref=noise_ref,
+                rng_for=lambda t, p: np.random.default_rng([t, len(p)]), split_seed=0, out=out,
+            )  # fmt: skip
         heads.append(out["head"])
     assert np.array_equal(heads[0].w, heads[1].w) and np.array_equal(heads[0].b, heads[1].b)
 

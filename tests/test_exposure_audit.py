@@ -45,7 +45,7 @@ def test_every_learner_on_cached_features_is_not_refuted_and_the_rest_is_marked(
     for name, row in by.items():
         spec = registry.get(name)
         if spec.job.startswith("film"):
-            assert row["verdict"].startswith("not auditable: job"), name
+            assert row["verdict"].startswith("not auditable: a FiLM learner"), name
         elif not spec.dp:
             assert row["verdict"].startswith("not auditable: a method reproduced as published"), name
         else:

@@ -36,10 +36,32 @@ def test_unknown_learner_is_named():
 def test_spec_vocabulary_is_closed():
     with pytest.raises(ValueError, match="job must be one of"):
         LearnerSpec(name="x", display="X", adapter="head", job="gpu", methods="label_methods", module="x")
-    with pytest.raises(ValueError, match="needs a run function"):
+    with pytest.raises(ValueError, match="needs its run function"):
         LearnerSpec(
             name="x", display="X", adapter="head", job="features", methods="label_methods", module="x"
         )
+
+
+def test_every_learner_but_films_implements_the_one_contract():
+    """One learner contract: every learner on cached features, built-in or a user's, has a ``run`` function
+    (``run(RunInputs) -> RunResult``) that its job, the audits and library users call; only the FiLM jobs'
+    learners are run by stage functions, and a spec cannot declare both or neither."""
+    for spec in registry.specs():
+        if spec.job in registry.FILM_JOBS:
+            assert spec.run is None
+            with pytest.raises(ValueError, match="run by its job's stage"):
+                registry.run_function(spec.name)
+        else:
+            assert callable(registry.run_function(spec.name, spec.job)) and spec.stage is None
+    with pytest.raises(ValueError, match="is run by job 'heads', not 'agem'"):
+        registry.run_function("peft_head", "agem")
+    kw = dict(display="X", adapter="head", methods="label_methods", module="x")
+    with pytest.raises(ValueError, match="needs its run function"):
+        LearnerSpec(name="x", job="heads", run="no_colon", **kw)
+    with pytest.raises(ValueError, match="only a FiLM job's learner has a stage"):
+        LearnerSpec(name="x", job="heads", run="m:f", stage="m:g", **kw)
+    with pytest.raises(ValueError, match="run by its job's stage"):
+        LearnerSpec(name="x", job="film_baseline", run="m:f", **kw)
 
 
 def test_the_registry_imports_neither_torch_nor_opacus():

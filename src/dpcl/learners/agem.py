@@ -88,7 +88,7 @@ SPECS = (
         module="agem",
         fig3="compared",
         config_blocks=("agem",),
-        stage="dpcl.learners.agem:run_memory",
+        run="dpcl.learners.agem:run",
         audit=LearnerAudit(function="dpcl.learners.agem:audit_canary", name="DP-A-GEM learner (head)"),
         whitebox=LearnerAudit(function="dpcl.learners.agem_whitebox:audit_whitebox", name="DP-A-GEM"),
         resources={"mem_mb": 2000, "runtime": 60},
@@ -325,15 +325,13 @@ def train_agem_task(
     gen: np.random.Generator,
     gen_ref: np.random.Generator,
     active: np.ndarray,
-    observe: Callable | None = None,
 ) -> dict:
     """One task of DP-A-GEM in place; ``buf_x is None`` means no buffer mechanism (task 0).
 
     With a buffer mechanism, g_ref is computed at every step even if the buffer happens to
     be empty (then it is pure noise), so whether the buffer is empty is never revealed.
-    ``observe(step, part, g_w, g_b, head)``, if given, receives every privatized release ("train":
-    g, "reference": g_ref) and the head it was computed at, before the step uses them: what a
-    white-box adversary sees (:mod:`dpcl.learners.agem_whitebox`); instrumentation only.
+    Both releases are made, and reported to an audit that listens, by the mechanism primitive
+    (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`; :mod:`dpcl.learners.agem_whitebox`).
     """
     cfg.validate()
     for name, s in (("noise_multiplier", sigma), ("buffer noise_multiplier", sigma_ref)):
@@ -344,15 +342,11 @@ def train_agem_task(
     buf = HeadData(buf_x, buf_y) if buf_x is not None else None
     grad, ref = np.empty_like(head.params), np.empty_like(head.params)  # g and g_ref, flat as the head
     clipped = projected = 0.0
-    for step in range(1, cfg.steps + 1):
+    for _ in range(cfg.steps):
         g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active, out=grad)
         clipped += c
-        if observe is not None:
-            observe(step, "train", g_w.copy(), g_b.copy(), head)
         if buf is not None:
             r_w, r_b, _ = _noisy_clipped_sum(head, buf, q_ref, cfg.clip, sigma_ref, gen_ref, active, out=ref)
-            if observe is not None:
-                observe(step, "reference", r_w.copy(), r_b.copy(), head)
             projected += project_parts_([g_w, g_b], [r_w, r_b])
         adam.step([grad])  # g_w, g_b are views of grad; / the public normaliser (dpcl.training.heads)
     return {"mean_clipped_fraction": clipped / cfg.steps, "projected_fraction": projected / cfg.steps}
@@ -371,15 +365,13 @@ def run_agem_head(
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
     out: dict | None = None,
-    observe: Callable | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
     """Train DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task stats).
 
     ``task_data[t]`` = (features, labels, sample ids); ``noise``/``noise_ref`` come from
     :func:`agem_noise`; ``rng_for(t, part)`` gives the generator of task t's "train" or
     "reference" mechanism; ``split_seed`` seeds :func:`reference_mask`; a dict passed as ``out``
-    receives the final head (``out["head"]``, e.g. for an audit's score); ``observe(t, step, part,
-    g_w, g_b, head)`` receives every privatized release (:func:`train_agem_task`).
+    receives the final head (``out["head"]``, e.g. for an audit's score).
     """
     agem.validate()
     n_tasks = len(task_data)
@@ -414,7 +406,6 @@ def run_agem_head(
             gen=rng_for(t, "train"),
             gen_ref=rng_for(t, "reference"),
             active=active,
-            observe=None if observe is None else (lambda *a, t=t: observe(t, *a)),
         )
         records.append(
             task_records(
@@ -620,34 +611,35 @@ def audit_canary(
     return res
 
 
-def run_memory(run) -> tuple[dict, dict, dict]:
-    """One DP-A-GEM run for one (ε, label method) in the ``agem`` job (``run``: a
-    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is a :class:`dpcl.stages.agem.MemoryJob`):
-    (metrics, privacy ledger, diagnostics).
+def run(inputs):
+    """One DP-A-GEM run for one (ε, label method), the learner contract (:mod:`dpcl.learners.api`);
+    ``inputs.job`` is the ``agem`` job's :class:`dpcl.stages.agem.MemoryJob` (the run's DP-SGD config,
+    tuned or configured, its ``agem`` block, the tuning protocol and the seed's noise cache).
 
     The ledger holds, per task, the label release (all of D_t), the train part's DP-SGD
     and the reference part's buffer rereads over the later tasks (disjoint parts, in
     parallel); it raises if any individual's total exceeds the target.
     """
-    labels, scenario, job = run.labels, run.scenario, run.job
+    from ..training.tuning_protocol import hyperparameters_note
+    from .api import RunResult
+
+    job = inputs.job
     dpsgd_cfg, agem_cfg = job.dpsgd_cfg, job.agem_cfg
     cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
-    n_tasks = len(scenario.train_indices)
-    eps, delta = run.epsilon, run.delta
-    noise, noise_ref = agem_noise(eps, delta, cfg, agem, n_tasks, job.noise_cache)
-    spaces, task_data, test_sets = run.inputs(with_ids=True)
+    n_tasks = len(inputs.tasks)
+    noise, noise_ref = agem_noise(inputs.epsilon, inputs.delta, cfg, agem, n_tasks, job.noise_cache)
     preds, records, stats = run_agem_head(
-        task_data,
-        test_sets,
-        spaces,
-        int(labels["label_universe"]),
+        [(t.x, t.y, t.ids) for t in inputs.tasks],
+        list(inputs.test_sets),
+        [list(t.label_space) for t in inputs.tasks],
+        inputs.n_universe,
         cfg,
         agem,
         noise=noise,
         noise_ref=noise_ref,
-        rng_for=run.rng_for,
-        split_seed=run.seed,
+        rng_for=inputs.rng_for,
+        split_seed=inputs.seed,
     )
     extra = {
         "noise_multiplier": noise["noise_multiplier"],
@@ -655,14 +647,13 @@ def run_memory(run) -> tuple[dict, dict, dict]:
         "dpsgd": dpsgd_cfg,
         "agem": agem_cfg,
     }
-    return run.finish(
-        preds,
-        records,
-        [y for _, y in test_sets],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra=extra,
         summary=lambda p, tasks: privacy_summary(
             p, tasks, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
         ),
-        hyperparameters=run.note(dpsgd_cfg, job.protocol, AGEM_SEARCH),
+        hyperparameters=hyperparameters_note(dpsgd_cfg, job.protocol, AGEM_SEARCH),
         diagnostics={"agem_tasks": stats},
     )

@@ -1,23 +1,30 @@
-"""What a learner on cached features receives and returns (the ``features`` job of the registry).
+"""The learner contract: what every learner in the registry receives and returns.
 
-A learner declared with ``job="features"`` gives its :class:`~dpcl.learners.registry.LearnerSpec`
-a ``run`` function: ``run(inputs: RunInputs) -> RunResult``. The stage (:mod:`dpcl.stages.learner`)
-reads the files, builds :class:`RunInputs` for one (ε, label method, seed), calls ``run``, and turns the
-result into the run's metrics, its privacy ledger (verified against the learner's ``LEDGER_SPEC``
-before it is written) and its non-private diagnostics.
+Every learner's :class:`~dpcl.learners.registry.LearnerSpec` names a ``run`` function (a callable, or
+"module:function" imported on first use): ``run(inputs: RunInputs) -> RunResult``. The built-in learners
+implement it in their own modules and a user's learner (config ``learner_modules``) implements the same
+function; the pipeline's jobs, the privacy audits (:mod:`dpcl.stages.audit_runs`) and library users call
+it the same way. A job's stage (:func:`dpcl.stages.learner.run_learner`) reads the files, builds
+:class:`RunInputs` for one (ε, label method, seed), calls ``run``, and turns the result into the run's
+metrics, its privacy ledger (verified against the learner's ``LEDGER_SPEC`` before it is written) and its
+non-private diagnostics. (The FiLM learners, which train on images with the backbone in the loop, are
+still run by their jobs' stage functions, :attr:`~dpcl.learners.registry.LearnerSpec.stage`.)
 
 The release boundary is the learner's responsibility in one place only: ``RunResult.records``. Each
 task's record names its mechanism and the mechanism's public parameters (``mechanism``, ``epsilon``,
 ``delta``, ``sigma`` …, see :mod:`dpcl.privacy.ledger`); counts, sizes and other data-dependent numbers
 may sit beside them and are moved to the non-private diagnostics by
 :func:`dpcl.privacy.ledger.split_public`. ``RunResult.extra`` goes into metrics.json and must hold
-public values only (hyperparameters, σ).
+public values only (hyperparameters, σ). Every release of private data should be made by the library's
+mechanism primitives (:mod:`dpcl.privacy.releases`), which report it to the privacy audit: then the
+audit checks the learner with no audit code of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,12 +38,15 @@ class TaskData:
     y: np.ndarray  #: labels in the label universe's numbering
     ids: np.ndarray  #: the records' sample ids (stable across neighbouring data sets)
     label_space: tuple[int, ...]  #: the released O_t
+    #: NOT PRIVATE: how many of the task's records fall outside O_t (a count, for the diagnostics only)
+    dropped: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunInputs:
     """Everything one run of a learner on cached features gets."""
 
+    learner: str = ""  #: the registered name being run (a module may declare several learners)
     tasks: tuple[TaskData, ...]
     test_sets: tuple[tuple[np.ndarray, np.ndarray], ...]  #: per task (features, labels), public
     n_universe: int  #: size of the label universe (outputs a head over every label would have)
@@ -45,6 +55,14 @@ class RunInputs:
     seed: int
     rng_for: Callable[[int, str], np.random.Generator]  #: noise stream of (task, mechanism name)
     options: dict = field(default_factory=dict)  #: the learner's own config block (learner_options)
+    label_method: str = "base"  #: the run's label method (public: the plan's)
+    label_epsilon: float = 0.0  #: the ε the label release spent per task (public: the plan's split)
+    #: False when each task's features pass through a public transform of their own (a domain-incremental
+    #: scenario's permutations): test sets of different tasks then live in different input spaces
+    shared_inputs: bool = True
+    #: what a built-in job adds for its learners (documented by each job's stage module: the public PCA
+    #: of the projected job, the tuned DP-SGD config of the heads and memory-buffer jobs); None otherwise
+    job: Any = None
 
 
 @dataclass(kw_only=True)
@@ -58,3 +76,14 @@ class RunResult:
     records: list[dict | list[dict]]  #: per task: the mechanism's record (or a list, one per part)
     extra: dict = field(default_factory=dict)  #: public values for metrics.json
     diagnostics: dict = field(default_factory=dict)  #: NON-private extras for diagnostics.json
+    #: privacy.json's account of how the hyperparameters were chosen
+    #: (:func:`dpcl.stages.common.hyperparameters_note`); None: the run's ``options``, fixed in the config
+    hyperparameters: dict | None = None
+    #: a published method's own privacy claim, written beside the accounted composition
+    claim: dict | None = None
+    #: ``summary(privacy, ledger_tasks) -> dict``: a block privacy.json gets under the learner's name from
+    #: public values (DP-A-GEM's parts and per-individual total)
+    summary: Callable | None = None
+    #: public values privacy.json gets after its verified ledger (e.g. the cosine classifier's σ)
+    privacy_extra: dict = field(default_factory=dict)
+    model: dict | None = None  #: arrays the job may save beside the metrics (model.npz)

@@ -33,7 +33,7 @@ SPECS = (
         display="Cosine Classifier",
         adapter="prototypes",
         job="prototypes",
-        stage="dpcl.learners.cosine:run_prototypes",
+        run="dpcl.learners.cosine:run",
         methods="label_methods",
         module="cosine",
         fig3="ours",
@@ -281,38 +281,38 @@ def audit_prototypes(
     ]
 
 
-def run_prototypes(run) -> tuple[dict, dict, dict, dict]:
-    """One DP cosine-classifier run through all tasks in the ``prototypes`` job (``run``: a
-    :class:`dpcl.stages.common.LearnerRun`): (metrics, privacy ledger, model arrays, diagnostics)."""
-    labels, scenario = run.labels, run.scenario
-    tb = labels["training_budget"]
-    t_eps = run.epsilon
-    sigma = cosine_sigma(t_eps, float(tb["delta"]))
-    clf = CosineClassifier(int(labels["label_universe"]), run.train[0].shape[1])
-    spaces, task_data, test_sets = run.inputs()  # R_t^task(D_t), Eq. 8
+def run(inputs):
+    """One DP cosine-classifier run through all tasks (the learner contract, :mod:`dpcl.learners.api`):
+    per task the noisy class sums of R_t^task(D_t) over O_t; σ and the class sums go to the run's
+    privacy.json and model arrays."""
+    from .api import RunResult
+
+    t_eps, delta = inputs.epsilon, inputs.delta
+    sigma = cosine_sigma(t_eps, delta)
+    clf = CosineClassifier(inputs.n_universe, inputs.tasks[0].x.shape[1])
+    test_sets = inputs.test_sets
     preds: list[list[np.ndarray]] = []
     records = []
-    for t, (x, y) in enumerate(task_data):
-        rec = clf.update(x, y, spaces[t], sigma, run.rng_for(t, "gaussian"))
+    for t, task in enumerate(inputs.tasks):  # R_t^task(D_t), Eq. 8
+        rec = clf.update(task.x, task.y, list(task.label_space), sigma, inputs.rng_for(t, "gaussian"))
         rec.update(
             epsilon=t_eps,
-            delta=float(tb["delta"]) if math.isfinite(t_eps) else 0.0,
+            delta=delta if math.isfinite(t_eps) else 0.0,
             data=f"features of R_task(D_{t})",
-            samples=int(len(y)),
-            dropped=int(len(scenario.train_indices[t]) - len(y)),
+            samples=int(len(task.y)),
+            dropped=task.dropped,
         )
         records.append(rec)
-        if scenario.feature_permutation:  # every test set through its own task's permutation
+        if not inputs.shared_inputs:  # every test set through its own task's permutation
             preds.append([clf.predict(xt) for xt, _ in test_sets[: t + 1]])
             continue
         pred = clf.predict(np.concatenate([xt for xt, _ in test_sets[: t + 1]]))  # one pass over all seen
         bounds = np.cumsum([len(yt) for _, yt in test_sets[: t + 1]])[:-1]
         preds.append(np.split(pred, bounds))
-    metrics, privacy, diag = run.finish(
-        preds,
-        records,
-        [yt for _, yt in test_sets],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra={"sigma": sigma},
+        privacy_extra={"sigma": sigma},
+        model={"sums": clf.sums, "seen": clf.seen},
     )
-    privacy["sigma"] = sigma
-    return metrics, privacy, {"sums": clf.sums, "seen": clf.seen}, diag

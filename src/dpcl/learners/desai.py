@@ -145,7 +145,7 @@ SPECS = (
         published_claim="Desai Lemma 2",
         fig3="compared",
         config_blocks=("agem",),
-        stage="dpcl.learners.desai:run_memory",
+        run="dpcl.learners.desai:run",
         whitebox=LearnerAudit(
             function="dpcl.learners.desai_whitebox:audit_whitebox", name="Desai et al. (as published)"
         ),
@@ -443,16 +443,13 @@ def train_desai_task(
     gen_ref: np.random.Generator,
     gen_choice: np.random.Generator,
     active: np.ndarray,
-    observe: Callable | None = None,
 ) -> dict:
     """One task of Alg. 1 in place; ``blocks`` = [M_0, …, M_{t−1}] as (features, labels), empty at task 0.
 
     At every step one block is drawn uniformly (CalGref, l. 20-23) and g_ref is computed from it
     even if it is empty (then pure noise), so a block's size is never revealed.
-    ``observe(step, part, g_w, g_b, head)``, if given, receives every privatized release ("train": g,
-    "reference": g_ref) and the head it was computed at, before the step uses them, as
-    :func:`dpcl.learners.agem.train_agem_task` hands them: what a white-box adversary sees
-    (:mod:`dpcl.learners.desai_whitebox`); instrumentation only.
+    Both releases are made, and reported to an audit that listens, by the mechanism primitive
+    (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`; :mod:`dpcl.learners.desai_whitebox`).
     """
     cfg.validate()
     if sigma < 0 or (sigma > 0 and math.isinf(cfg.clip)):
@@ -463,19 +460,15 @@ def train_desai_task(
     grad, ref = np.empty_like(head.params), np.empty_like(head.params)  # g and g_ref, flat as the head
     clipped = projected = 0.0
     counts = np.zeros(len(blocks), dtype=np.int64)
-    for step in range(1, cfg.steps + 1):
+    for _ in range(cfg.steps):
         g_w, g_b, c = _noisy_clipped_sum(head, data, cfg.sample_rate, cfg.clip, sigma, gen, active, out=grad)
         clipped += c
-        if observe is not None:
-            observe(step, "train", g_w.copy(), g_b.copy(), head)
         if blocks:
             s = int(gen_choice.integers(len(blocks)))
             counts[s] += 1
             r_w, r_b, _ = _noisy_clipped_sum(
                 head, prepared[s], q_ref, cfg.clip, sigma, gen_ref, active, out=ref
             )
-            if observe is not None:
-                observe(step, "reference", r_w.copy(), r_b.copy(), head)
             projected += project_parts_([g_w, g_b], [r_w, r_b])
         adam.step([grad])  # Adam as learners.agem (reading 9) on g (g_w, g_b are views), g / the normaliser
     return {
@@ -497,7 +490,6 @@ def run_desai_head(
     rng_for: Callable[[int, str], np.random.Generator],
     split_seed: int,
     out: dict | None = None,
-    observe: Callable | None = None,
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict]]:
     """Train [Desai2021]'s DP-CL through the tasks: (predictions[t][i], raw records per task, task stats).
 
@@ -506,8 +498,7 @@ def run_desai_head(
     gives task t's generator for part "train" (sampling and noise of g), "reference" (sampling and
     noise of g_ref) or "block_choice" (the uniform block draw); ``split_seed`` seeds the
     train/reference coin. Records carry the accounted ε; the claim is :func:`desai_claim`. A dict
-    passed as ``out`` receives the final head (``out["head"]``), as in ``run_agem_head``;
-    ``observe(t, step, part, g_w, g_b, head)`` receives every privatized release (:func:`train_desai_task`).
+    passed as ``out`` receives the final head (``out["head"]``), as in ``run_agem_head``.
     """
     agem.validate()
     sigma, q_ref = _check_noise(noise, cfg, agem)
@@ -538,7 +529,6 @@ def run_desai_head(
             gen_ref=gen_ref,
             gen_choice=gen_choice,
             active=active,
-            observe=None if observe is None else (lambda *a, t=t: observe(t, *a)),
         )
         n_ref = int((keep & ref).sum())
         records.append(
@@ -563,44 +553,43 @@ def run_desai_head(
     return preds, records, stats
 
 
-def run_memory(run) -> tuple[dict, dict, dict]:
-    """One run of Desai et al.'s DP-CL as published (Alg. 1) in the ``agem`` job (``run``: a
-    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is a :class:`dpcl.stages.agem.MemoryJob`): σ
-    calibrated by Lemma 2's claim, the ledger holding our tightest accounting of the actual rereads (PLD,
+def run(inputs):
+    """One run of Desai et al.'s DP-CL as published (Alg. 1), the learner contract
+    (:mod:`dpcl.learners.api`); ``inputs.job`` is the ``agem`` job's :class:`dpcl.stages.agem.MemoryJob`:
+    σ calibrated by Lemma 2's claim, the ledger holding our tightest accounting of the actual rereads (PLD,
     uniform block choice) and the claim beside it (``published_claim`` with its three-valued verdicts;
     guarantee_holds: false unless the run's target is certified)."""
     from ..privacy.verdict import claim_summary
+    from ..training.tuning_protocol import hyperparameters_note
+    from .api import RunResult
 
-    labels, scenario, job = run.labels, run.scenario, run.job
+    job = inputs.job
     dpsgd_cfg, agem_cfg = job.dpsgd_cfg, job.agem_cfg
     cfg, agem = DPSGDConfig.from_block(dpsgd_cfg), AGEMConfig.from_config(agem_cfg)
     agem.validate()
-    n_tasks = len(scenario.train_indices)
-    eps, delta = run.epsilon, run.delta
+    n_tasks = len(inputs.tasks)
+    eps, delta = inputs.epsilon, inputs.delta
     noise = lemma2_noise(eps, delta, cfg, agem.ref_rate(cfg), job.noise_cache)
-    spaces, task_data, test_sets = run.inputs(with_ids=True)
     preds, records, stats = run_desai_head(
-        task_data,
-        test_sets,
-        spaces,
-        int(labels["label_universe"]),
+        [(t.x, t.y, t.ids) for t in inputs.tasks],
+        list(inputs.test_sets),
+        [list(t.label_space) for t in inputs.tasks],
+        inputs.n_universe,
         cfg,
         agem,
         noise=noise,
-        rng_for=run.rng_for,
-        split_seed=run.seed,
+        rng_for=inputs.rng_for,
+        split_seed=inputs.seed,
     )
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": dpsgd_cfg, "agem": agem_cfg}
-    label_eps = max((float(e["epsilon"]) for e in labels["ledger"]), default=0.0)  # public label release
-    claim = desai_claim(noise, cfg, agem, n_tasks, label_eps) if math.isfinite(eps) else None
+    claim = desai_claim(noise, cfg, agem, n_tasks, inputs.label_epsilon) if math.isfinite(eps) else None
     if claim is not None:  # the verdicts (public parameters only) for Fig. 3 and the tables
         extra["published_claim"] = claim_summary(claim)
-    return run.finish(
-        preds,
-        records,
-        [y for _, y in test_sets],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra=extra,
-        hyperparameters=run.note(dpsgd_cfg, job.protocol, AGEM_SEARCH),  # DP-A-GEM's study
+        hyperparameters=hyperparameters_note(dpsgd_cfg, job.protocol, AGEM_SEARCH),  # DP-A-GEM's study
         diagnostics={"desai_tasks": stats},
         claim=claim,
     )

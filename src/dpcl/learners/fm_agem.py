@@ -98,7 +98,7 @@ SPECS = (
         module="fm_agem",
         fig3="compared",
         config_blocks=("fm_agem",),
-        stage="dpcl.learners.fm_agem:run_projected",
+        run="dpcl.learners.fm_agem:run",
         audit=LearnerAudit(
             function="dpcl.learners.fm_agem:audit_canary", name="FM-A-GEM learner (sound variant)"
         ),
@@ -632,20 +632,21 @@ def audit_release(
     ]
 
 
-def run_projected(run):
-    """One run of FM-A-GEM in the ``projected`` job (``run``: a :class:`dpcl.stages.common.LearnerRun`
-    whose ``job`` is the job's :class:`dpcl.stages.projected.ProjectedJob`) on the job's PCA-projected
-    features: (metrics, privacy ledger, diagnostics). With the job's tuning enabled its (dim, lr, steps)
+def run(inputs):
+    """One run of FM-A-GEM, the learner contract (:mod:`dpcl.learners.api`), on the ``projected`` job's
+    PCA-projected features (``inputs.job``: its :class:`dpcl.stages.projected.ProjectedJob`;
+    ``inputs.options``: the learner's config block). With the job's tuning enabled its (dim, lr, steps)
     are a grid search per (training budget, label space) on the job's tuning set (:func:`tune_fm_agem`),
     whose values replace the block's."""
     from ..io import log
-    from ..training.tuning_protocol import tuning_label_space
+    from ..training.tuning_protocol import hyperparameters_note, tuning_label_space
+    from .api import RunResult
 
-    eps, delta, block, job, labels, learner = run.epsilon, run.delta, run.block, run.job, run.labels, LEARNER
-    spaces, task_data, test_sets = run.inputs()
+    eps, delta, block, job, learner = inputs.epsilon, inputs.delta, inputs.options, inputs.job, LEARNER
+    test_sets = inputs.test_sets
     tuned = None
     if job.tuning and job.tuning.get("enabled", True):
-        space = tuning_label_space(labels["method"])
+        space = tuning_label_space(inputs.label_method)
         key = (learner, "tuned", eps, delta, space)
         if key not in job.cache:
             t0 = time.perf_counter()
@@ -657,19 +658,19 @@ def run_projected(run):
                 space,
                 eps,
                 delta,
-                seed=run.seed,
+                seed=inputs.seed,
                 projection_for=job.projection,
                 max_dim=min(job.tune_x.shape[1], len(job.tune_x) - 1),  # the public PCA's axes
             )
             log(
-                f"tuned {learner} seed {run.seed} eps {eps:g} ({space} label space, "
+                f"tuned {learner} seed {inputs.seed} eps {eps:g} ({space} label space, "
                 f"{job.tuning.get('protocol', 'public')} protocol): {r['best']}, validation accuracy "
                 f"{100 * r['best_validation_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
             )
         tuned = job.cache[key]
         block = {**block, **tuned["best"]}
         values = {**tuned["best"], "label_space": space, "grid": tuned["grid"], "repeats": tuned["repeats"]}
-        note = run.note(values, job.tuning.get("protocol", "public"), FM_SEARCH)
+        note = hyperparameters_note(values, job.tuning.get("protocol", "public"), FM_SEARCH)
     else:
         block = dict(block)
         fixed, measured = FMConfig.from_config(block), FMConfig()
@@ -679,23 +680,22 @@ def run_projected(run):
             if any(getattr(fixed, k) == getattr(measured, k) for k in ("dim", "lr", "steps"))
             else None
         )
-        note = run.note(block, None, fixed_with_private_data=private)
+        note = hyperparameters_note(block, None, fixed_with_private_data=private)
     cfg = FMConfig.from_config(block)
     preds, records, stats = run_fm_agem(
-        task_data,
-        test_sets,
-        spaces,
-        run.n_universe,
+        [(t.x, t.y) for t in inputs.tasks],
+        list(test_sets),
+        [list(t.label_space) for t in inputs.tasks],
+        inputs.n_universe,
         job.projection(cfg.dim),
         cfg,
         epsilon=eps,
         delta=delta,
-        rng_for=run.rng_for,
+        rng_for=inputs.rng_for,
     )
-    return run.finish(
-        preds,
-        records,
-        [y for _, y in test_sets],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra={learner: block},
         hyperparameters=note,
         diagnostics={f"{learner}_tasks": stats, **({f"{learner}_tuning": tuned} if tuned else {})},

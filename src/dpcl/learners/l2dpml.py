@@ -68,7 +68,7 @@ SPECS = (
         dp=False,
         fig3="compared",
         config_blocks=("l2dpml",),
-        stage="dpcl.learners.l2dpml:run_projected",
+        run="dpcl.learners.l2dpml:run",
         audit=LearnerAudit(
             function="dpcl.learners.l2dpml:audit_canary",
             name="L2DP-ML learner",
@@ -489,20 +489,26 @@ def audit_canary(
     return res
 
 
-def run_projected(run):
-    """One run of L2DP-ML as published (Alg. 2) in the ``projected`` job (``run``: a
-    :class:`dpcl.stages.common.LearnerRun` whose ``job`` is the job's :class:`dpcl.stages.projected.ProjectedJob`)
-    on the job's PCA-projected features: (metrics, privacy ledger, diagnostics); the ledger records
-    ε = ∞ with Theorem 2's claim and its three-valued verdicts beside it (:func:`theorem2_claim`)."""
+def run(inputs):
+    """One run of L2DP-ML as published (Alg. 2), the learner contract (:mod:`dpcl.learners.api`), on the
+    ``projected`` job's PCA-projected features (``inputs.job``: its
+    :class:`dpcl.stages.projected.ProjectedJob`; ``inputs.options``: the learner's config block); the
+    ledger records ε = ∞ with Theorem 2's claim and its three-valued verdicts beside it
+    (:func:`theorem2_claim`)."""
     from ..privacy.verdict import claim_summary
+    from ..training.tuning_protocol import hyperparameters_note
+    from .api import RunResult
 
-    eps, delta, block, job = run.epsilon, run.delta, run.block, run.job
-    spaces, task_data, test_sets = run.inputs()
+    eps, delta, block, job = inputs.epsilon, inputs.delta, inputs.options, inputs.job
+    test_sets = inputs.test_sets
     cfg = L2DPMLConfig.from_config(block)
     proj = job.projection(cfg.input_dim)
-    data = [(to_unit_box(proj.apply(x)), y) for x, y in task_data]
+    data = [(to_unit_box(proj.apply(t.x)), t.y) for t in inputs.tasks]
     tests = [(to_unit_box(proj.apply(x)), y) for x, y in test_sets]
-    preds, records, stats, _ = run_l2dpml(data, tests, spaces, run.n_universe, cfg, eps, rng_for=run.rng_for)
+    spaces = [list(t.label_space) for t in inputs.tasks]
+    preds, records, stats, _ = run_l2dpml(
+        data, tests, spaces, inputs.n_universe, cfg, eps, rng_for=inputs.rng_for
+    )
     claim = (
         theorem2_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, job.cache))
         if math.isfinite(eps)
@@ -511,12 +517,11 @@ def run_projected(run):
     extra = {LEARNER: block}
     if claim is not None:
         extra["published_claim"] = claim_summary(claim)
-    return run.finish(
-        preds,
-        records,
-        [y for _, y in test_sets],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra=extra,
-        hyperparameters=run.note(block, None),
+        hyperparameters=hyperparameters_note(block, None),
         diagnostics={f"{LEARNER}_tasks": stats},
         claim=claim,
     )

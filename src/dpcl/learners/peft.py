@@ -53,6 +53,7 @@ FILM_WHITEBOX = LearnerAudit(function="dpcl.audits.film:audit_film", name="FiLM 
 SPECS = (
     LearnerSpec(
         name="peft_head",
+        run="dpcl.learners.peft:run_head",
         display="PEFT Ensemble (head-only)",
         adapter="head",
         job="heads",
@@ -67,6 +68,7 @@ SPECS = (
     ),
     LearnerSpec(
         name="naive_head",
+        run="dpcl.learners.peft:run_head",
         display="Naive (head-only)",
         adapter="head",
         job="heads",
@@ -77,6 +79,7 @@ SPECS = (
     ),
     LearnerSpec(
         name="noncl_head",
+        run="dpcl.learners.peft:run_head",
         display="Non-CL (head-only)",
         adapter="head",
         job="heads",
@@ -232,6 +235,51 @@ def run_head_learner(
                 row.append(aggregate([head.logits(xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1))
         preds.append(row)
     return preds, records
+
+
+def run_head(inputs):
+    """One run of a head learner (``inputs.learner``: one of :data:`LEARNERS`) through all tasks, the
+    learner contract (:mod:`dpcl.learners.api`). ``inputs.job`` is the ``heads`` job's
+    :class:`dpcl.stages.heads.HeadJob` (the run's DP-SGD config, tuned or configured, its tuning protocol,
+    the aggregation rule and the seed's noise cache). An ensemble's metrics get every aggregation rule's
+    accuracies on the same members (App. D.2, Fig. A2)."""
+    from ..metrics import accuracy_matrix
+    from ..training.tuning_protocol import hyperparameters_note
+    from .api import RunResult
+    from .registry import get
+
+    job = inputs.job
+    cfg = DPSGDConfig.from_block(job.dpsgd_cfg)
+    noise = dpsgd_noise(inputs.epsilon, inputs.delta, cfg, job.noise_cache)
+    by_rule: dict = {}
+    preds, records = run_head_learner(
+        inputs.learner,
+        [(t.x, t.y) for t in inputs.tasks],
+        list(inputs.test_sets),
+        [list(t.label_space) for t in inputs.tasks],
+        inputs.n_universe,
+        cfg,
+        noise=noise,
+        rng_for=lambda t: inputs.rng_for(t, "dpsgd"),
+        aggregation=job.aggregation,
+        by_rule=by_rule if get(inputs.learner).ensemble else None,  # an ensemble: every aggregation rule
+    )
+    extra = {
+        "noise_multiplier": noise["noise_multiplier"],
+        "dpsgd": job.dpsgd_cfg,
+        "aggregation": job.aggregation,
+    }
+    if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
+        test_y = [y for _, y in inputs.test_sets]
+        accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
+        extra["acc_by_aggregation"] = accs
+        extra["final_accuracy_by_aggregation"] = {rule: float(np.nanmean(a[-1])) for rule, a in accs.items()}
+    return RunResult(
+        predictions=preds,
+        records=records,
+        extra=extra,
+        hyperparameters=hyperparameters_note(job.dpsgd_cfg, job.protocol),
+    )
 
 
 def run_film_learner(

@@ -9,11 +9,12 @@ comparison a learner appears in), the ledger verifier (:func:`ledger_spec`) and 
 Light by design: the Snakefile imports this module, so the learner modules it imports must not
 import torch or opacus at module level (``tests/test_learner_registry.py`` checks it).
 
-Adding a learner: its module (training code, ``LEDGER_SPEC``, ``SPECS`` and the stage function that
-makes one of its runs in its job: ``run(LearnerRun)`` for the jobs on cached features,
-:class:`dpcl.stages.common.LearnerRun`; ``run(BaselineRun, learner=...)`` for the FiLM baselines; a
-user's learner brings ``run(RunInputs) -> RunResult`` instead, :mod:`dpcl.learners.api`), its entry in
-:data:`MODULES`, its test, and its name in the config's ``learners`` list.
+Adding a learner: its module (training code, ``LEDGER_SPEC``, ``SPECS`` and its ``run`` function, the
+one learner contract of :mod:`dpcl.learners.api`: ``run(RunInputs) -> RunResult``, which a built-in
+learner's job, a user's learner's ``features`` job and the privacy audits call alike), its entry in
+:data:`MODULES`, its test, and its name in the config's ``learners`` list. The FiLM learners, which train
+on images with the backbone in the loop, are the exception: their jobs (:data:`FILM_JOBS`) still run
+them by stage functions of their own (:attr:`LearnerSpec.stage`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ ADAPTERS = ("prototypes", "head", "film", "functional")
 #: learner of a cached-feature job, one job per run the FiLM ones; ``features`` is the job of a learner
 #: that brings its own ``run`` function (:mod:`dpcl.learners.api`, one job per learner and seed)
 JOBS = ("prototypes", "heads", "agem", "projected", "film_peft", "film_baseline", "features")
+#: the jobs on images (FiLM): their learners are run by the jobs' own stage functions, not by ``run``
+FILM_JOBS = ("film_peft", "film_baseline")
 #: the config list a learner's label methods come from (:func:`label_methods_key`)
 METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "projected")
 #: where a list of :data:`METHOD_LISTS` lives in the config when its name is not its config key: the
@@ -87,10 +90,12 @@ class LearnerSpec:
     dp: bool = True  #: False for a method reproduced as published whose privacy claim does not hold
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
-    run: Callable | None = None  #: job "features": run(RunInputs) -> RunResult (dpcl.learners.api)
-    #: the function (in its own module) that makes one of its runs inside its job, as "module:function"
-    #: (imported on first use, so that the registry stays light); the job hands it the run's inputs and
-    #: helpers (:class:`dpcl.stages.common.LearnerRun`, or the FiLM baselines' ``BaselineRun``)
+    #: the learner contract (:mod:`dpcl.learners.api`): ``run(RunInputs) -> RunResult``, a callable or
+    #: "module:function" (imported on first use, so that the registry stays light); every learner but
+    #: those of :data:`FILM_JOBS` has one
+    run: Callable | str | None = None
+    #: a FiLM job's learner only: the function that makes one of its runs inside its job, as
+    #: "module:function" (the FiLM baselines' ``BaselineRun``)
     stage: str | None = None
     audit: LearnerAudit | None = None  #: its canary audit, if it has one (the privacy audit table runs it)
     #: its white-box audit, if it has one: the adversary sees what its mechanism releases at every step
@@ -121,10 +126,16 @@ class LearnerSpec:
                 raise ValueError(
                     f"learner {self.name!r}: {key} must be a LearnerAudit naming 'module:function'"
                 )
-        if (self.job == "features") != callable(self.run):
+        if self.job in FILM_JOBS:
+            if self.run is not None:
+                raise ValueError(f"learner {self.name!r}: a FiLM job's learner is run by its job's stage")
+        elif not (callable(self.run) or (isinstance(self.run, str) and self.run.count(":") == 1)):
             raise ValueError(
-                f"learner {self.name!r}: a learner of job 'features' needs a run function and only it has one"
+                f"learner {self.name!r}: needs its run function (run(RunInputs) -> RunResult, a callable or "
+                f"'module:function'), got {self.run!r}"
             )
+        elif self.stage is not None:
+            raise ValueError(f"learner {self.name!r}: only a FiLM job's learner has a stage function")
 
     @property
     def label(self) -> str:
@@ -280,6 +291,19 @@ def stage_function(name: str, job: str) -> Callable:
     if spec.stage is None:
         raise ValueError(f"learner {name!r} declares no stage function (LearnerSpec.stage)")
     return _import(spec.stage)
+
+
+def run_function(name: str, job: str | None = None) -> Callable:
+    """Learner ``name``'s ``run`` function (the learner contract, :mod:`dpcl.learners.api`), checked to
+    belong to ``job`` when given: a clear error for a learner another job runs or a FiLM learner."""
+    spec = get(name)
+    if job is not None and spec.job != job:
+        raise ValueError(
+            f"learner {name!r} is run by job {spec.job!r}, not {job!r}; this job runs {wildcard(job)}"
+        )
+    if spec.run is None:
+        raise ValueError(f"learner {name!r} (job {spec.job!r}) is run by its job's stage, not by run()")
+    return _import(spec.run) if isinstance(spec.run, str) else spec.run
 
 
 def _import(path: str) -> Callable:

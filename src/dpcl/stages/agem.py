@@ -12,20 +12,15 @@ import numpy as np
 from ..data.scenarios import Scenario
 from ..io import log, read_json
 from ..privacy.accounting import Budget
-from .common import (
-    LearnerRun,
-    config_target,
-    feature_runs,
-    read_records,
-    resolve_dpsgd,
-    write_run,
-)
+from .common import config_target, feature_runs, read_records, resolve_dpsgd, write_run
+from .learner import run_learner
 
 
 @dataclass(frozen=True, kw_only=True)
 class MemoryJob:
-    """What the ``agem`` job adds to a :class:`LearnerRun` (its ``job``): the run's DP-SGD config (tuned
-    or configured) and ``agem`` block, the tuning protocol (None: untuned) and the seed's noise cache."""
+    """What the ``agem`` job gives a memory-buffer learner's run (:attr:`dpcl.learners.api.RunInputs.job`):
+    the run's DP-SGD config (tuned or configured) and ``agem`` block, the tuning protocol (None: untuned)
+    and the seed's noise cache."""
 
     dpsgd_cfg: dict
     agem_cfg: dict
@@ -47,23 +42,22 @@ def run_memory_learner(
     target: Budget | None = None,
     protocol: str | None = None,
 ) -> tuple[dict, dict, dict]:
-    """One run of a memory-buffer learner (job ``agem``) for one (ε, label method), made by its
-    registered stage function: (metrics, privacy ledger, diagnostics). ``learner`` (its registered
-    name) keys its noise streams and names its ledger."""
-    from ..learners.registry import stage_function
-
-    run = LearnerRun(
-        learner=learner,
-        labels=labels,
-        scenario=scenario,
+    """One run of a memory-buffer learner (job ``agem``) for one (ε, label method), made by its ``run``
+    function (:func:`dpcl.stages.learner.run_learner`): (metrics, privacy ledger, diagnostics).
+    ``learner`` (its registered name) keys its noise streams and names its ledger."""
+    metrics, privacy, diag, _ = run_learner(
+        learner,
         train=train,
         test=test,
-        backbone=backbone,
+        scenario=scenario,
+        labels=labels,
+        options=agem_cfg,
         target=target,
-        block=agem_cfg,
+        backbone=backbone,
         job=MemoryJob(dpsgd_cfg=dpsgd_cfg, agem_cfg=agem_cfg, protocol=protocol, noise_cache=noise_cache),
+        job_name="agem",
     )
-    return stage_function(learner, "agem")(run)
+    return metrics, privacy, diag
 
 
 def tuned_agem(agem_cfg: dict, tuned_path: str | Path | None) -> dict:
@@ -93,16 +87,16 @@ def agem_sweep(
 ) -> None:
     """All (ε, label method) runs of one seed of the memory-buffer learners (job ``agem`` of the learner
     registry: the enhanced DP-A-GEM, App. D.4, and Desai et al.'s DP-CL as published, [Desai2021]), each
-    made by its registered stage function; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
+    made by its ``run`` function; ``runs`` items: {labels, outputs: {learner: (metrics, privacy,
     diagnostics)}} or, for a single learner, {labels, metrics, privacy, diagnostics}.
 
     ``tuned`` maps ε tags to DP-A-GEM's own tuning results (:func:`dpcl.learners.agem.tune_agem_head`):
     its DP-SGD config scaled to a task and its buffer rate, which replaces ``agem.buffer_sample_rate``.
     """
-    from ..learners.registry import stage_function
+    from ..learners.registry import run_function
 
     for learner in learners:
-        stage_function(learner, "agem")  # a clear error before any work
+        run_function(learner, "agem")  # a clear error before any work
     for run, train, test, sc, labels, tuned_path, cache, backbone in feature_runs(
         train_path, test_path, scenario_path, runs, threads, tuned
     ):

@@ -1,7 +1,8 @@
 """Runs of a registered learner for the privacy audits: a small data set in the cached-feature layout
 (:class:`AuditData`), a Base Dataset label file for it, and the function that makes one run of a learner
-by its registry job (:data:`RUNNERS`), the job's own in-memory entry point, so that the learner runs the
-code the pipeline runs, with its config block's defaults. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
+through its ``run`` function (:func:`run_audited`, the learner contract every learner on cached features
+implements) with the inputs its registry job would give it, so that the learner runs the code the
+pipeline runs, with its config block's defaults. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
 record of a task is read at every step: exact counts for the exposure check (:mod:`.exposure`) and
 Gaussian releases for the canary audit (:mod:`.canary_audit`).
 
@@ -13,7 +14,6 @@ feature coordinate of their own), each included by its coin.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,87 +100,66 @@ def audit_data(seed: int, coins: np.ndarray | None = None) -> AuditData:
     return AuditData(train=(x, y, ids), test=(xt, yt), public=public, scenario=scenario)
 
 
-def _prototypes(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .prototypes import run_prototype_learner
+@dataclass(frozen=True, kw_only=True)
+class JobInputs:
+    """What a learner's job gives its run in the audit setting: its config block (``options``) and the
+    job's context (:attr:`dpcl.learners.api.RunInputs.job`)."""
 
-    return run_prototype_learner(
-        data.train, data.test, data.scenario, labels, learner=learner, target=target
-    )[1]
-
-
-def _heads(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .heads import run_head_learners
-
-    out = run_head_learners(
-        data.train,
-        data.test,
-        data.scenario,
-        labels,
-        data.scenario.seed,
-        [learner],
-        dpsgd_cfg=AUDIT_DPSGD,
-        target=target,
-    )
-    return out[learner][1]
+    options: dict
+    job: object = None
 
 
-def _memory(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
-    from .agem import run_memory_learner
+def _job_inputs(spec, data: AuditData) -> JobInputs:
+    """The audit setting's job inputs of ``spec``'s registry job: the rates of :data:`AUDIT_DPSGD` and
+    :data:`AUDIT_AGEM`, the public split's PCA, every other value its config blocks' defaults."""
+    blocks = {b: block_defaults(b) for b in spec.config_blocks}
+    if spec.job == "heads":
+        from .heads import HeadJob
 
-    return run_memory_learner(
-        data.train,
-        data.test,
-        data.scenario,
-        labels,
-        learner=learner,
-        dpsgd_cfg=AUDIT_DPSGD,
-        agem_cfg=AUDIT_AGEM,
-        target=target,
-    )[1]
+        return JobInputs(options={}, job=HeadJob(dpsgd_cfg=AUDIT_DPSGD))
+    if spec.job == "agem":
+        from .agem import MemoryJob
+
+        return JobInputs(options=AUDIT_AGEM, job=MemoryJob(dpsgd_cfg=AUDIT_DPSGD, agem_cfg=AUDIT_AGEM))
+    if spec.job == "projected":
+        from .projected import ProjectedJob
+
+        (block,) = spec.config_blocks
+        return JobInputs(options=blocks[block], job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed))
+    return JobInputs(options={})  # prototypes, and a user's learner (job "features"): its run needs no job
 
 
-def _projected(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
+#: why the harness gives a learner without a ``run`` function (a FiLM job's) no audit run
+NOT_RUNNABLE = (
+    "a FiLM learner, trained on images by its job's own stage: its DP-SGD step (dpcl.training.film) does "
+    "not release through the mechanism primitives yet"
+)
+
+
+def run_audited(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
+    """One run of a registered learner on the audit's data through its ``run`` function (the learner
+    contract, :func:`dpcl.stages.learner.run_learner`), as its job would make it: its verified privacy
+    ledger. A FiLM learner (trained on images) raises: its job runs it by a stage of its own."""
     from ..learners import registry
-    from .common import LearnerRun
-    from .projected import ProjectedJob
-
-    (block,) = registry.get(learner).config_blocks
-    run = LearnerRun(
-        learner=learner,
-        labels=labels,
-        scenario=data.scenario,
-        train=data.train,
-        test=data.test,
-        target=target,
-        block=block_defaults(block),
-        job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed),
-    )
-    return registry.stage_function(learner, "projected")(run)[1]
-
-
-def _features(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
     from .learner import run_learner
 
+    spec = registry.get(learner)
+    given = _job_inputs(spec, data)
     return run_learner(
         learner,
         train=data.train,
         test=data.test,
         scenario=data.scenario,
         labels=labels,
-        options={},
+        options=given.options,
         target=target,
-        backbone="features",
+        job=given.job,
     )[1]
 
 
-#: how the harness makes one run of a learner, by its registry job (jobs on images are not run here yet)
-RUNNERS: dict[str, Callable[[str, AuditData, dict, Budget], dict]] = {
-    "prototypes": _prototypes,
-    "heads": _heads,
-    "agem": _memory,
-    "projected": _projected,
-    "features": _features,
-}
+def runnable(spec) -> bool:
+    """Whether the harness can make a run of ``spec`` (every learner with a ``run`` function)."""
+    return spec.run is not None
 
 
 #: a canary's value on its own coordinate: large, so that every clipped gradient it gives is clipped

@@ -26,7 +26,17 @@ import math
 import numpy as np
 
 from ..seeding import rng
-from .audit_runs import DIM, RUNNERS, audit_data, audit_target, audited, canary_rows, row_head
+from .audit_runs import (
+    DIM,
+    NOT_RUNNABLE,
+    audit_data,
+    audit_target,
+    audited,
+    canary_rows,
+    row_head,
+    run_audited,
+    runnable,
+)
 
 
 def canary_audit_rows(
@@ -45,9 +55,7 @@ def canary_audit_rows(
     for eps in [e for e in epsilons if math.isfinite(e)]:
         for spec in audited(learners):
             row = row_head(spec, "canaries", eps, delta, alpha)
-            runner, why = RUNNERS.get(spec.job), None
-            if runner is None:
-                why = f"job {spec.job!r} is not run by the canary audit yet"
+            why = None if runnable(spec) else NOT_RUNNABLE
             z_in: list[float] = []
             z_out: list[float] = []
             read_counts = set()
@@ -57,7 +65,7 @@ def canary_audit_rows(
                 data = audit_data(seed, coins)
                 labels = data.labels(eps, delta, stream=f"audit-canaries-{r}")
                 with releases.recording(keep_values=True) as rec:
-                    privacy = runner(spec.name, data, labels, audit_target(eps, delta))
+                    privacy = run_audited(spec.name, data, labels, audit_target(eps, delta))
                 if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
                     why = "a method reproduced as published, whose ledger claims no DP guarantee"
                     break

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +17,7 @@ from ..metrics import accuracy_matrix, average_accuracy, average_forgetting, wor
 from ..privacy.accounting import Budget
 from ..privacy.ledger import Ledger, split_public
 from ..seeding import rng
+from ..training.tuning_protocol import hyperparameters_note  # noqa: F401 (the stages' import)
 
 
 def parse_eps(v) -> float:
@@ -128,32 +127,6 @@ def ledger_and_diagnostics(
             )
         diagnostics.append({"task": t, "entries": entries})
     return ledger, diagnostics
-
-
-def hyperparameters_note(
-    values: dict | None,
-    protocol: str | None,
-    search: str = "Optuna search",
-    fixed_with_private_data: str | None = None,
-) -> dict:
-    """privacy.json's account of how the hyperparameters were chosen: ``protocol`` is the tuning
-    protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`) and ``search``
-    the search that tuned it; None when the values were fixed in the config (or there are none),
-    then ``fixed_with_private_data`` says how they were chosen with private data, if they were."""
-    from ..training.heads import CHOSEN_WITH_PRIVATE_DATA
-    from ..training.tuning_protocol import hyperparameters_use
-
-    if values is None:
-        return {
-            "chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
-            "private_data_used": False,
-        }
-    if CHOSEN_WITH_PRIVATE_DATA in values:  # a dpsgd block's own statement (config/film_cpu.yaml)
-        values = dict(values)
-        declared = values.pop(CHOSEN_WITH_PRIVATE_DATA)
-        if protocol is None and fixed_with_private_data is None:
-            fixed_with_private_data = declared
-    return hyperparameters_use(protocol, search, fixed_with_private_data) | {"values": values}
 
 
 def resolve_dpsgd(
@@ -406,61 +379,3 @@ def runs_by_learner(
     for i, (learner, r) in enumerate(order):
         runs[r]["outputs"][learner] = (metrics[i], privacy[i], diagnostics[i])
     return runs
-
-
-@dataclass(frozen=True, kw_only=True)
-class LearnerRun:
-    """One (ε, label method) run of a learner inside a built-in job, as the job's stage hands it to the
-    learner's stage function (:attr:`dpcl.learners.registry.LearnerSpec.stage`, in the learner's own
-    module). The job reads the files and owns the release boundary; the learner trains through the
-    helpers bound here (its inputs R_t^task(D_t), its noise streams, the verified ledger), so that its
-    module needs no stage import.
-
-    ``job`` holds what the job adds for its learners (documented by each job's stage module: e.g. the
-    public PCA of the projected job, the tuned DP-SGD config of the memory-buffer job)."""
-
-    learner: str
-    labels: dict
-    scenario: Scenario
-    train: tuple[np.ndarray, np.ndarray, np.ndarray]  #: cached training features, labels, sample ids
-    test: tuple[np.ndarray, np.ndarray]
-    backbone: str = "features"  #: names the features in the noise streams' keys
-    target: Budget | None = None  #: the config's (ε, δ) of the run
-    block: dict = field(default_factory=dict)  #: the learner's own config block
-    job: Any = None
-
-    @property
-    def seed(self) -> int:
-        return int(self.scenario.seed)
-
-    @property
-    def epsilon(self) -> float:
-        """The run's training budget ε (what the label release left; inf: non-private)."""
-        return parse_eps(self.labels["training_budget"]["epsilon"])
-
-    @property
-    def delta(self) -> float:
-        return float(self.labels["training_budget"]["delta"])
-
-    @property
-    def n_universe(self) -> int:
-        return int(self.labels["label_universe"])
-
-    def inputs(self, *, with_ids: bool = False):
-        """(label spaces O_t, per-task R_t^task(D_t), per-task test sets): :func:`task_inputs`."""
-        return task_inputs(self.train, self.test, self.scenario, self.labels, with_ids=with_ids)
-
-    def rng_for(self, task: int, mechanism: str) -> np.random.Generator:
-        """The noise stream of one mechanism of this run (:func:`release_rng`)."""
-        return release_rng(self.labels, self.backbone, self.learner, task, mechanism)
-
-    def finish(self, preds, records, test_y, **kw) -> tuple[dict, dict, dict]:
-        """(metrics, verified privacy ledger, diagnostics): :func:`finish_run` for this run."""
-        return finish_run(
-            self.learner, self.labels, self.seed, preds, records, test_y, target=self.target, **kw
-        )
-
-    @staticmethod
-    def note(*args, **kw) -> dict:
-        """privacy.json's account of how the hyperparameters were chosen: :func:`hyperparameters_note`."""
-        return hyperparameters_note(*args, **kw)

@@ -19,14 +19,16 @@ from ..seeding import rng
 from .audit_runs import (
     CLASSES_PER_TASK,
     N_TASKS,
+    NOT_RUNNABLE,
     PER_CLASS,
-    RUNNERS,
     AuditData,
     audit_data,
     audit_target,
     audited,
     projected_dims,
     row_head,
+    run_audited,
+    runnable,
 )
 
 
@@ -60,18 +62,11 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
         labels = data.labels(eps, delta)
         for spec in audited(learners):
             row = row_head(spec, "exposure", eps, delta, alpha)
-            runner = RUNNERS.get(spec.job)
-            if runner is None:
-                rows.append(
-                    row
-                    | {
-                        "verdict": f"not auditable: job {spec.job!r} is not run by the exposure audit yet",
-                        "setting": "",
-                    }
-                )
+            if not runnable(spec):
+                rows.append(row | {"verdict": f"not auditable: {NOT_RUNNABLE}", "setting": ""})
                 continue
             with releases.recording() as rec:
-                privacy = runner(spec.name, data, labels, audit_target(eps, delta))
+                privacy = run_audited(spec.name, data, labels, audit_target(eps, delta))
             if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
                 verdict, summary = (
                     "not auditable: a method reproduced as published, whose ledger claims no DP guarantee",

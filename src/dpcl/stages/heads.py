@@ -4,6 +4,7 @@ ensemble head-only, Naive, Non-CL) and their tuning (App. D.1, :mod:`dpcl.traini
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,19 +12,21 @@ import numpy as np
 from ..config import eps_tag
 from ..data.scenarios import Scenario
 from ..io import log, read_json, write_json
-from ..metrics import accuracy_matrix
 from ..privacy.accounting import Budget
-from .common import (
-    config_target,
-    feature_runs,
-    finish_run,
-    hyperparameters_note,
-    parse_eps,
-    release_rng,
-    resolve_dpsgd,
-    task_inputs,
-    write_run,
-)
+from .common import config_target, feature_runs, resolve_dpsgd, write_run
+from .learner import run_learner
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadJob:
+    """What the ``heads`` job gives a head learner's run (:attr:`dpcl.learners.api.RunInputs.job`): its
+    DP-SGD config (the tuning result scaled to its training set, App. D.1, or the configured block), the
+    tuning protocol (None: untuned), the ensemble's aggregation rule and the seed's noise cache."""
+
+    dpsgd_cfg: dict
+    protocol: str | None = None
+    aggregation: str = "argmax"
+    noise_cache: dict | None = None
 
 
 def run_head_learners(
@@ -41,56 +44,26 @@ def run_head_learners(
     target: Budget | None = None,
     tuned_path: str | Path | None = None,
 ) -> dict[str, tuple[dict, dict, dict]]:
-    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)};
-    with ``tuned_path`` each learner runs the tuning result scaled to its training set (App. D.1)."""
-    from ..learners import registry
-    from ..learners.peft import dpsgd_noise, run_head_learner
-    from ..training.heads import DPSGDConfig
-
-    tb = labels["training_budget"]
-    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels)
+    """Every head learner for one (ε, label method): {learner: (metrics, privacy ledger, diagnostics)},
+    each made by its ``run`` function (:func:`dpcl.stages.learner.run_learner`); with ``tuned_path`` each
+    learner runs the tuning result scaled to its training set (App. D.1)."""
     out = {}
     for learner in learners:
         learner_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-        cfg = DPSGDConfig.from_block(learner_cfg)
-        noise = dpsgd_noise(parse_eps(tb["epsilon"]), float(tb["delta"]), cfg, noise_cache)
-        by_rule: dict = {}
-        preds, records = run_head_learner(
-            learner,
-            task_data,
-            test_sets,
-            spaces,
-            int(labels["label_universe"]),
-            cfg,
-            noise=noise,
-            rng_for=lambda t, _l=learner: release_rng(labels, backbone, _l, t, "dpsgd"),
-            aggregation=aggregation,
-            by_rule=by_rule
-            if registry.get(learner).ensemble
-            else None,  # an ensemble: every aggregation rule
+        job = HeadJob(
+            dpsgd_cfg=learner_cfg, protocol=protocol, aggregation=aggregation, noise_cache=noise_cache
         )
-        extra = {
-            "noise_multiplier": noise["noise_multiplier"],
-            "dpsgd": learner_cfg,
-            "aggregation": aggregation,
-        }
-        metrics, privacy, diag = finish_run(
+        metrics, privacy, diag, _ = run_learner(
             learner,
-            labels,
-            seed,
-            preds,
-            records,
-            [y for _, y in test_sets],
-            extra=extra,
+            train=train,
+            test=test,
+            scenario=scenario,
+            labels=labels,
             target=target,
-            hyperparameters=hyperparameters_note(learner_cfg, protocol),
+            backbone=backbone,
+            job=job,
+            job_name="heads",
         )
-        if by_rule:  # every aggregation rule on the same members (App. D.2, Fig. A2)
-            accs = {rule: accuracy_matrix(p, [y for _, y in test_sets]) for rule, p in by_rule.items()}
-            metrics["acc_by_aggregation"] = accs
-            metrics["final_accuracy_by_aggregation"] = {
-                rule: float(np.nanmean(a[-1])) for rule, a in accs.items()
-            }
         out[learner] = (metrics, privacy, diag)
     return out
 

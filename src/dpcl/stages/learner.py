@@ -1,10 +1,13 @@
-"""Stage of ``workflow/rules/learners.smk``: a learner that brings its own ``run`` function (registry job
-``features``, :mod:`dpcl.learners.api`) over every (ε, label method) of one seed on cached features.
+"""The stage that makes one run of any learner on cached features: it builds the learner's
+:class:`~dpcl.learners.api.RunInputs` from the cached features and the run's label file, calls the
+learner's ``run`` (the learner contract, :mod:`dpcl.learners.api`), and turns the
+:class:`~dpcl.learners.api.RunResult` into the run's metrics, its verified privacy ledger and its
+non-private diagnostics (:func:`dpcl.stages.common.finish_run`). Every job on cached features
+(``prototypes``, ``heads``, ``agem``, ``projected``, ``features``) and the privacy audits' runs
+(:mod:`dpcl.stages.audit_runs`) go through :func:`run_learner`.
 
-The stage does the files and the release boundary; the learner only trains and predicts: it gets
-:class:`~dpcl.learners.api.RunInputs` and returns :class:`~dpcl.learners.api.RunResult`, whose per-task
-records become the run's ledger (verified against the learner's ``LEDGER_SPEC`` before anything is
-written) and non-private diagnostics (:func:`dpcl.stages.common.finish_run`).
+This module also holds the ``features`` job of ``workflow/rules/learners.smk``: a learner that brings its
+own ``run`` function (a user's, config ``learner_modules``), over every (ε, label method) of one seed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..io import log
 from .common import (
@@ -51,20 +55,36 @@ class SeedJob:
     threads: int | None = None
 
 
-def run_learner(learner: str, *, train, test, scenario, labels: dict, options: dict, target, backbone: str):
-    """One run of ``learner`` (job ``features``): (metrics, verified privacy ledger, diagnostics)."""
-    from ..learners import registry
+def run_inputs(
+    learner: str,
+    *,
+    train,
+    test,
+    scenario,
+    labels: dict,
+    options: dict | None = None,
+    backbone: str = "features",
+    job: Any = None,
+):
+    """The :class:`~dpcl.learners.api.RunInputs` of one run of ``learner`` on cached features: each task's
+    R_t^task(D_t) with O_t (:func:`dpcl.stages.common.task_inputs`), the public test sets, the training
+    budget the label file left, the run's noise streams (keyed by the data, ``backbone``, learner, ε,
+    label method, task and mechanism: :func:`dpcl.stages.common.release_rng`), ``options`` and ``job``."""
     from ..learners.api import RunInputs, TaskData
 
-    spec = registry.get(learner)
-    if spec.job != "features":
-        raise ValueError(f"learner {learner!r} runs in job {spec.job!r}, not in the features job")
     spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     tb = labels["training_budget"]
-    inputs = RunInputs(
+    return RunInputs(
+        learner=learner,
         tasks=tuple(
-            TaskData(x=x, y=y, ids=ids, label_space=tuple(int(c) for c in o_t))
-            for (x, y, ids), o_t in zip(task_data, spaces, strict=True)
+            TaskData(
+                x=x,
+                y=y,
+                ids=ids,
+                label_space=tuple(int(c) for c in o_t),
+                dropped=int(len(scenario.train_indices[t]) - len(y)),
+            )
+            for t, ((x, y, ids), o_t) in enumerate(zip(task_data, spaces, strict=True))
         ),
         test_sets=tuple(test_sets),
         n_universe=int(labels["label_universe"]),
@@ -72,26 +92,69 @@ def run_learner(learner: str, *, train, test, scenario, labels: dict, options: d
         delta=float(tb["delta"]),
         seed=int(scenario.seed),
         rng_for=lambda t, mechanism: release_rng(labels, backbone, learner, t, mechanism),
-        options=dict(options),
+        options=dict(options or {}),
+        label_method=labels["method"],
+        label_epsilon=max((float(e["epsilon"]) for e in labels["ledger"]), default=0.0),
+        shared_inputs=not scenario.feature_permutation,
+        job=job,
     )
-    result = spec.run(inputs)
-    if len(result.predictions) != len(task_data) or len(result.records) != len(task_data):
+
+
+def run_learner(
+    learner: str,
+    *,
+    train,
+    test,
+    scenario,
+    labels: dict,
+    options: dict | None = None,
+    target=None,
+    backbone: str = "features",
+    job: Any = None,
+    job_name: str | None = None,
+) -> tuple[dict, dict, dict, dict | None]:
+    """One run of ``learner`` on cached features through its ``run`` function: (metrics, verified privacy
+    ledger, non-private diagnostics, model arrays or None). ``job_name``, if given, is checked to be the
+    registry job that runs the learner; ``target`` is the config's (ε, δ) (None: the label file's)."""
+    from ..learners import registry
+
+    run = registry.run_function(learner, job_name)
+    inputs = run_inputs(
+        learner,
+        train=train,
+        test=test,
+        scenario=scenario,
+        labels=labels,
+        options=options,
+        backbone=backbone,
+        job=job,
+    )
+    result = run(inputs)
+    n = len(inputs.tasks)
+    if len(result.predictions) != n or len(result.records) != n:
         raise ValueError(
             f"learner {learner!r} returned {len(result.predictions)} prediction lists and "
-            f"{len(result.records)} records for {len(task_data)} tasks (one of each per task)"
+            f"{len(result.records)} records for {n} tasks (one of each per task)"
         )
-    return finish_run(
+    hyperparameters = result.hyperparameters
+    if hyperparameters is None:
+        hyperparameters = hyperparameters_note(dict(options or {}) or None, None)
+    metrics, privacy, diag = finish_run(
         learner,
         labels,
-        int(scenario.seed),
+        inputs.seed,
         result.predictions,
         result.records,
-        [y for _, y in test_sets],
+        [y for _, y in inputs.test_sets],
         extra=dict(result.extra),
+        summary=result.summary,
         target=target,
-        hyperparameters=hyperparameters_note(dict(options) or None, None),
+        hyperparameters=hyperparameters,
         diagnostics=dict(result.diagnostics),
+        claim=result.claim,
     )
+    privacy.update(result.privacy_extra)
+    return metrics, privacy, diag, result.model
 
 
 def learner_sweep(job: SeedJob) -> None:
@@ -107,7 +170,7 @@ def learner_sweep(job: SeedJob) -> None:
         job.train, job.test, job.scenario, runs, job.threads, None
     ):
         t0 = time.perf_counter()
-        metrics, privacy, diag = run_learner(
+        metrics, privacy, diag, _model = run_learner(
             job.learner,
             train=train,
             test=test,
@@ -116,6 +179,7 @@ def learner_sweep(job: SeedJob) -> None:
             options=job.options,
             target=config_target(labels, job.targets),
             backbone=backbone,
+            job_name="features",
         )
         write_run(run, metrics, privacy, diag)
         log(

@@ -3,9 +3,9 @@ mechanism on cached features projected by a PCA fitted on the public tuning spli
 [Lai2022], whose claim is violated under add/remove, and its sound variant FM-A-GEM) over every
 (ε, label method) of one seed.
 
-Each learner's run is made by its registered stage function (:attr:`LearnerSpec.stage`, in its own
-module), which gets a :class:`~dpcl.stages.common.LearnerRun` whose ``job`` is the seed's
-:class:`ProjectedJob` (the public PCA, the tuning set, the job's caches)."""
+Each learner's run is made by its ``run`` function (:mod:`dpcl.learners.api`), whose inputs' ``job`` is
+the seed's :class:`ProjectedJob` (the public PCA, the tuning set, the job's caches) and ``options`` its
+config block."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ import numpy as np
 
 from ..data.scenarios import Scenario
 from ..io import log, read_json
-from .common import LearnerRun, config_target, write_run
+from .common import config_target, write_run
+from .learner import run_learner
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProjectedJob:
-    """What every run of one seed of the ``projected`` job shares (a :class:`LearnerRun`'s ``job``)."""
+    """What every run of one seed of the ``projected`` job shares (:attr:`dpcl.learners.api.RunInputs.job`)."""
 
     tune_x: np.ndarray  #: the PUBLIC tuning split's features (the PCA is fitted here)
     seed: int
@@ -72,7 +73,8 @@ def projected_sweep(
     from ..learners import registry
     from ..training.tuning_protocol import tuning_plan, tuning_rows
 
-    stages = {learner: registry.stage_function(learner, "projected") for learner in learners}
+    for learner in learners:
+        registry.run_function(learner, "projected")  # a clear error before any work
     block_of = {}
     for learner in learners:
         names = registry.get(learner).config_blocks
@@ -106,18 +108,17 @@ def projected_sweep(
             t0 = time.perf_counter()
             accs = []
             for learner in learners:
-                metrics, privacy, diag = stages[learner](
-                    LearnerRun(
-                        learner=learner,
-                        labels=labels,
-                        scenario=sc,
-                        train=(tx, ty, tidx),
-                        test=(ex, ey),
-                        backbone=meta["backbone"],
-                        target=config_target(labels, targets),
-                        block=blocks[block_of[learner]],
-                        job=job,
-                    )
+                metrics, privacy, diag, _ = run_learner(
+                    learner,
+                    train=(tx, ty, tidx),
+                    test=(ex, ey),
+                    scenario=sc,
+                    labels=labels,
+                    options=blocks[block_of[learner]],
+                    target=config_target(labels, targets),
+                    backbone=meta["backbone"],
+                    job=job,
+                    job_name="projected",
                 )
                 paths = run["outputs"][learner]
                 write_run(

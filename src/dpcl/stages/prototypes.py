@@ -1,6 +1,6 @@
 """Stage of ``workflow/rules/prototypes.smk``: the learners of registry job ``prototypes`` (noisy class
 sums on cached features: the DP cosine classifier, [LabelSpace] Alg. 1) over every (ε, label method) of one
-seed, each run made by the learner's registered stage function (:attr:`LearnerSpec.stage`)."""
+seed, each run made by the learner's ``run`` function (:mod:`dpcl.learners.api`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,8 @@ import numpy as np
 from ..data.scenarios import Scenario
 from ..io import log, read_json, write_npz
 from ..privacy.accounting import Budget
-from .common import (
-    LearnerRun,
-    config_target,
-    write_run,
-)
+from .common import config_target, write_run
+from .learner import run_learner
 
 
 def run_prototype_learner(
@@ -29,25 +26,24 @@ def run_prototype_learner(
     backbone: str = "features",
     target: Budget | None = None,
 ) -> tuple[dict, dict, dict, dict]:
-    """One run of a ``prototypes`` learner through all tasks, made by its registered stage function:
-    (metrics, privacy ledger, model arrays, diagnostics).
+    """One run of a ``prototypes`` learner through all tasks, made by its ``run`` function
+    (:func:`dpcl.stages.learner.run_learner`): (metrics, privacy ledger, model arrays, diagnostics).
 
     ``train`` = (features, labels, original indices sorted ascending), ``test`` = (features, labels),
     ``labels`` = the label-release file of this (ε, method), ``backbone`` names the features and
     ``learner`` the registered learner (both part of the noise stream's key), ``target`` the config's
     (ε, δ)."""
-    from ..learners.registry import stage_function
-
-    run = LearnerRun(
-        learner=learner,
-        labels=labels,
-        scenario=scenario,
+    metrics, privacy, diag, model = run_learner(
+        learner,
         train=train,
         test=test,
-        backbone=backbone,
+        scenario=scenario,
+        labels=labels,
         target=target,
+        backbone=backbone,
+        job_name="prototypes",
     )
-    return stage_function(learner, "prototypes")(run)
+    return metrics, privacy, model, diag
 
 
 def prototypes_sweep(
@@ -72,10 +68,10 @@ def prototypes_sweep(
     from threadpoolctl import threadpool_limits
 
     from ..features import load_feature_cache
-    from ..learners.registry import stage_function
+    from ..learners.registry import run_function
 
     for learner in learners:
-        stage_function(learner, "prototypes")  # a clear error before any work
+        run_function(learner, "prototypes")  # a clear error before any work
     with threadpool_limits(limits=threads):
         tx, ty, tidx, meta = load_feature_cache(train_path)
         ex, ey, _, _ = load_feature_cache(test_path)

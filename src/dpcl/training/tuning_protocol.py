@@ -301,3 +301,28 @@ def tuning_label_space(method: str) -> str:
     from ..data.label_space import parse_label_method
 
     return "task" if parse_label_method(method).data_dependent else "base"
+
+
+def hyperparameters_note(
+    values: dict | None,
+    protocol: str | None,
+    search: str = "Optuna search",
+    fixed_with_private_data: str | None = None,
+) -> dict:
+    """privacy.json's account of how the hyperparameters were chosen: ``protocol`` is the tuning
+    protocol of a tuned run ("public" or "paper", :mod:`dpcl.training.tuning_protocol`) and ``search``
+    the search that tuned it; None when the values were fixed in the config (or there are none),
+    then ``fixed_with_private_data`` says how they were chosen with private data, if they were."""
+    from .heads import CHOSEN_WITH_PRIVATE_DATA
+
+    if values is None:
+        return {
+            "chosen_by": "none: no hyperparameters besides the budget (noise from the accountant)",
+            "private_data_used": False,
+        }
+    if CHOSEN_WITH_PRIVATE_DATA in values:  # a dpsgd block's own statement (config/film_cpu.yaml)
+        values = dict(values)
+        declared = values.pop(CHOSEN_WITH_PRIVATE_DATA)
+        if protocol is None and fixed_with_private_data is None:
+            fixed_with_private_data = declared
+    return hyperparameters_use(protocol, search, fixed_with_private_data) | {"values": values}
