@@ -104,6 +104,7 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
         noise_scale=sigma * clip,
         value=np.r_[g_w.ravel(), g_b],
         attribution=head_attribution(head.w, head.b, clip=clip, active=active),
+        state=(head.w, head.b),
     )
     return g_w, g_b
 

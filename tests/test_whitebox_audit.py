@@ -14,63 +14,97 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpcl.audits.whitebox import AUDIT_DPSGD, audit_head_bias, audit_head_weights
-from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32, poisson_sample
+from dpcl.audits.whitebox import (
+    AUDIT_DPSGD,
+    UpdateIntegrityError,
+    audit_head_bias,
+    audit_head_poisson,
+    audit_head_weights,
+)
+from dpcl.privacy import releases
+from dpcl.training.adam import Adam
+from dpcl.training.clipped_sum import HeadData, clip_factors, head_attribution, logit_grads32, poisson_sample
 from dpcl.training.heads import LinearHead, train_head
 
 DELTA = 1e-5
 
 
-def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: float = 1.0):
-    """One DP-SGD step of the linear head as train_head takes it (same random draws in the same order),
-    with an optional bug: a branch that escapes clipping, or noise scaled by ``noise_scale``."""
+def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: float = 1.0, apply_noise=True):
+    """DP-SGD on the linear head as train_head runs it (same random draws in the same order, each step's
+    release reported as the primitive reports it, then Adam's step), with an optional bug: a branch
+    that escapes clipping, noise scaled by ``noise_scale``, or (``apply_noise`` False) the noised sum
+    reported but the head moved by the un-noised one."""
 
-    def train(head, x, y, cfg, sigma, gen, *, observe):
+    def train(head, x, y, cfg, sigma, gen):
         data = HeadData(x, y)
-        batch = poisson_sample(gen, len(data), cfg.sample_rate)
-        g_w, g_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
-        if batch.size:
-            xb = data.x[batch]
-            d = logit_grads32(head.w, head.b, xb, data.y[batch], None)
-            c = clip_factors(data.sq1[batch], d, cfg.clip).astype(np.float32)[:, None]
-            g_w = (d * c if clip_weights else d).T @ xb
-            g_b = (d * c if clip_bias else d).sum(axis=0, dtype=np.float64)
-        std = noise_scale * sigma * cfg.clip
-        g_w = std * gen.standard_normal(head.w.shape) + g_w
-        g_b = std * gen.standard_normal(head.b.shape) + g_b
-        observe(1, g_w, g_b)
+        adam = Adam.for_head(head, cfg)
+        for _ in range(cfg.steps):
+            batch = poisson_sample(gen, len(data), cfg.sample_rate)
+            s_w, s_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
+            if batch.size:
+                xb = data.x[batch]
+                d = logit_grads32(head.w, head.b, xb, data.y[batch], None)
+                c = clip_factors(data.sq1[batch], d, cfg.clip).astype(np.float32)[:, None]
+                s_w = (d * c if clip_weights else d).T @ xb
+                s_b = (d * c if clip_bias else d).sum(axis=0, dtype=np.float64)
+            std = noise_scale * sigma * cfg.clip
+            g_w = std * gen.standard_normal(head.w.shape) + s_w
+            g_b = std * gen.standard_normal(head.b.shape) + s_b
+            releases.report(
+                "clipped_gradient_sum",
+                rows=data.x[batch],
+                sensitivity=cfg.clip,
+                noise_scale=sigma * cfg.clip,
+                value=np.r_[g_w.ravel(), g_b],
+                attribution=head_attribution(head.w, head.b, clip=cfg.clip, active=None),
+                state=(head.w, head.b),
+            )
+            adam.step(
+                [np.r_[g_w.ravel(), g_b] if apply_noise else np.r_[s_w.ravel().astype(np.float64), s_b]]
+            )
         return {}
 
     return train
 
 
-def test_the_correct_step_releases_exactly_what_train_head_releases():
+def _released(train) -> list:
     gen = np.random.default_rng(0)
     x, y = gen.normal(size=(12, 5)) * 3, gen.integers(0, 3, 12)
-    seen = {}
-    for name, fn in (("train_head", train_head), ("copy", _step())):
-        seen[name] = out = []
-        fn(
-            LinearHead(5, 3),
-            x,
-            y,
-            AUDIT_DPSGD,
-            2.0,
-            np.random.default_rng(7),
-            observe=lambda s, w, b, out=out: out.append((w, b)),
-        )
-    (w1, b1), (w2, b2) = seen["train_head"][0], seen["copy"][0]
-    np.testing.assert_allclose(w1, w2, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(b1, b2, rtol=1e-12, atol=1e-15)
+    head = LinearHead(5, 3)
+    with releases.recording(keep_values=True) as rec:
+        train(head, x, y, AUDIT_DPSGD, 2.0, np.random.default_rng(7))
+    return [(r.value, r.state) for r in rec.releases] + [(head.params, None)]
 
 
-def test_observing_changes_nothing():
+def test_the_correct_step_releases_exactly_what_train_head_releases():
+    real, copy = _released(train_head), _released(_step())
+    assert len(real) == len(copy) == 2  # one release, then the trained head
+    for (v1, s1), (v2, s2) in zip(real, copy, strict=True):
+        np.testing.assert_allclose(v1, v2, rtol=1e-12, atol=1e-15)
+        assert (s1 is None and s2 is None) or np.array_equal(s1, s2)
+
+
+def test_recording_changes_nothing():
     gen = np.random.default_rng(1)
     x, y = gen.normal(size=(20, 4)), gen.integers(0, 3, 20)
     heads = [LinearHead(4, 3), LinearHead(4, 3)]
     train_head(heads[0], x, y, AUDIT_DPSGD, 1.5, np.random.default_rng(3))
-    train_head(heads[1], x, y, AUDIT_DPSGD, 1.5, np.random.default_rng(3), observe=lambda *a: None)
+    with releases.recording(keep_values=True):
+        train_head(heads[1], x, y, AUDIT_DPSGD, 1.5, np.random.default_rng(3))
     assert np.array_equal(heads[0].w, heads[1].w) and np.array_equal(heads[0].b, heads[1].b)
+
+
+def test_a_head_moved_by_anything_but_its_reported_release_fails_update_integrity():
+    """The release reported correctly noised, the head moved by the un-noised sum: every statistic on the
+    reports would pass, the replay of Adam over them does not reach the trained head."""
+    for audit in (
+        lambda train: audit_head_weights(1.0, DELTA, canaries=50, runs=4, seed=0, train=train),
+        lambda train: audit_head_bias(1.0, DELTA, trials=2, seed=0, train=train),
+        lambda train: audit_head_poisson(1.0, DELTA, canaries=20, runs=1, seed=0, train=train),
+    ):
+        audit(train_head)  # the pipeline's own step passes
+        with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
+            audit(_step(apply_noise=False))
 
 
 def test_a_correct_head_stays_at_or_below_its_claim_and_reaches_half_of_it():
@@ -121,9 +155,12 @@ def test_a_branch_escaping_clipping_is_caught(branch):
 
 
 def test_the_audit_refuses_a_function_that_releases_another_number_of_steps():
-    def two_steps(head, x, y, cfg, sigma, gen, *, observe):
-        observe(1, head.w.copy(), head.b.copy())
-        observe(2, head.w.copy(), head.b.copy())
+    def two_steps(head, x, y, cfg, sigma, gen):
+        for _ in range(2):
+            releases.report(
+                "clipped_gradient_sum", rows=x, sensitivity=cfg.clip, noise_scale=sigma * cfg.clip,
+                value=head.params, state=(head.params,),
+            )  # fmt: skip
 
     with pytest.raises(RuntimeError, match="released 2 steps"):
         audit_head_bias(1.0, DELTA, trials=2, seed=0, train=two_steps)
@@ -195,8 +232,8 @@ def test_the_poisson_audit_stays_at_or_below_its_claim_and_catches_half_sigma_at
     assert 0.4 <= row["epsilon_lower_bound"] <= 1.0 and row["mu_lower_bound"] is None
     assert row["steps"] == 16 and min(row["trials_per_world"]) > 37_000
 
-    def half_sigma(head, x, y, cfg, sigma, gen, *, observe):
-        return train_head(head, x, y, cfg, sigma / 2, gen, observe=observe)
+    def half_sigma(head, x, y, cfg, sigma, gen):
+        return train_head(head, x, y, cfg, sigma / 2, gen)
 
     broken = audit_head_poisson(1.0, DELTA, canaries=5000, runs=20, seed=1, train=half_sigma)
     assert broken["epsilon_lower_bound"] > 1.0

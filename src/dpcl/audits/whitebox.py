@@ -8,7 +8,9 @@ individual, the ledger's.
 
 Audit setting: sampling rate q = 1 and one step, so each release is one Gaussian mechanism with the
 accountant's σ for the claimed (ε, δ) at (q = 1, 1 step); the audited code is the same function the
-pipeline runs, instrumented only to hand the adversary what it releases (``train_head(observe=...)``).
+pipeline runs, uninstrumented: the adversary reads what the mechanism primitive reports
+(:mod:`dpcl.privacy.releases`), and the trained head must be Adam applied to those releases
+(:mod:`dpcl.audits.integrity`; a training function whose head moves by anything else is an error).
 
 - **Weight branch, many canaries in one run** ([Steinke2023]): canary k is a "Dirac"
   record whose features are a large value on a coordinate of its own (no other record uses it), so its
@@ -46,10 +48,12 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr
 
+from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from .audit import attainable_lower_bound, epsilon_lower_bound
 from .gdp import gdp_bound
+from .integrity import adam_replay_mismatch
 
 #: the audit setting's DP-SGD: q = 1, one step, C = 0.1 (the step's noise is σ·C); C is below every
 #: canary's gradient norm (≥ ‖softmax(0) − e_y‖ = 0.82 with 3 outputs), so a correct implementation clips
@@ -84,13 +88,34 @@ def _correct_gradient(features: np.ndarray, label: int, cfg: DPSGDConfig) -> tup
     return c * np.outer(delta, features), c * delta
 
 
+def _trained(train: Callable, head: LinearHead, x, y, cfg: DPSGDConfig, sigma: float, gen) -> list:
+    """Train ``head`` with ``train`` and return every release the mechanism primitives reported, with
+    their values and states (:mod:`dpcl.privacy.releases`: the function under audit does not choose what
+    the audit sees); the head's update integrity is checked against them
+    (:func:`dpcl.audits.integrity.adam_replay_mismatch`: raises :class:`UpdateIntegrityError`)."""
+    with releases.recording(keep_values=True, keep_rows=False) as rec:
+        train(head, x, y, cfg, sigma, gen)
+    seen = [r for r in rec.releases if r.mechanism == "clipped_gradient_sum"]
+    if len(seen) != cfg.steps:
+        raise RuntimeError(
+            f"the training function released {len(seen)} steps, the audit setting has {cfg.steps}"
+        )
+    why = adam_replay_mismatch(seen, head.params, cfg)
+    if why is not None:
+        raise UpdateIntegrityError(why)
+    return seen
+
+
+class UpdateIntegrityError(RuntimeError):
+    """The trained head is not the optimiser applied to the releases the primitives reported."""
+
+
 def _run(train: Callable, x: np.ndarray, y: np.ndarray, sigma: float, gen: np.random.Generator):
-    seen: list = []
+    """(g_w, g_b) of the audit setting's one release (q = 1, one step) of ``train`` on (x, y)."""
     head = LinearHead(x.shape[1], N_OUT)
-    train(head, x, y, AUDIT_DPSGD, sigma, gen, observe=lambda step, g_w, g_b: seen.append((g_w, g_b)))
-    if len(seen) != AUDIT_DPSGD.steps:
-        raise RuntimeError(f"the training function released {len(seen)} steps, the audit setting has 1")
-    return seen[0]
+    (release,) = _trained(train, head, x, y, AUDIT_DPSGD, sigma, gen)
+    g = release.value
+    return g[: head.w.size].reshape(head.w.shape), g[head.w.size :]
 
 
 def bound_coin_trials(
@@ -282,6 +307,8 @@ def audit_head_poisson(
     xb, yb = _base_data(seed, width)
     cols = BASE_DIM + np.arange(canaries)
     labels = np.arange(canaries) % N_OUT
+    canary_x = np.zeros((canaries, width), dtype=np.float32)
+    canary_x[np.arange(canaries), cols] = DIRAC_SCALE
     z_in, z_out = [], []
     for r in range(runs):
         key = (seed, "audit", "whitebox", "poisson", float(epsilon), q, steps, r)
@@ -293,31 +320,13 @@ def audit_head_poisson(
         y = np.concatenate([yb, labels[chosen]])
         head = LinearHead(width, N_OUT)
         stat = np.zeros(canaries)
-        seen = [0]
-
-        def observe(step: int, g_w: np.ndarray, g_b: np.ndarray, *, head=head, stat=stat, seen=seen) -> None:
-            # the clipped weight column each canary would add at the step's head (known to the adversary)
-            z = (head.w[:, cols] * DIRAC_SCALE).T + head.b
-            p = np.exp(z - z.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            p[np.arange(canaries), labels] -= 1.0
-            c = np.minimum(
-                1.0, cfg.clip / np.maximum(np.linalg.norm(p, axis=1) * math.hypot(DIRAC_SCALE, 1.0), 1e-12)
-            )
-            g = p * (c * DIRAC_SCALE)[:, None]
-            norm = np.maximum(np.linalg.norm(g, axis=1), 1e-12)
-            u = np.einsum("kj,jk->k", g, g_w[:, cols]) / (
-                norm * sigma * cfg.clip
-            )  # N(0, 1) without the canary
-            mu = norm / (sigma * cfg.clip)
+        for release in _trained(train, head, x, y, cfg, sigma, rng(*key, "train")):
+            # each canary's clipped gradient at the step's head (known to the adversary) projected on the
+            # release, and its norm: the primitive's attribution at the release's own state
+            dots, norms = release.attribute(canary_x, labels)
+            u = dots / np.maximum(norms * sigma * cfg.clip, 1e-300)  # N(0, 1) without the canary
+            mu = norms / (sigma * cfg.clip)
             stat += np.logaddexp(math.log1p(-q), math.log(q) + mu * u - mu**2 / 2) if q < 1 else mu * u
-            seen[0] += 1
-
-        train(head, x, y, cfg, sigma, rng(*key, "train"), observe=observe)
-        if seen[0] != steps:
-            raise RuntimeError(
-                f"the training function released {seen[0]} steps, the audit setting has {steps}"
-            )
         z_in.extend(stat[coins].tolist())
         z_out.extend(stat[~coins].tolist())
     row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha, with_mu=False)

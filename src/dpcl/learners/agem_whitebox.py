@@ -172,7 +172,8 @@ def audit_memory_parts(
             # the releases that read this part's canaries, whatever the ledger says (one that also read
             # the other part's would add a shifted term to their statistic); an absent canary is scored
             # on the same releases
-            read = [r for r in rec.releases if r.noise_scale > 0 and np.any(r.rows[:, cols[p]] != 0)]
+            span = slice(int(cols[p][0]), int(cols[p][-1]) + 1)  # the part's canary columns, in a row
+            read = [r for r in rec.releases if r.noise_scale > 0 and r.rows[:, span].any()]
             if len(read) < reads[p]:
                 raise RuntimeError(
                     f"{len(read)} releases read the {p} part's canaries, the setting has {reads[p]}"

@@ -29,11 +29,15 @@ class Release:
     """One release of private data, as its primitive made it."""
 
     mechanism: str  #: the primitive, e.g. "clipped_gradient_sum", "class_sums", "taylor_coefficients"
-    rows: np.ndarray  #: the records read, one row each, as the primitive read them
+    #: the records read, one row each, as the primitive read them (None: the recording keeps no rows)
+    rows: np.ndarray | None
     sensitivity: float  #: the bound on one record's contribution (L2 for Gaussian noise, L1 for Laplace)
     noise_scale: float  #: the noise's scale on every released coordinate: a Gaussian's σ, a Laplace's b
     noise: str = "gaussian"  #: "gaussian" or "laplace"
     value: np.ndarray | None = None  #: the released (noisy) values, flat, when the audit keeps them
+    #: the parameters the release was computed at (a head's weight row by row, then its bias), flat, when
+    #: the audit keeps values: what an update-integrity check replays the optimiser against
+    state: np.ndarray | None = None
     #: ``attribution(rows, labels, value) -> (dots, norms)``: for each given record, the contribution c_i
     #: it would add to this release (clipped or normalised, at the release's own state, e.g. the head it
     #: was computed at) projected on ``value`` (⟨c_i, value⟩) and its norm ‖c_i‖; for canaries
@@ -57,10 +61,12 @@ class Release:
 
 class Recorder:
     """The releases of the code run inside :func:`recording`, in order (``keep_values``: with their
-    released values and attributions, for a statistical audit; without, counts only)."""
+    released values, states and attributions, for a statistical audit; without, counts only;
+    ``keep_rows``: with the rows they read, which an audit that knows where its canaries are skips)."""
 
-    def __init__(self, *, keep_values: bool = False) -> None:
+    def __init__(self, *, keep_values: bool = False, keep_rows: bool = True) -> None:
         self.keep_values = keep_values
+        self.keep_rows = keep_rows
         self.releases: list[Release] = []
 
     def add(self, release: Release) -> None:
@@ -71,9 +77,9 @@ _RECORDER: ContextVar[Recorder | None] = ContextVar("dpcl_release_recorder", def
 
 
 @contextlib.contextmanager
-def recording(*, keep_values: bool = False) -> Iterator[Recorder]:
+def recording(*, keep_values: bool = False, keep_rows: bool = True) -> Iterator[Recorder]:
     """Record every release made inside the ``with`` block (this thread and context only)."""
-    rec = Recorder(keep_values=keep_values)
+    rec = Recorder(keep_values=keep_values, keep_rows=keep_rows)
     token = _RECORDER.set(rec)
     try:
         yield rec
@@ -95,16 +101,18 @@ def report(
     noise: str = "gaussian",
     value: np.ndarray | None = None,
     attribution: Callable | None = None,
+    state: tuple[np.ndarray, ...] = (),
 ) -> None:
     """Report one release to the open :func:`recording`, if any (copies what it keeps: the caller's
-    buffers are reused across steps)."""
+    buffers are reused across steps); ``state``: the parameter arrays the release was computed at, in
+    order (kept flat, joined, when the recording keeps values)."""
     rec = _RECORDER.get()
     if rec is None:
         return
     rec.add(
         Release(
             mechanism=mechanism,
-            rows=np.array(rows, copy=True),
+            rows=np.array(rows, copy=True) if rec.keep_rows else None,
             sensitivity=float(sensitivity),
             noise_scale=float(noise_scale),
             noise=noise,
@@ -112,5 +120,8 @@ def report(
             if rec.keep_values and value is not None
             else None,
             attribution=attribution if rec.keep_values else None,
+            state=np.concatenate([np.ravel(a).astype(np.float64) for a in state])
+            if rec.keep_values and state
+            else None,
         )
     )

@@ -191,6 +191,7 @@ def noisy_clipped_sum(
             noise_scale=sigma * clip,
             value=g,
             attribution=head_attribution(w, b, clip=clip, active=active),
+            state=(w, b),
         )
     return g_w, g_b, batch, n_clipped
 
@@ -208,13 +209,14 @@ def head_attribution(w: np.ndarray, b: np.ndarray, *, clip: float, active: np.nd
     active = None if active is None else np.array(active, copy=True)
 
     def attribution(rows: np.ndarray, labels: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # the wide products in float32, the features' type (a canary audit's rows are thousands of columns
+        # wide: a float64 copy of them per release was most of its time); the small ones in float64
         x = np.asarray(rows, dtype=np.float32)
         d = logit_grads32(w, b, x, np.asarray(labels, dtype=np.int64), active).astype(np.float64)
-        x64 = x.astype(np.float64)
-        sq = np.einsum("ij,ij->i", x64, x64)
+        sq = np.einsum("ij,ij->i", x, x).astype(np.float64)
         c = clip_factors(sq + 1.0, d, clip) if math.isfinite(clip) else np.ones(len(x))
-        v_w = value[: w.size].reshape(w.shape)
-        dots = c * np.einsum("ij,ij->i", d, x64 @ v_w.T)
+        v_w = value[: w.size].reshape(w.shape).astype(np.float32)
+        dots = c * np.einsum("ij,ij->i", d, (x @ v_w.T).astype(np.float64))
         return dots, c * np.sqrt(np.einsum("ij,ij->i", d, d) * sq)
 
     return attribution

@@ -132,7 +132,6 @@ def train_head(
     active: np.ndarray | None = None,
     record_rates: np.ndarray | None = None,
     steps: int | None = None,
-    observe: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
     after_step: Callable[[int], None] | None = None,
 ) -> dict:
     """Train ``head`` in place with DP-SGD (``noise_multiplier = 0``: the non-private twin).
@@ -147,9 +146,9 @@ def train_head(
     is still divided by the public ``cfg.normaliser``, the planned expected batch size), and
     ``steps`` overrides the configured step count (a schedule's segment).
 
-    ``observe(step, g_w, g_b)``, if given, sees copies of each step's privatized gradient sums (clipped,
-    noised, before the normaliser and Adam), with ``head`` still at the step's starting point: what
-    DP-SGD releases to a white-box adversary (:mod:`dpcl.audits.whitebox`). Instrumentation only.
+    Each step's privatized gradient sum is made, and reported to an audit that listens, by the mechanism
+    primitive (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`); the head then takes Adam's step on
+    exactly that release (what :mod:`dpcl.audits.integrity` checks).
     ``after_step(step)``, if given, is called after each step's update (a tuning trial's checkpoints,
     :func:`dpcl.training.tuning.tune_dpsgd`); it may raise to stop the training.
     """
@@ -191,8 +190,6 @@ def train_head(
             inclusions[batch] += 1
         if len(batch):
             clipped_fraction += n_clipped / len(batch)
-        if observe is not None:
-            observe(step, g_w.copy(), g_b.copy())
         adam.step([grad])  # g_w and g_b are views of grad
         if after_step is not None:
             after_step(step)
