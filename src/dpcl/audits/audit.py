@@ -99,16 +99,24 @@ def attainable_lower_bound(
     bound (used to plan an audit); with a small ``quantile`` q an audit of a mechanism
     with these exact probabilities reaches at least this value with probability ≥ 1 − 2q.
     """
+    return attainable_lower_bounds([p_D], [p_Dp], trials, delta, alpha, quantile)[0]
+
+
+def attainable_lower_bounds(p_D, p_Dp, trials: int, delta: float, alpha: float = 0.05, quantile: float = 0.5):
+    """:func:`attainable_lower_bound` of each pair (``p_D[i]``, ``p_Dp[i]``), the quantiles and
+    Clopper-Pearson bounds computed for all pairs at once (a threshold search evaluates hundreds)."""
     if not 0 < quantile <= 0.5:
         raise ValueError(f"quantile must lie in (0, 0.5], got {quantile!r}")
-    out = 0.0
+    p_D, p_Dp = np.asarray(p_D, dtype=float), np.asarray(p_Dp, dtype=float)
+    out = np.zeros(len(p_D))
     for p_num, p_den in ((p_D, p_Dp), (p_Dp, p_D)):
-        k_num = int(binom.ppf(quantile, trials, p_num))
-        k_den = int(binom.isf(quantile, trials, p_den))
-        lo, _ = clopper_pearson(k_num, trials, alpha / 2)
-        _, hi = clopper_pearson(k_den, trials, alpha / 2)
-        out = max(out, _direction_bound(lo, hi, delta))
-    return out
+        k_num = binom.ppf(quantile, trials, p_num).astype(int)
+        k_den = binom.isf(quantile, trials, p_den).astype(int)
+        lo, _ = clopper_pearson(k_num, np.full(len(k_num), trials), alpha / 2)
+        _, hi = clopper_pearson(k_den, np.full(len(k_den), trials), alpha / 2)
+        for i in range(len(out)):
+            out[i] = max(out[i], _direction_bound(float(lo[i]), float(hi[i]), delta))
+    return [float(b) for b in out]
 
 
 # --------------------------------------------------------------------------- label release
@@ -140,12 +148,9 @@ def choose_class_size(
     """
     sizes = np.arange(1, _max_size(mechanism, epsilon, delta) + 2)
     q = _keep_probs(mechanism, sizes, epsilon, delta)
-    best_n, best = 1, -1.0
-    for i in range(len(sizes) - 1):
-        b = attainable_lower_bound(float(q[i]), float(q[i + 1]), trials, delta, alpha)
-        if b > best:
-            best_n, best = int(sizes[i]), b
-    return best_n, best
+    bounds = attainable_lower_bounds(q[:-1], q[1:], trials, delta, alpha)
+    i = int(np.argmax(bounds))  # the first of the best
+    return int(sizes[i]), bounds[i]
 
 
 def _event_epsilon(p_d: float, p_dp: float, delta: float) -> float:
@@ -365,14 +370,9 @@ def planned_gaussian_threshold(
     Pr[> t] = Φ(−t/σ) and Φ(−(t − 1)/σ). Returns (threshold, attainable bound).
     """
     ts = 0.5 + sigma * np.linspace(0.0, 8.0, 161)
-    best_t, best = float(ts[0]), -1.0
-    for t in ts:
-        b = attainable_lower_bound(
-            float(ndtr(-t / sigma)), float(ndtr(-(t - 1) / sigma)), trials, delta, alpha
-        )
-        if b > best:
-            best_t, best = float(t), b
-    return best_t, best
+    bounds = attainable_lower_bounds(ndtr(-ts / sigma), ndtr(-(ts - 1) / sigma), trials, delta, alpha)
+    i = int(np.argmax(bounds))  # the first of the best
+    return float(ts[i]), bounds[i]
 
 
 def audit_gaussian_sums(

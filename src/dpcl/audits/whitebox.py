@@ -51,7 +51,7 @@ from scipy.special import ndtr
 from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig, LinearHead, train_head
-from .audit import attainable_lower_bound, epsilon_lower_bound
+from .audit import attainable_lower_bounds, epsilon_lower_bound
 from .gdp import gdp_bound
 from .integrity import adam_replay_mismatch
 
@@ -146,7 +146,7 @@ def bound_trials(
     The statistic is Gaussian in both worlds with a common spread (a shifted projection of Gaussian
     noise), so the calibration trials give its two means and spread, and the threshold is the one whose
     tail probabilities under that fit attain the largest bound on the bound set
-    (:func:`dpcl.audits.audit.attainable_lower_bound`): stable where empirical tail counts are a handful.
+    (:func:`dpcl.audits.audit.attainable_lower_bounds`): stable where empirical tail counts are a handful.
     Whatever the implementation does, the bound stays valid (the threshold depends on the calibration
     trials only); a fit that is off costs power, not validity."""
     cal_out, cal_in = z_out[:calibrate], z_in[:calibrate]
@@ -154,17 +154,15 @@ def bound_trials(
     n_bound = min(len(z_out), len(z_in))
     m0, m1 = float(cal_out.mean()), float(cal_in.mean())
     sd = float(np.sqrt((cal_out.var() + cal_in.var()) / 2)) or 1.0
-    t, best = m1, -1.0
-    for c in max(m0, m1) + sd * np.linspace(-2.0, 8.0, 201):
-        b = attainable_lower_bound(
-            float(ndtr(-(c - m0) / sd)),
-            float(ndtr(-(c - m1) / sd)),
-            n_bound,
-            delta,
-            alpha / 2 if with_mu else alpha,
-        )
-        if b > best:
-            t, best = float(c), b
+    candidates = max(m0, m1) + sd * np.linspace(-2.0, 8.0, 201)
+    bounds = attainable_lower_bounds(
+        ndtr(-(candidates - m0) / sd),
+        ndtr(-(candidates - m1) / sd),
+        n_bound,
+        delta,
+        alpha / 2 if with_mu else alpha,
+    )
+    t = float(candidates[int(np.argmax(bounds))])  # the first of the best
     k_d, k_dp = int((z_out > t).sum()), int((z_in > t).sum())
     a = alpha / 2 if with_mu else alpha
     mu = (

@@ -208,7 +208,7 @@ def output_label_spaces(
         if labels.size and (labels.min() < 0 or labels.max() >= n_base):
             raise ValueError(f"task {t}: labels outside 0..{n_base - 1}")
         if method.kind == "oracle":
-            o_t = sorted(int(y) for y in np.unique(labels))
+            o_t = np.unique(labels).tolist()  # sorted, Python ints
             entry = {
                 "mechanism": "label_oracle",
                 "epsilon": math.inf,

@@ -258,13 +258,17 @@ def release_labels(
     """
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown label-release mechanism {mechanism!r}; allowed: {list(MECHANISMS)}")
-    for y, c in counts.items():
-        if not 0 <= int(y) < n_label_universe:
-            raise ValueError(f"label {y} outside the label universe 0..{n_label_universe - 1}")
-        if int(c) < 0:
-            raise ValueError(f"negative count {c} for label {y}")
+    # the counts as arrays (a data set of 10^5 classes is released in one vectorised pass)
+    ys = np.asarray(list(counts.keys()), dtype=np.int64).reshape(-1)
+    cs = np.asarray(list(counts.values()), dtype=np.int64).reshape(-1)
+    bad = np.flatnonzero((ys < 0) | (ys >= n_label_universe))
+    if bad.size:
+        raise ValueError(f"label {ys[bad[0]]} outside the label universe 0..{n_label_universe - 1}")
+    if np.any(cs < 0):
+        i = int(np.flatnonzero(cs < 0)[0])
+        raise ValueError(f"negative count {cs[i]} for label {ys[i]}")
     if math.isinf(epsilon):
-        released = sorted(int(y) for y, c in counts.items() if c > 0)
+        released = sorted(ys[cs > 0].tolist())
         return released, {"mechanism": "label_oracle_nonprivate", "epsilon": math.inf, "delta": 0.0}
     _check(epsilon, delta)
     if mechanism == "tsgd":
@@ -284,7 +288,7 @@ def release_labels(
             "tau": threshold,
             "delta_achieved": laplace_delta(threshold, epsilon),
         }
-    released = sorted(int(y) for y, c in counts.items() if c > 0 and c + noise[int(y)] > threshold)
+    released = sorted(ys[(cs > 0) & (cs + noise[ys] > threshold)].tolist())
     record.update(
         epsilon=float(epsilon),
         delta=float(delta),

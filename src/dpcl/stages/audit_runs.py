@@ -13,6 +13,8 @@ feature coordinate of their own), each included by its coin.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass
 
@@ -100,6 +102,16 @@ def audit_data(seed: int, coins: np.ndarray | None = None) -> AuditData:
     return AuditData(train=(x, y, ids), test=(xt, yt), public=public, scenario=scenario)
 
 
+@functools.cache
+def _block_defaults(block: str) -> str:
+    return json.dumps(block_defaults(block))  # (the schema is parsed once per process, not once per run)
+
+
+def _defaults(block: str) -> dict:
+    """Config block ``block``'s defaults (a fresh copy each call)."""
+    return json.loads(_block_defaults(block))
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobInputs:
     """What a learner's job gives its run in the audit setting: its config block (``options``) and the
@@ -112,7 +124,6 @@ class JobInputs:
 def _job_inputs(spec, data: AuditData) -> JobInputs:
     """The audit setting's job inputs of ``spec``'s registry job: the rates of :data:`AUDIT_DPSGD` and
     :data:`AUDIT_AGEM`, the public split's PCA, every other value its config blocks' defaults."""
-    blocks = {b: block_defaults(b) for b in spec.config_blocks}
     if spec.job == "heads":
         from .heads import HeadJob
 
@@ -125,7 +136,9 @@ def _job_inputs(spec, data: AuditData) -> JobInputs:
         from .projected import ProjectedJob
 
         (block,) = spec.config_blocks
-        return JobInputs(options=blocks[block], job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed))
+        return JobInputs(
+            options=_defaults(block), job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed)
+        )
     return JobInputs(options={})  # prototypes, and a user's learner (job "features"): its run needs no job
 
 
@@ -187,7 +200,7 @@ def projected_dims() -> list[int]:
     for spec in registry.specs():
         if spec.job == "projected":
             for block in spec.config_blocks:
-                if "dim" in (d := block_defaults(block)):
+                if "dim" in (d := _defaults(block)):
                     dims.add(int(d["dim"]))
     return sorted(dims)
 
