@@ -137,3 +137,29 @@ def test_the_whole_task_in_the_buffer_is_refuted_on_the_train_part(monkeypatch):
     monkeypatch.setattr(whitebox_mod, "run_agem_head", broken_copy(agem_mod, "run_agem_head", *changes))
     train, _ = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
     assert train["mu_lower_bound"] > claim_mu(1.0, DELTA)
+
+
+#: the strong audits' Poisson row: 80 trainings of 2,500 canaries in task 0's reference part
+POISSON = {"whitebox_poisson_runs": 80, "whitebox_canaries": 5000}
+
+
+def test_the_buffer_under_poisson_sampling_over_three_tasks(monkeypatch):
+    """DP-A-GEM's buffer at q_ref = 1/2 over T = 3 tasks (4 steps each: 8 rereads of a reference-part
+    record, each with probability 1/2): the correct learner stays at or below the ε its ledger states for
+    that record (1 at δ = 1e-5) and reaches 40 % of it (0.54 at this seed, 60,000 bound trials per world);
+    the buffer's noise at σ_ref/2 is refuted (its true ε is about 2.3; bound 1.44 at this seed)."""
+    from dpcl.learners import agem_whitebox
+
+    (row,) = agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=POISSON, seed=0, alpha=0.05)
+    assert row["claimed_epsilon"] == pytest.approx(1.0, abs=1e-3) and row["mu_lower_bound"] is None
+    assert 0.4 * row["claimed_epsilon"] <= row["epsilon_lower_bound"] <= row["claimed_epsilon"]
+    assert "T = 3, q = q_ref = 0.5" in row["setting"] and min(row["trials_per_world"]) > 59_000
+
+    real = agem_mod.run_agem_head
+
+    def half_buffer_noise(*a, noise_ref, **k):
+        return real(*a, noise_ref={**noise_ref, "noise_multiplier": noise_ref["noise_multiplier"] / 2}, **k)
+
+    monkeypatch.setattr(agem_whitebox, "run_agem_head", half_buffer_noise)
+    (row,) = agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=POISSON, seed=1, alpha=0.05)
+    assert row["epsilon_lower_bound"] > 1.2 * row["claimed_epsilon"]

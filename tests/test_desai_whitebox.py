@@ -127,3 +127,27 @@ def test_a_bug_is_caught_at_the_published_claim_eps_1(monkeypatch, bug, variant,
     row = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)[part]
     assert row["mu_lower_bound"] > min_mu_ratio * row["claimed_mu"], bug
     assert math.isfinite(row["epsilon_lower_bound"])
+
+
+def test_the_mini_memory_under_poisson_sampling_and_the_block_choice(monkeypatch):
+    """Desai et al. at q = q_ref = 1/2 over T = 3 tasks, block M_0 drawn with probability 1/t at task t
+    (the strong audits' row): the correct code stays at or below the ε our ledger states for a
+    reference-part record (0.60 at the published ε = 1: the mixture over the hidden choice) and reaches a
+    quarter of it (0.20 at this seed); g_ref's noise at σ/2 (true ε about 1.34) is refuted."""
+    from helpers import broken_copy
+
+    from dpcl.learners import desai_whitebox
+
+    audit = {"whitebox_poisson_runs": 80, "whitebox_canaries": 5000}
+    (row,) = desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=audit, seed=0, alpha=0.05)
+    assert 0.5 < row["claimed_epsilon"] < 0.7 and row["mu_lower_bound"] is None
+    assert 0.25 * row["claimed_epsilon"] <= row["epsilon_lower_bound"] <= row["claimed_epsilon"]
+    monkeypatch.setattr(
+        desai_mod,
+        "train_desai_task",
+        broken_copy(
+            desai_mod, "train_desai_task", ("cfg.clip, sigma, gen_ref", "cfg.clip, sigma / 2, gen_ref")
+        ),
+    )
+    (row,) = desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=audit, seed=1, alpha=0.05)
+    assert row["epsilon_lower_bound"] > row["claimed_epsilon"]

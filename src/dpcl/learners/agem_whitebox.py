@@ -32,6 +32,7 @@ trial; the first quarter of the trainings fits the thresholds and the rest give 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -39,7 +40,7 @@ import numpy as np
 from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig
-from .agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head
+from .agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head, task_records
 
 #: the audit setting: q = q_ref = 1, one step per task, C = 0.1 (below every canary's gradient norm, so a
 #: correct implementation clips every canary and a branch that escapes clipping shows)
@@ -99,7 +100,59 @@ def audit_whitebox(
         sigmas={"train": float(noise["noise_multiplier"]), "reference": float(noise_ref["noise_multiplier"])},
         claims={p: float(epsilon) for p in PARTS},
         setting=f"T = {N_TASKS}, q = q_ref = 1, 1 step per task, C = {AUDIT_DPSGD.clip:g}",
-    )
+    ) + buffer_poisson_rows(epsilon, delta, audit=audit, seed=seed, alpha=alpha)
+
+
+def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int, alpha: float) -> list[dict]:
+    """DP-A-GEM's buffer under Poisson sampling over T = 3 tasks (:func:`audit_buffer_poisson`), when the
+    config asks for it (``whitebox_poisson_runs`` > 0; the strong audits): the claim is the ε its ledger
+    states for task 0's reference part."""
+    runs = int(audit.get("whitebox_poisson_runs", 0))
+    if not runs:
+        return []
+    cfg, agem, n_tasks = POISSON_DPSGD, POISSON_AGEM, len(POISSON_SPACES)
+    noise, noise_ref = agem_noise(epsilon, delta, cfg, agem, n_tasks)
+    claim = task_records(0, n_tasks, cfg, agem, noise=noise, noise_ref=noise_ref, n_train=0, n_ref=0, info={})
+    q_ref, sigma_ref = agem.ref_rate(cfg), float(noise_ref["noise_multiplier"])
+
+    def train(data, *, rng_for, split_seed) -> None:
+        run_agem_head(
+            data, [], POISSON_SPACES, 2 * n_tasks, cfg, agem, noise=noise, noise_ref=noise_ref,
+            rng_for=rng_for, split_seed=split_seed,
+        )  # fmt: skip
+
+    canaries = int(audit["whitebox_canaries"]) // 2
+    return [
+        poisson_row(
+            audit_buffer_poisson(
+                epsilon,
+                delta,
+                runs=runs,
+                canaries=canaries,
+                seed=seed,
+                learner=LEARNER,
+                train=train,
+                sigma_ref=sigma_ref,
+                claim=float(claim[1]["epsilon"]),
+                choice=lambda t: q_ref,
+                alpha=alpha,
+            ),  # fmt: skip
+            f"sigma_ref = {sigma_ref:.4g}; the buffer holds every earlier reference part",
+            canaries=canaries,
+            runs=runs,
+        )
+    ]
+
+
+def poisson_row(row: dict, what: str, *, canaries: int, runs: int) -> dict:
+    """A row of :func:`audit_buffer_poisson` with its setting sentence (``what``: the learner's buffer)."""
+    cfg = POISSON_DPSGD
+    return row | {
+        "setting": f"T = {len(POISSON_SPACES)}, q = q_ref = {cfg.sample_rate:g}, {cfg.steps} steps per task, "
+        f"C = {cfg.clip:g}, {what}; {canaries} Dirac canaries in task 0's reference part per training x "
+        f"{runs} trainings, fair coins; statistic: the subsampled Gaussian's log likelihood ratio over every "
+        "g_ref of the public schedule (the hidden draws unused)"
+    }
 
 
 def audit_memory_parts(
@@ -209,3 +262,107 @@ def audit_memory_parts(
             }
         )
     return rows
+
+
+#: the buffer's Poisson audit (strong audits): T = 3 tasks of two labels, q = q_ref = 1/2 and 4 steps per
+#: task (epochs 2), C = 0.1; canaries in task 0's reference part only, reread by tasks 1 and 2
+POISSON_DPSGD = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.01, clip=0.1, normaliser=1.0)
+POISSON_AGEM = AGEMConfig(buffer_fraction=0.5, buffer_sample_rate=0.5)
+POISSON_SPACES = [[0, 1], [2, 3], [4, 5]]
+
+
+def audit_buffer_poisson(
+    epsilon: float,
+    delta: float,
+    *,
+    runs: int,
+    canaries: int,
+    seed: int,
+    learner: str,
+    train: Callable,
+    sigma_ref: float,
+    claim: float,
+    choice: Callable[[int], float],
+    alpha: float = 0.05,
+) -> dict:
+    """The buffer rereads of a memory-buffer learner under Poisson sampling over T = 3 tasks
+    (:data:`POISSON_DPSGD`, :data:`POISSON_AGEM`): ``runs`` trainings of ``train`` (as in
+    :func:`audit_memory_parts`, on :data:`POISSON_SPACES`) with ``canaries`` Dirac canaries in task 0's
+    reference part, each included by a fair coin.
+
+    The adversary knows the public schedule (task 0 releases g at each of its steps, every later task g
+    then g_ref at each step), not the hidden draws: at task t's step a canary is in g_ref with
+    probability ``choice(t)`` (DP-A-GEM: q_ref, its buffer holds every earlier reference part; Desai et
+    al.: q_ref / t, one of the t blocks drawn uniformly). Its statistic is the log likelihood ratio of
+    that subsampled Gaussian, summed over every g_ref of the schedule: at each, the canary's clipped
+    gradient at the release's head (the primitive's attribution) projected on the release. The claim
+    tested is ``claim``, the ε the ledger states for one individual of that part at δ (a subsampled
+    Gaussian is not μ-GDP: the row has no μ)."""
+    from ..audits.whitebox import bound_coin_trials
+
+    if runs < 1 or canaries < 1:
+        raise ValueError(f"the audit needs runs and canaries >= 1, got {runs} and {canaries}")
+    cfg, steps, n_tasks = POISSON_DPSGD, POISSON_DPSGD.steps, len(POISSON_SPACES)
+    split_seed = 0
+    ids = _canary_ids(canaries, split_seed)["reference"]
+    width = BASE_DIM + canaries
+    cols = BASE_DIM + np.arange(canaries)
+    labels = np.arange(canaries) % len(POISSON_SPACES[0])
+    canary_x = np.zeros((canaries, width), dtype=np.float32)
+    canary_x[np.arange(canaries), cols] = DIRAC_SCALE
+    base = rng(seed, "audit", "whitebox", learner, "poisson", "base")
+    xb = np.zeros((n_tasks * N_BASE, width), dtype=np.float32)
+    xb[:, :BASE_DIM] = base.normal(0.0, 1.0, (n_tasks * N_BASE, BASE_DIM))
+    yb = np.concatenate([base.choice(s, N_BASE) for s in POISSON_SPACES])
+    # the schedule: (task, is g_ref) of every release, in order
+    schedule = [(0, False)] * steps + [
+        (t, ref) for t in range(1, n_tasks) for _ in range(steps) for ref in (False, True)
+    ]
+    z_in, z_out = [], []
+    for r in range(runs):
+        key = (seed, "audit", "whitebox", learner, "poisson", float(epsilon), r)
+        coins = rng(*key, "coins").random(canaries) < 0.5
+        chosen = np.flatnonzero(coins)
+        data = [
+            (
+                np.concatenate([xb[:N_BASE], canary_x[chosen]]),
+                np.concatenate([yb[:N_BASE], labels[chosen]]),
+                np.concatenate([np.arange(N_BASE), ids[chosen]]),
+            )
+        ] + [
+            (
+                xb[t * N_BASE : (t + 1) * N_BASE],
+                yb[t * N_BASE : (t + 1) * N_BASE],
+                np.arange(t * N_BASE, (t + 1) * N_BASE),
+            )
+            for t in range(1, n_tasks)
+        ]
+        with releases.recording(keep_values=True, keep_rows=False) as rec:
+            train(data, rng_for=lambda t, part, key=key: rng(*key, "train", t, part), split_seed=split_seed)
+        if len(rec.releases) != len(schedule):
+            raise RuntimeError(
+                f"the training released {len(rec.releases)} times, its public schedule has {len(schedule)}"
+            )
+        stat = np.zeros(canaries)
+        for release, (t, ref) in zip(rec.releases, schedule, strict=True):
+            if not ref:
+                continue
+            dots, norms = release.attribute(canary_x, labels)
+            u = dots / np.maximum(norms * sigma_ref * cfg.clip, 1e-300)  # N(0, 1) without the canary
+            mu = norms / (sigma_ref * cfg.clip)
+            p = choice(t)
+            stat += np.logaddexp(math.log1p(-p), math.log(p) + mu * u - mu**2 / 2) if p < 1 else mu * u
+        z_in.extend(stat[coins].tolist())
+        z_out.extend(stat[~coins].tolist())
+    row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha, with_mu=False)
+    return row | {
+        "part": f"buffer rereads, Poisson q = {cfg.sample_rate:g}, T = {n_tasks}",
+        "claimed_epsilon": float(claim),
+        "claimed_mu": None,
+        "mu_lower_bound": None,
+        "noise_multiplier": float(sigma_ref),
+        "delta": float(delta),
+        "alpha": float(alpha),
+        "threat_model": "white-box: every privatized gradient sum (g and g_ref), not the hidden draws; "
+        "add/remove one canary",
+    }

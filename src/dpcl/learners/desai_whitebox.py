@@ -16,15 +16,29 @@ is in one part only, and in this setting (T = 2 tasks, q = q_ref = 1, one step p
 once, by one Gaussian mechanism with that σ, so its claim is μ = 1/σ and ε at δ is the Gaussian
 mechanism's (:func:`dpcl.audits.audit.gaussian_epsilon`); the published claim ε (which charges both parts
 to everyone) is in the setting. With two tasks the uniform block choice always picks M_0, so the mixture
-over hidden block choices that the ledger accounts for T ≥ 3 (``choice_prob``) is not exercised here: this
-audit shows that the code draws Lemma 2's σ on both branches and clips per example on both, not the
-accounting of the block choice.
+over hidden block choices that the ledger accounts for T ≥ 3 (``choice_prob``) is not exercised by these
+two rows: they show that the code draws Lemma 2's σ on both branches and clips per example on both. The
+strong audits' Poisson row (:func:`buffer_poisson_rows`) exercises it: T = 3 tasks at q = q_ref = 1/2,
+block M_0 drawn with probability 1/t at task t, hidden from the adversary.
 """
 
 from __future__ import annotations
 
-from .agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, N_OUT, N_TASKS, PARTS, SPACES, audit_memory_parts
-from .desai import LEARNER, lemma2_noise, run_desai_head
+from .agem_whitebox import (
+    AUDIT_AGEM,
+    AUDIT_DPSGD,
+    N_OUT,
+    N_TASKS,
+    PARTS,
+    POISSON_AGEM,
+    POISSON_DPSGD,
+    POISSON_SPACES,
+    SPACES,
+    audit_buffer_poisson,
+    audit_memory_parts,
+    poisson_row,
+)
+from .desai import LEARNER, lemma2_noise, run_desai_head, task_records
 
 
 def audit_whitebox(
@@ -64,4 +78,49 @@ def audit_whitebox(
         setting=f"Lemma 2's claim eps = {epsilon:g} (one sigma for g and g_ref); T = {N_TASKS}, q = q_ref = 1, "
         f"1 step per task, C = {AUDIT_DPSGD.clip:g}",
     )
+    rows += buffer_poisson_rows(epsilon, delta, audit=audit, seed=seed, alpha=alpha)
     return [r | {"published_epsilon": float(epsilon)} for r in rows]
+
+
+def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int, alpha: float) -> list[dict]:
+    """The mini-memory under Poisson sampling over T = 3 tasks with the uniform block choice
+    (:func:`~dpcl.learners.agem_whitebox.audit_buffer_poisson`: block M_0 is drawn with probability 1/t
+    at task t, hidden from the adversary), when the config asks for it (``whitebox_poisson_runs`` > 0; the
+    strong audits): the claim is the ε our ledger states for task 0's reference part (the mixture over
+    the block choice, ``choice_prob``), σ Lemma 2's for the published ε."""
+    runs = int(audit.get("whitebox_poisson_runs", 0))
+    if not runs:
+        return []
+    cfg, agem, n_tasks = POISSON_DPSGD, POISSON_AGEM, len(POISSON_SPACES)
+    q_ref = agem.ref_rate(cfg)
+    noise = lemma2_noise(epsilon, delta, cfg, q_ref)
+    claim = task_records(0, n_tasks, cfg, agem, noise=noise, n_train=0, n_ref=0, info={})
+    sigma = float(noise["noise_multiplier"])
+
+    def train(data, *, rng_for, split_seed) -> None:
+        run_desai_head(
+            data, [], POISSON_SPACES, 2 * n_tasks, cfg, agem, noise=noise, rng_for=rng_for,
+            split_seed=split_seed,
+        )  # fmt: skip
+
+    canaries = int(audit["whitebox_canaries"]) // 2
+    return [
+        poisson_row(
+            audit_buffer_poisson(
+                epsilon,
+                delta,
+                runs=runs,
+                canaries=canaries,
+                seed=seed,
+                learner=LEARNER,
+                train=train,
+                sigma_ref=sigma,
+                claim=float(claim[1]["epsilon"]),
+                choice=lambda t: q_ref / t,
+                alpha=alpha,
+            ),  # fmt: skip
+            f"Lemma 2's sigma = {sigma:.4g}; one of the t blocks drawn uniformly at task t's step",
+            canaries=canaries,
+            runs=runs,
+        )
+    ]

@@ -250,9 +250,11 @@ def privacy_audit(
             "fitted on the first quarter of the trials and the bounds computed on the rest. These audits show "
             "that the code adds the noise and clipping its ledger states at this setting; "
             + (
-                "the heads' Poisson row (train_head at q = 1/4 over 16 steps, σ from the accountant for them; "
-                "statistic: the subsampled Gaussian's log likelihood ratio summed over the steps, so no μ) "
-                "also tests the sampling, the step count and the composition the accountant charges for."
+                "the Poisson rows (train_head at q = 1/4 over 16 steps, σ from the accountant for them; "
+                "DP-A-GEM's and Desai's buffer rereads over T = 3 tasks at q = q_ref = 1/2, Desai's block "
+                "drawn uniformly; statistic: the subsampled Gaussian's log likelihood ratio summed over the "
+                "releases, so no μ) also test the sampling, the step count, the block choice and the "
+                "composition the accountant charges for."
                 if cfg.get("whitebox_poisson_runs", 0)
                 else "they do not test Poisson sampling, the step count or the composition over many steps "
                 "(the heads' Poisson audit, audit.whitebox_poisson_runs, does; config/audit.yaml runs it)."
