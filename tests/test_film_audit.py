@@ -1,5 +1,5 @@
-"""The white-box one-run audit of FiLM DP-SGD (dpcl.audits.film) on a tiny random-init ViT: the observe
-hook changes nothing, the adversary's decoding recovers the coins exactly without noise, a correct
+"""The white-box one-run audit of FiLM DP-SGD (dpcl.audits.film) on a tiny random-init ViT: recording
+the releases changes nothing, the adversary's decoding recovers the coins exactly without noise, a correct
 train_film stays at or below its claim, and broken variants (built here by monkeypatching train_film's
 own helpers, never pipeline options) exceed it."""
 
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import dpcl.audits.film as film_audit
 import dpcl.training.film as film_engine
 from dpcl.backbones import Preprocessing
+from dpcl.privacy import releases
 from dpcl.seeding import rng
 from dpcl.training.film import BufferMechanism, train_film
 from dpcl.training.heads import DPSGDConfig
@@ -41,35 +42,36 @@ def _images(n: int, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("with_buffer", [False, True])
-def test_observe_is_instrumentation_only(vit, with_buffer):
-    """The member trained with an observe hook is bit-identical to the one trained without; the hook sees
-    one "train" release per step (and one "reference" with a buffer), shaped like the trainable tensors."""
+def test_recording_changes_nothing_and_every_release_is_reported(vit, with_buffer):
+    """The member trained while an audit records is bit-identical to the one trained without; the primitive
+    reports one release per step (two with a buffer: g, then g_ref), flat over every trainable tensor, with
+    the images it read, the clipping bound and the noise's σC."""
     x, y = _images(24, "task")
     cfg = DPSGDConfig(sample_rate=0.5, epochs=1.0, lr=0.01, clip=1.0, normaliser=8.0)
 
-    def run(observe):
+    def run():
         buffer = None
         if with_buffer:
             bx, by = _images(10, "buffer")
             buffer = BufferMechanism(bx, by, 0.5, 1.3, rng(0, "film-audit-test", "buffer-rng"))
         return train_film(
             vit, x, y, 4, cfg, noise_multiplier=1.1, rng=rng(0, "film-audit-test", "rng"), pre=PRE,
-            device="cpu", buffer=buffer, observe=observe,
+            device="cpu", buffer=buffer,
         )  # fmt: skip
 
-    plain, info = run(None)
-    seen = []
-    observed, _ = run(lambda step, part, g: seen.append((step, part, g)))
-    for a, b in zip(plain.to_arrays().values(), observed.to_arrays().values(), strict=True):
+    plain, info = run()
+    with releases.recording(keep_values=True) as rec:
+        recorded, _ = run()
+    for a, b in zip(plain.to_arrays().values(), recorded.to_arrays().values(), strict=True):
         assert np.array_equal(a, b)
-    parts = [(s, p) for s, p, _ in seen]
-    expect = [
-        (s, p) for s in range(cfg.steps) for p in (("train", "reference") if with_buffer else ("train",))
-    ]
-    assert parts == expect
-    shapes = [tuple(t.shape) for t in seen[0][2]]
-    assert shapes[-2:] == [(4, vit.num_features), (4,)]
-    assert all(t.device.type == "cpu" for _, _, g in seen for t in g)
+    per_step = 2 if with_buffer else 1
+    assert len(rec.releases) == per_step * cfg.steps
+    size = recorded.n_parameters()
+    for i, r in enumerate(rec.releases):
+        assert r.mechanism == "film_clipped_gradient_sum" and r.value.shape == (size,)
+        assert r.sensitivity == cfg.clip
+        assert r.noise_scale == pytest.approx((1.3 if i % per_step else 1.1) * cfg.clip)
+        assert r.rows.dtype == np.uint8 and r.rows.shape[1:] == x.shape[1:]
 
 
 def _with_sigma(monkeypatch, sigma: float) -> None:

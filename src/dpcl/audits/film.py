@@ -3,8 +3,9 @@ on the embedded EfficientNet-Lite0: one training run, many canaries ([Steinke202
 :mod:`dpcl.audits.one_run`).
 
 Threat model ([Nasr2021], adversary instantiation; [Steinke2023]): the adversary sees the
-privatized gradient sum of the step (clipped sum + noise, before the normaliser and Adam;
-``train_film(observe=...)``, instrumentation only), knows the model it was computed at and chooses the
+privatized gradient sum of the step (clipped sum + noise, before the normaliser and Adam, as the
+mechanism primitive :func:`dpcl.training.film.noisy_grad_sum` reports it: the training function is not
+instrumented), knows the model it was computed at and chooses the
 canaries and that model. Adjacency: add/remove one individual (each canary present or absent), the
 ledger's.
 
@@ -56,6 +57,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig
 from .one_run import audit_scores
@@ -149,6 +151,16 @@ def canary_gradients(backbone, pre, images: np.ndarray, weight, bias, *, clip: f
     norms = np.sqrt((film_a**2).sum(1) + (e**2).sum(1) * ((feats_a**2).sum(1) + 1.0))
     factors = np.minimum(1.0, clip / np.maximum(norms, 1e-12))
     return {"film": film_a, "features": feats_a, "e": e, "norms": norms, "factors": factors}
+
+
+def _split_release(value: np.ndarray, grads: dict) -> list[np.ndarray]:
+    """A reported release (flat, in parameter order) as :func:`decode` reads it: the FiLM block, then the
+    head's weight and bias, shaped like the canaries' gradients ``grads``."""
+    n_out, d = grads["e"].shape[1], grads["features"].shape[1]
+    n_w, n_b = n_out * d, n_out
+    if value.size != grads["film"].shape[1] + n_w + n_b:
+        raise ValueError("the release does not have the size of the canaries' gradients")
+    return [value[: -(n_w + n_b)], value[-(n_w + n_b) : -n_b].reshape(n_out, d), value[-n_b:]]
 
 
 def decode(grads: dict, release: list, *, film_only: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
@@ -260,25 +272,25 @@ def audit_film(
     key = (seed, "audit", "whitebox", "film")
     size = pre.image_size
     coins = rng(*key, float(epsilon), "coins").random(m) < 0.5
-    seen: list = []
     chosen = np.flatnonzero(coins)
-    train(
-        model,
-        images[chosen],
-        chosen.astype(np.int64),
-        m,
-        AUDIT_DPSGD,
-        noise_multiplier=sigma,
-        rng=rng(*key, float(epsilon), "train"),
-        pre=pre,
-        init=init,
-        device="cpu",
-        observe=lambda step, part, g: seen.append((part, g)),
-    )
-    released = [g for part, g in seen if part == "train"]
-    if len(released) != AUDIT_DPSGD.steps:
-        raise RuntimeError(f"the training function released {len(released)} steps, the audit setting has 1")
-    release = [t.numpy() for t in released[0]]
+    with releases.recording(keep_values=True, keep_rows=False) as rec:  # as the primitive reports them
+        train(
+            model,
+            images[chosen],
+            chosen.astype(np.int64),
+            m,
+            AUDIT_DPSGD,
+            noise_multiplier=sigma,
+            rng=rng(*key, float(epsilon), "train"),
+            pre=pre,
+            init=init,
+            device="cpu",
+        )
+    if len(rec.releases) != AUDIT_DPSGD.steps:
+        raise RuntimeError(
+            f"the training function released {len(rec.releases)} steps, the audit setting has 1"
+        )
+    release = _split_release(rec.releases[0].value, grads)
     decoded = {"joint": decode(grads, release), "film": decode(grads, release, film_only=True)}
     decoded = {name: d for name, d in decoded.items() if d is not None}
     k = [(min(max(1, round(f * m)), m // 2),) * 2 for f in GUESS_FRACTIONS]  # fixed by m alone

@@ -144,8 +144,8 @@ def _job_inputs(spec, data: AuditData) -> JobInputs:
 
 #: why the harness gives a learner without a ``run`` function (a FiLM job's) no audit run
 NOT_RUNNABLE = (
-    "a FiLM learner, trained on images by its job's own stage: its DP-SGD step (dpcl.training.film) does "
-    "not release through the mechanism primitives yet"
+    "a FiLM learner, trained on images by its job's own stage: this audit runs learners on cached features "
+    "only (its releases are reported by dpcl.training.film.noisy_grad_sum; the FiLM white-box audit reads them)"
 )
 
 

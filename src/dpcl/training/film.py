@@ -37,7 +37,7 @@ import contextlib
 import logging
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from ..backbones import Preprocessing
 from ..features import preprocess_batch
 from ..io import progress_stream
+from ..privacy import releases
 from .heads import DPSGDConfig
 from .projection import project
 
@@ -468,9 +469,9 @@ def _poisson_grad_sum(
     pre: Preprocessing,
     act_t,
     physical_batch: int,
-) -> tuple[list[torch.Tensor], int, int]:
-    """(Σ of clipped per-sample gradients, sample size, clipped count) of one Poisson sample at ``rate``
-    (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk."""
+) -> tuple[list[torch.Tensor], np.ndarray, int]:
+    """(Σ of clipped per-sample gradients, the sample's indices, clipped count) of one Poisson sample at
+    ``rate`` (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk."""
     n = len(rows)
     dev = net.head.weight.device
     batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)
@@ -489,7 +490,48 @@ def _poisson_grad_sum(
             chunk = [torch.zeros_like(p) if g is None else g for g, p in zip(chunk, params, strict=True)]
         for s, g in zip(sums, chunk, strict=True):
             s.add_(g)
-    return sums, int(batch.size), n_clipped
+    return sums, batch, n_clipped
+
+
+def noisy_grad_sum(
+    net,
+    gsm,
+    params: list[torch.Tensor],
+    images: np.ndarray,
+    rows: np.ndarray,
+    *,
+    rate: float,
+    clip: float,
+    std: float,
+    rng: np.random.Generator,
+    gen: torch.Generator | None,
+    pre: Preprocessing,
+    act_t,
+    physical_batch: int,
+) -> tuple[list[torch.Tensor], int, int]:
+    """One release of FiLM DP-SGD, the mechanism primitive of :func:`train_film`: the clipped gradient sum
+    of a Poisson sample at ``rate`` (drawn from ``rng``) plus N(0, ``std``² I) from ``gen`` (none when
+    ``std`` is 0), one tensor per trainable parameter; also the sample's size and clipped count
+    (diagnostics, not private). The release is reported to an audit that listens
+    (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the noise, the released value
+    flat in parameter order), whatever the caller does with it."""
+    sums, batch, n_clipped = _poisson_grad_sum(
+        net, gsm, params, images, rows, rate, clip, rng, pre, act_t, physical_batch
+    )
+    grads = (
+        sums
+        if std <= 0
+        else [s + z for s, z in zip(sums, gaussian_noise_like(params, std, gen), strict=True)]
+    )
+    if releases.listening():
+        releases.report(
+            "film_clipped_gradient_sum",
+            rows=images[batch],
+            sensitivity=clip,
+            noise_scale=std,
+            value=torch.cat([g.detach().reshape(-1).to("cpu", torch.float64) for g in grads]).numpy(),
+        )
+    return grads, int(batch.size), n_clipped
 
 
 def film_grad_sample_module(backbone: nn.Module):
@@ -533,7 +575,6 @@ def train_film(
     device: str = "auto",
     progress: bool = False,
     buffer: BufferMechanism | None = None,
-    observe: Callable[[int, str, list[torch.Tensor]], None] | None = None,
 ) -> tuple[FilmMember, dict]:
     """Train one FiLM member with DP-SGD (σ = 0 and clip = inf: the non-private twin).
 
@@ -548,11 +589,8 @@ def train_film(
     never revealed), flattens g and g_ref over all trainable parameters and projects g
     with :func:`dpcl.learners.agem.project` when gᵀg_ref < 0, before the normaliser and Adam.
 
-    ``observe(step, part, grads)``, if given, sees CPU copies of each step's privatized gradient sums
-    (clipped sum + noise, one tensor per trainable parameter in :func:`_trainable` order: the FiLM
-    parameters, then the head's weight and bias), before any projection, the normaliser and Adam:
-    ``part`` "train" for g and, with a ``buffer``, "reference" for g_ref. Instrumentation only (the
-    white-box audit's adversary, :mod:`dpcl.audits.film`): it changes nothing the run computes.
+    Every release (g, and g_ref with a ``buffer``) is made, and reported to an audit that listens, by
+    the mechanism primitive :func:`noisy_grad_sum`, before any projection, the normaliser and Adam.
     """
     cfg.validate()
     if not (noise_multiplier >= 0 and math.isfinite(noise_multiplier)):
@@ -606,41 +644,30 @@ def train_film(
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
             bar_out = progress_stream()  # the terminal only, never a job's log file
-            for step in tqdm(
+            common = {"pre": pre, "act_t": act_t, "physical_batch": physical_batch, "clip": cfg.clip}
+            for _ in tqdm(
                 range(cfg.steps), desc="FiLM DP-SGD", disable=not progress or bar_out is None, file=bar_out
             ):
-                sums, size, step_clipped = _poisson_grad_sum(
-                    net, gsm, params, images, rows, cfg.sample_rate, cfg.clip, rng, pre, act_t, physical_batch
+                grads, size, step_clipped = noisy_grad_sum(
+                    net, gsm, params, images, rows, rate=cfg.sample_rate, std=std, rng=rng, gen=gen, **common
                 )
                 sampled += size
                 if size:
                     clipped += step_clipped / size
-                noise = gaussian_noise_like(params, std, gen) if std > 0 else None
-                grads = sums if noise is None else [s + z for s, z in zip(sums, noise, strict=True)]
-                if observe is not None:
-                    observe(step, "train", [g.detach().to("cpu", copy=True) for g in grads])
                 if buffer is not None:  # g_ref and the A-GEM projection (App. D.4, Eq. A102)
-                    ref, size, _ = _poisson_grad_sum(
+                    ref, size, _ = noisy_grad_sum(
                         net,
                         gsm,
                         params,
                         buf_images,
                         buf_rows,
-                        buffer.sample_rate,
-                        cfg.clip,
-                        buffer.rng,
-                        pre,
-                        act_t,
-                        physical_batch,
+                        rate=buffer.sample_rate,
+                        std=std_ref,
+                        rng=buffer.rng,
+                        gen=gen_ref,
+                        **common,
                     )
                     sampled_ref += size
-                    if std_ref > 0:
-                        ref = [
-                            r + z
-                            for r, z in zip(ref, gaussian_noise_like(params, std_ref, gen_ref), strict=True)
-                        ]
-                    if observe is not None:
-                        observe(step, "reference", [r.detach().to("cpu", copy=True) for r in ref])
                     flat, did = project(
                         torch.cat([g.reshape(-1) for g in grads]), torch.cat([r.reshape(-1) for r in ref])
                     )
