@@ -133,7 +133,7 @@ def test_the_mini_memory_under_poisson_sampling_and_the_block_choice(monkeypatch
     """Desai et al. at q = q_ref = 1/2 over T = 3 tasks, block M_0 drawn with probability 1/t at task t
     (the strong audits' row): the correct code stays at or below the ε our ledger states for a
     reference-part record (0.60 at the published ε = 1: the mixture over the hidden choice) and reaches a
-    quarter of it (0.20 at this seed); g_ref's noise at σ/2 (true ε about 1.34) is refuted."""
+    quarter of it (0.27 at this seed); g_ref's noise at σ/2 (true ε 1.34) is refuted."""
     from helpers import broken_copy
 
     from dpcl.learners import desai_whitebox
