@@ -55,6 +55,11 @@ N_OUT = 4
 DIRAC_SCALE = 10.0
 N_BASE, BASE_DIM = 8, 4
 PARTS = ("train", "reference")
+#: the buffer's Poisson audit (strong audits): T = 3 tasks of two labels, q = q_ref = 1/2 and 4 steps per
+#: task (epochs 2), C = 0.1; canaries in task 0's reference part only, reread by tasks 1 and 2
+POISSON_DPSGD = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.01, clip=0.1, normaliser=1.0)
+POISSON_AGEM = AGEMConfig(buffer_fraction=0.5, buffer_sample_rate=0.5)
+POISSON_SPACES = [[0, 1], [2, 3], [4, 5]]
 
 
 def _canary_ids(canaries: int, split_seed: int) -> dict[str, np.ndarray]:
@@ -107,9 +112,7 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
     """DP-A-GEM's buffer under Poisson sampling over T = 3 tasks (:func:`audit_buffer_poisson`), when the
     config asks for it (``whitebox_poisson_runs`` > 0; the strong audits): the claim is the ε its ledger
     states for task 0's reference part."""
-    # twice the trainings of a quarter of the canaries: as many trials as half the canaries, in less time
-    runs = 2 * int(audit.get("whitebox_poisson_runs", 0))
-    if not runs:
+    if not audit.get("whitebox_poisson_runs", 0):
         return []
     cfg, agem, n_tasks = POISSON_DPSGD, POISSON_AGEM, len(POISSON_SPACES)
     noise, noise_ref = agem_noise(epsilon, delta, cfg, agem, n_tasks)
@@ -122,38 +125,11 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
             rng_for=rng_for, split_seed=split_seed,
         )  # fmt: skip
 
-    canaries = int(audit["whitebox_canaries"]) // 4
-    return [
-        poisson_row(
-            audit_buffer_poisson(
-                epsilon,
-                delta,
-                runs=runs,
-                canaries=canaries,
-                seed=seed,
-                learner=LEARNER,
-                train=train,
-                sigma_ref=sigma_ref,
-                claim=float(claim[1]["epsilon"]),
-                choice=lambda t: q_ref,
-                alpha=alpha,
-            ),  # fmt: skip
-            f"sigma_ref = {sigma_ref:.4g}; the buffer holds every earlier reference part",
-            canaries=canaries,
-            runs=runs,
-        )
-    ]
-
-
-def poisson_row(row: dict, what: str, *, canaries: int, runs: int) -> dict:
-    """A row of :func:`audit_buffer_poisson` with its setting sentence (``what``: the learner's buffer)."""
-    cfg = POISSON_DPSGD
-    return row | {
-        "setting": f"T = {len(POISSON_SPACES)}, q = q_ref = {cfg.sample_rate:g}, {cfg.steps} steps per task, "
-        f"C = {cfg.clip:g}, {what}; {canaries} Dirac canaries in task 0's reference part per training x "
-        f"{runs} trainings, fair coins; statistic: the subsampled Gaussian's log likelihood ratio over every "
-        "g_ref of the public schedule (the hidden draws unused)"
-    }
+    return audit_buffer_poisson(
+        epsilon, delta, audit=audit, seed=seed, learner=LEARNER, train=train, sigma_ref=sigma_ref,
+        claim=float(claim[1]["epsilon"]), choice=lambda t: q_ref,
+        what=f"sigma_ref = {sigma_ref:.4g}; the buffer holds every earlier reference part", alpha=alpha,
+    )  # fmt: skip
 
 
 def audit_memory_parts(
@@ -265,31 +241,27 @@ def audit_memory_parts(
     return rows
 
 
-#: the buffer's Poisson audit (strong audits): T = 3 tasks of two labels, q = q_ref = 1/2 and 4 steps per
-#: task (epochs 2), C = 0.1; canaries in task 0's reference part only, reread by tasks 1 and 2
-POISSON_DPSGD = DPSGDConfig(sample_rate=0.5, epochs=2.0, lr=0.01, clip=0.1, normaliser=1.0)
-POISSON_AGEM = AGEMConfig(buffer_fraction=0.5, buffer_sample_rate=0.5)
-POISSON_SPACES = [[0, 1], [2, 3], [4, 5]]
-
-
 def audit_buffer_poisson(
     epsilon: float,
     delta: float,
     *,
-    runs: int,
-    canaries: int,
+    audit: dict,
     seed: int,
     learner: str,
     train: Callable,
     sigma_ref: float,
     claim: float,
     choice: Callable[[int], float],
+    what: str,
     alpha: float = 0.05,
-) -> dict:
+) -> list[dict]:
     """The buffer rereads of a memory-buffer learner under Poisson sampling over T = 3 tasks
-    (:data:`POISSON_DPSGD`, :data:`POISSON_AGEM`): ``runs`` trainings of ``train`` (as in
-    :func:`audit_memory_parts`, on :data:`POISSON_SPACES`) with ``canaries`` Dirac canaries in task 0's
-    reference part, each included by a fair coin.
+    (:data:`POISSON_DPSGD`, :data:`POISSON_AGEM`), when the config asks for it
+    (``audit["whitebox_poisson_runs"]`` > 0; the strong audits; else no row): twice that many trainings
+    of ``train`` (as in :func:`audit_memory_parts`, on :data:`POISSON_SPACES`) with a quarter of
+    ``audit["whitebox_canaries"]`` Dirac canaries in task 0's reference part, each included by a fair
+    coin (as many trials as half the canaries in half the trainings, in less time: the attribution's
+    cost grows with the square of the canaries). ``what`` describes the learner's buffer in the setting.
 
     The adversary knows the public schedule (task 0 releases g at each of its steps, every later task g
     then g_ref at each step), not the hidden draws: at task t's step a canary is in g_ref with
@@ -301,8 +273,11 @@ def audit_buffer_poisson(
     Gaussian is not μ-GDP: the row has no μ)."""
     from ..audits.whitebox import bound_coin_trials
 
-    if runs < 1 or canaries < 1:
-        raise ValueError(f"the audit needs runs and canaries >= 1, got {runs} and {canaries}")
+    runs, canaries = 2 * int(audit.get("whitebox_poisson_runs", 0)), int(audit["whitebox_canaries"]) // 4
+    if not runs:
+        return []
+    if canaries < 1:
+        raise ValueError(f"the audit needs canaries >= 1, got {canaries}")
     cfg, steps, n_tasks = POISSON_DPSGD, POISSON_DPSGD.steps, len(POISSON_SPACES)
     split_seed = 0
     ids = _canary_ids(canaries, split_seed)["reference"]
@@ -356,14 +331,24 @@ def audit_buffer_poisson(
         z_in.extend(stat[coins].tolist())
         z_out.extend(stat[~coins].tolist())
     row = bound_coin_trials(z_out, z_in, runs=runs, per_run=canaries, delta=delta, alpha=alpha, with_mu=False)
-    return row | {
-        "part": f"buffer rereads, Poisson q = {cfg.sample_rate:g}, T = {n_tasks}",
-        "claimed_epsilon": float(claim),
-        "claimed_mu": None,
-        "mu_lower_bound": None,
-        "noise_multiplier": float(sigma_ref),
-        "delta": float(delta),
-        "alpha": float(alpha),
-        "threat_model": "white-box: every privatized gradient sum (g and g_ref), not the hidden draws; "
-        "add/remove one canary",
-    }
+    setting = (
+        f"T = {n_tasks}, q = q_ref = {cfg.sample_rate:g}, {steps} steps per task, C = {cfg.clip:g}, {what}; "
+        f"{canaries} Dirac canaries in task 0's reference part per training x {runs} trainings, fair coins; "
+        "statistic: the subsampled Gaussian's log likelihood ratio over every g_ref of the public schedule "
+        "(the hidden draws unused)"
+    )
+    return [
+        row
+        | {
+            "part": f"buffer rereads, Poisson q = {cfg.sample_rate:g}, T = {n_tasks}",
+            "setting": setting,
+            "claimed_epsilon": float(claim),
+            "claimed_mu": None,
+            "mu_lower_bound": None,
+            "noise_multiplier": float(sigma_ref),
+            "delta": float(delta),
+            "alpha": float(alpha),
+            "threat_model": "white-box: every privatized gradient sum (g and g_ref), not the hidden draws; "
+            "add/remove one canary",
+        }
+    ]

@@ -36,7 +36,6 @@ from .agem_whitebox import (
     SPACES,
     audit_buffer_poisson,
     audit_memory_parts,
-    poisson_row,
 )
 from .desai import LEARNER, lemma2_noise, run_desai_head, task_records
 
@@ -88,9 +87,7 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
     at task t, hidden from the adversary), when the config asks for it (``whitebox_poisson_runs`` > 0; the
     strong audits): the claim is the ε our ledger states for task 0's reference part (the mixture over
     the block choice, ``choice_prob``), σ Lemma 2's for the published ε."""
-    # twice the trainings of a quarter of the canaries: as many trials as half the canaries, in less time
-    runs = 2 * int(audit.get("whitebox_poisson_runs", 0))
-    if not runs:
+    if not audit.get("whitebox_poisson_runs", 0):
         return []
     cfg, agem, n_tasks = POISSON_DPSGD, POISSON_AGEM, len(POISSON_SPACES)
     q_ref = agem.ref_rate(cfg)
@@ -104,24 +101,8 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
             split_seed=split_seed,
         )  # fmt: skip
 
-    canaries = int(audit["whitebox_canaries"]) // 4
-    return [
-        poisson_row(
-            audit_buffer_poisson(
-                epsilon,
-                delta,
-                runs=runs,
-                canaries=canaries,
-                seed=seed,
-                learner=LEARNER,
-                train=train,
-                sigma_ref=sigma,
-                claim=float(claim[1]["epsilon"]),
-                choice=lambda t: q_ref / t,
-                alpha=alpha,
-            ),  # fmt: skip
-            f"Lemma 2's sigma = {sigma:.4g}; one of the t blocks drawn uniformly at task t's step",
-            canaries=canaries,
-            runs=runs,
-        )
-    ]
+    return audit_buffer_poisson(
+        epsilon, delta, audit=audit, seed=seed, learner=LEARNER, train=train, sigma_ref=sigma,
+        claim=float(claim[1]["epsilon"]), choice=lambda t: q_ref / t,
+        what=f"Lemma 2's sigma = {sigma:.4g}; one of the t blocks drawn uniformly at task t's step", alpha=alpha,
+    )  # fmt: skip
