@@ -38,21 +38,52 @@ def _broken(module, function: str, monkeypatch, *changes: tuple[str, str]) -> No
     monkeypatch.setattr(module, function, broken_copy(module, function, *changes))
 
 
-def test_every_learner_on_cached_features_is_not_refuted_and_the_rest_is_marked():
+def test_every_learner_is_not_refuted_or_marked_as_published():
     rows = exposure_rows([1.0], DELTA, seed=0)
     by = {r["learner"]: r for r in rows}
     assert set(by) == set(registry.names())  # a row per registered learner, none skipped
     for name, row in by.items():
         spec = registry.get(name)
-        if spec.job.startswith("film"):
-            assert row["verdict"].startswith("not auditable: a FiLM learner"), name
-        elif not spec.dp:
+        if not spec.dp:
             assert row["verdict"].startswith("not auditable: a method reproduced as published"), name
         else:
             assert row["verdict"] == "not refuted", (name, row["setting"])
             assert "exact, q = 1" in row["setting"]
     # DP-A-GEM over three tasks: a reference record of task 0 is reread by tasks 1 and 2 (2 steps each)
     assert "at most 4 reads of one record" in by["agem_head"]["setting"]
+    # the learners on images read each record as its own image, through train_film's primitive
+    for name in ("peft_film", "naive_film", "noncl_film", "agem_film"):
+        assert "each an image of its own" in by[name]["setting"] and "records read" in by[name]["setting"]
+    assert "at most 4 reads of one record" in by["agem_film"]["setting"]
+
+
+def test_the_whole_task_in_the_film_buffer_is_refuted(monkeypatch):
+    """FiLM DP-A-GEM's buffer of raw images filled from the whole task: the FiLM learners are run on
+    images by the same harness, so the unaccounted rereads of train-part records are counted."""
+    import dpcl.learners.agem_film as agem_film
+
+    _broken(
+        agem_film,
+        "run_agem_film",
+        monkeypatch,
+        ("buf_x.append(x[keep & ref])", "buf_x.append(x[keep])"),
+        (
+            "buf_y.append(np.asarray(y[keep & ref], dtype=np.int64))",
+            "buf_y.append(np.asarray(y[keep], dtype=np.int64))",
+        ),
+    )
+    row = _row("agem_film")
+    assert row["verdict"] == "refuted", row["setting"]
+    assert "read more than the ledger accounts" in row["setting"]
+
+
+def test_one_extra_film_step_is_refuted(monkeypatch):
+    """A FiLM member trained one step more than its ledger states (the PEFT ensemble's train_film)."""
+    import dpcl.training.film as film
+
+    _broken(film, "train_film", monkeypatch, ("range(cfg.steps)", "range(cfg.steps + 1)"))
+    row = _row("peft_film")
+    assert row["verdict"] == "refuted", row["setting"]
 
 
 def test_the_whole_task_in_the_buffer_is_refuted(monkeypatch):
@@ -258,6 +289,7 @@ def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path)
         # class sums are the primitive's: audited like the built-ins on cached features)
         auditable = spec.job in ("prototypes", "heads", "agem", "features")
         assert ("not refuted (add/remove)" in line) == auditable, line
+        assert ("not auditable: a FiLM learner" in line) == spec.job.startswith("film"), line
     for g in ("0", "1", "2", "unselected"):
         assert f"| DP active learning, group {g} (exposure) | 8 |" in md
     assert "certified" not in md.replace("not certified", "")

@@ -42,26 +42,20 @@ def test_spec_vocabulary_is_closed():
         )
 
 
-def test_every_learner_but_films_implements_the_one_contract():
-    """One learner contract: every learner on cached features, built-in or a user's, has a ``run`` function
-    (``run(RunInputs) -> RunResult``) that its job, the audits and library users call; only the FiLM jobs'
-    learners are run by stage functions, and a spec cannot declare both or neither."""
+def test_every_learner_implements_the_one_contract():
+    """One learner contract: every learner, built-in or a user's, on cached features or on images (FiLM),
+    has a ``run`` function (``run(RunInputs) -> RunResult``) that its job, the audits and library users
+    call; a spec without one is refused."""
     for spec in registry.specs():
-        if spec.job in registry.FILM_JOBS:
-            assert spec.run is None
-            with pytest.raises(ValueError, match="run by its job's stage"):
-                registry.run_function(spec.name)
-        else:
-            assert callable(registry.run_function(spec.name, spec.job)) and spec.stage is None
+        assert callable(registry.run_function(spec.name, spec.job))
+    assert {s.job for s in registry.specs()} >= set(registry.FILM_JOBS)
     with pytest.raises(ValueError, match="is run by job 'heads', not 'agem'"):
         registry.run_function("peft_head", "agem")
     kw = dict(display="X", adapter="head", methods="label_methods", module="x")
     with pytest.raises(ValueError, match="needs its run function"):
         LearnerSpec(name="x", job="heads", run="no_colon", **kw)
-    with pytest.raises(ValueError, match="only a FiLM job's learner has a stage"):
-        LearnerSpec(name="x", job="heads", run="m:f", stage="m:g", **kw)
-    with pytest.raises(ValueError, match="run by its job's stage"):
-        LearnerSpec(name="x", job="film_baseline", run="m:f", **kw)
+    with pytest.raises(ValueError, match="needs its run function"):
+        LearnerSpec(name="x", job="film_baseline", **kw)
 
 
 def test_the_registry_imports_neither_torch_nor_opacus():

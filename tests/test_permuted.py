@@ -83,23 +83,23 @@ def test_stages_see_each_task_through_its_permutation_and_the_cosine_sums_match(
 
 def test_film_stages_refuse_a_permuted_scenario(tmp_path):
     from dpcl.io import write_json
-    from dpcl.stages.film import film_member_stage
+    from dpcl.stages.film import film_run_stage
 
     sc = make_scenario("permuted", np.repeat(np.arange(2), 4), 2, seed=0)
     write_json(tmp_path / "sc.json", sc.to_dict())
     with pytest.raises(ValueError, match="permutes cached feature dimensions"):
-        film_member_stage(
+        film_run_stage(
+            "peft_film",
             "fashion_mnist",
             tmp_path,
             {},
             {},
-            learner="peft_film",
             scenario_path=tmp_path / "sc.json",
             labels_path=tmp_path / "labels.json",
-            task=0,
             dpsgd_cfg={},
             physical_batch=8,
             device="cpu",
-            out_member=tmp_path / "m.npz",
-            out_record=tmp_path / "m.json",
+            out_metrics=tmp_path / "metrics.json",
+            out_privacy=tmp_path / "privacy.json",
+            out_members=tmp_path / "members",
         )

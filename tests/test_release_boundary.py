@@ -98,7 +98,7 @@ def _run_everything(work):
     """Every learner's stage on one data set, as the workflow runs them; returns the run folder."""
     from dpcl.stages.agem import agem_sweep
     from dpcl.stages.features import cache_features
-    from dpcl.stages.film import film_baseline_stage, film_eval_stage, film_member_stage
+    from dpcl.stages.film import film_run_stage
     from dpcl.stages.heads import head_learner_sweep
     from dpcl.stages.labels import release_label_spaces
     from dpcl.stages.learner import RunFiles, SeedJob, learner_sweep
@@ -202,95 +202,37 @@ def _run_everything(work):
         targets=targets,
     )
     lab = labels[FILM_RUN]
-    common = ("fashion_mnist", raw, dcfg, BACKBONE)
-    run = {"scenario_path": sc, "labels_path": lab, "learner": "peft_film"}
-    members = [str(runs / "peft_film" / "members" / f"task{t}.npz") for t in range(2)]
-    records = [m.replace(".npz", ".json") for m in members]
-    for t in range(2):
-        film_member_stage(
-            *common,
-            **run,
-            task=t,
-            dpsgd_cfg=FILM_DPSGD,
-            physical_batch=16,
-            device="cpu",
-            out_member=members[t],
-            out_record=records[t],
-            backbone_name="vit",
-        )
-    film_eval_stage(
-        *common,
-        **run,
-        member_paths=members,
-        record_paths=records,
-        dpsgd_cfg=FILM_DPSGD,
-        aggregation="argmax",
-        device="cpu",
-        out_metrics=out("peft_film", FILM_RUN, "metrics"),
-        out_privacy=out("peft_film", FILM_RUN, "privacy"),
-        targets=targets,
-        out_diagnostics=out("peft_film", FILM_RUN, "diagnostics"),
-    )
-    for learner in FILM_BASELINES:
-        film_baseline_stage(
-            learner,
-            *common,
-            **{k: v for k, v in run.items() if k != "learner"},
-            dpsgd_cfg=FILM_DPSGD,
-            physical_batch=16,
-            device="cpu",
-            out_metrics=out(learner, FILM_RUN, "metrics"),
-            out_privacy=out(learner, FILM_RUN, "privacy"),
-            out_model=out(learner, FILM_RUN, "model").replace(".json", ".npz"),
-            agem_cfg={"buffer_fraction": 0.3},
-            targets=targets,
-            out_diagnostics=out(learner, FILM_RUN, "diagnostics"),
-            backbone_name="vit",
-        )
-    common_bn = ("fashion_mnist", raw, dcfg, BACKBONE_BN)
-    members = [str(runs / "peft_film_lite0" / "members" / f"task{t}.npz") for t in range(2)]
-    records = [m.replace(".npz", ".json") for m in members]
-    for t in range(2):
-        film_member_stage(
-            *common_bn,
-            **run,
-            task=t,
-            dpsgd_cfg=FILM_DPSGD,
-            physical_batch=16,
-            device="cpu",
-            out_member=members[t],
-            out_record=records[t],
-            backbone_name="lite0",
-        )
-    film_eval_stage(
-        *common_bn,
-        **run,
-        member_paths=members,
-        record_paths=records,
-        dpsgd_cfg=FILM_DPSGD,
-        aggregation="argmax",
-        device="cpu",
-        out_metrics=out("peft_film_lite0", FILM_RUN, "metrics"),
-        out_privacy=out("peft_film_lite0", FILM_RUN, "privacy"),
-        targets=targets,
-        out_diagnostics=out("peft_film_lite0", FILM_RUN, "diagnostics"),
-    )
-    for learner in ("naive_film", "agem_film"):
-        film_baseline_stage(
-            learner,
-            *common_bn,
-            **{k: v for k, v in run.items() if k != "learner"},
-            dpsgd_cfg=FILM_DPSGD,
-            physical_batch=16,
-            device="cpu",
-            out_metrics=out(f"{learner}_lite0", FILM_RUN, "metrics"),
-            out_privacy=out(f"{learner}_lite0", FILM_RUN, "privacy"),
-            out_model=out(f"{learner}_lite0", FILM_RUN, "model").replace(".json", ".npz"),
-            agem_cfg={"buffer_fraction": 0.3},
-            targets=targets,
-            out_diagnostics=out(f"{learner}_lite0", FILM_RUN, "diagnostics"),
-            backbone_name="lite0",
-        )
+    common = ("fashion_mnist", raw, dcfg)
+    run = {
+        "scenario_path": sc,
+        "labels_path": lab,
+        "dpsgd_cfg": FILM_DPSGD,
+        "physical_batch": 16,
+        "device": "cpu",
+    }
+    for backbone, name, learners, suffix in (
+        (BACKBONE, "vit", ("peft_film", *FILM_BASELINES), ""),
+        (BACKBONE_BN, "lite0", ("peft_film", "naive_film", "agem_film"), "_lite0"),
+    ):
+        for learner in learners:
+            folder = f"{learner}{suffix}"
+            film_run_stage(
+                learner,
+                *common,
+                backbone,
+                **run,
+                out_metrics=out(folder, FILM_RUN, "metrics"),
+                out_privacy=out(folder, FILM_RUN, "privacy"),
+                out_diagnostics=out(folder, FILM_RUN, "diagnostics"),
+                **(
+                    {"out_members": runs / folder / "members"}
+                    if learner == "peft_film"
+                    else {"out_model": out(folder, FILM_RUN, "model").replace(".json", ".npz")}
+                ),
+                agem_cfg={"buffer_fraction": 0.3},
+                targets=targets,
+                backbone_name=name,
+            )
     # a learner that brings its own run function: the documented example (docs/examples/my_learner.py)
     learner_sweep(
         SeedJob(

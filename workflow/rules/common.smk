@@ -285,10 +285,6 @@ FILM_RUN = f"{R}/runs/{{learner}}/{{dataset}}/{{backbone}}/{{scenario}}/seed{{se
 FILM_TUNE = config["tuning"]["enabled"]
 
 
-def n_tasks_of(scenario):
-    return int(re.search(r"-t(\d+)$", scenario).group(1))
-
-
 # Plain wildcard patterns (not input functions): the paper grid has ~10,000 FiLM jobs and
 # patterns keep Snakemake's planning cost per job low.
 FILM_COMMON = dict(

@@ -68,7 +68,6 @@ rule film_ensemble:
     params:
         **FILM_PARAMS,
         aggregation=config["aggregation"],
-        n_tasks=lambda w: n_tasks_of(w.scenario),
     script:
         "../scripts/film_ensemble.py"
 

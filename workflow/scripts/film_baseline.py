@@ -1,4 +1,4 @@
-"""One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.stages.film.film_baseline_stage)."""
+"""One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.stages.film.film_run_stage)."""
 
 from dpcl.worker import run_in_warm_worker
 
@@ -7,17 +7,17 @@ run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported pro
 from pathlib import Path
 
 from dpcl.io import tee_stderr
-from dpcl.stages.film import film_baseline_stage
+from dpcl.stages.film import film_run_stage
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
 p, w = sm.params, sm.wildcards
-film_baseline_stage(
-    learner=w.learner,
-    dataset=w.dataset,
-    root=Path(sm.input.manifest).parent,
-    dataset_cfg=dict(p.dataset_cfg),
-    backbone_cfg=dict(p.backbone_cfg),
+film_run_stage(
+    w.learner,
+    w.dataset,
+    Path(sm.input.manifest).parent,
+    dict(p.dataset_cfg),
+    dict(p.backbone_cfg),
     scenario_path=sm.input.scenario,
     labels_path=sm.input.labels,
     dpsgd_cfg=dict(p.dpsgd),
@@ -25,10 +25,10 @@ film_baseline_stage(
     device=p.device,
     out_metrics=sm.output.metrics,
     out_privacy=sm.output.privacy,
+    out_diagnostics=sm.output.diagnostics,
     out_model=sm.output.model,
     tuned_path=getattr(sm.input, "tuned", None),
     agem_cfg=dict(p.agem),
     targets=p.targets,
-    out_diagnostics=sm.output.diagnostics,
     backbone_name=w.backbone,
 )

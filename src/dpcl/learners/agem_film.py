@@ -23,7 +23,6 @@ and ``rng_for(t, "reference")``, so no noise is shared between g and g_ref.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -50,7 +49,7 @@ SPECS = (
         figure_label="DP-A-GEM (enhanced, FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.learners.agem_film:run_film_baseline",
+        run="dpcl.learners.agem_film:run",
         methods="agem",
         module="agem_film",
         fig3="compared",
@@ -166,68 +165,60 @@ def run_agem_film(
     return preds, records, stats, model
 
 
-def run_film_baseline(run, *, learner: str) -> None:
-    """One FiLM DP-A-GEM run (App. D.4) in the ``film_baseline`` job (``run``: a
-    :class:`dpcl.stages.film.BaselineRun`): metrics.json, privacy.json with the head-only run's "agem"
-    block, and model.npz (the final FiLM values + head over the label universe)."""
+def run(inputs):
+    """One FiLM DP-A-GEM run (App. D.4), the learner contract (:mod:`dpcl.learners.api`): the tasks' ``x``
+    are images; ``inputs.job`` is the FiLM job's :class:`dpcl.stages.film.FilmJob` (the backbone, the run's
+    DP-SGD config, tuned or configured, its tuning protocol and the config's ``agem`` block). privacy.json
+    gets the head-only run's "agem" block; the model is the final FiLM values + head over the label
+    universe."""
     import time
 
-    from ..io import log
-    from .agem import AGEMConfig, agem_noise, privacy_summary
+    from ..training.tuning_protocol import hyperparameters_note
+    from .agem import agem_noise, privacy_summary
+    from .api import RunResult
 
-    labels, sc, cfg, agem_cfg = run.labels, run.scenario, run.cfg, run.agem_cfg
+    job = inputs.job
+    cfg = DPSGDConfig.from_block(job.dpsgd_cfg)
     try:
-        agem = AGEMConfig.from_config(agem_cfg)
+        agem = AGEMConfig.from_config(job.agem_cfg)
     except TypeError as e:
         raise ValueError(f"config key 'agem': {e}; allowed keys: buffer_fraction, buffer_sample_rate") from e
     agem.validate()
-    seed, n_tasks = int(sc.seed), len(sc.train_indices)
-    tb = labels["training_budget"]
-    eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
-    noise, noise_ref = agem_noise(eps, float(tb["delta"]), cfg, agem, n_tasks)
-    backbone, pre = run.backbone()
-    spaces, task_data, tests = run.task_data(with_ids=True)
+    n_tasks = len(inputs.tasks)
+    noise, noise_ref = agem_noise(inputs.epsilon, inputs.delta, cfg, agem, n_tasks)
     t0 = time.perf_counter()
     preds, records, stats, model = run_agem_film(
-        task_data,
-        tests,
-        spaces,
-        int(labels["label_universe"]),
-        backbone,
-        pre,
+        [(t.x, t.y, t.ids) for t in inputs.tasks],
+        list(inputs.test_sets),
+        [sorted(t.label_space) for t in inputs.tasks],
+        inputs.n_universe,
+        job.backbone,
+        job.pre,
         cfg=cfg,
         agem=agem,
         noise=noise,
         noise_ref=noise_ref,
-        rng_for=run.rng_for(learner, part=True),
-        split_seed=seed,
-        physical_batch=run.physical_batch,
-        device=run.device,
-        progress=True,
+        rng_for=inputs.rng_for,
+        split_seed=inputs.seed,
+        physical_batch=job.physical_batch,
+        device=job.device,
+        progress=job.progress,
     )
     extra = {
         "noise_multiplier": noise["noise_multiplier"],
         "buffer_noise_multiplier": None if noise_ref is None else noise_ref["noise_multiplier"],
-        "dpsgd": run.dpsgd_cfg,
-        "tuned": run.protocol is not None,
-        "agem": agem_cfg,
+        "dpsgd": job.dpsgd_cfg,
+        "tuned": job.protocol is not None,
+        "agem": job.agem_cfg,
     }
-    seconds = round(time.perf_counter() - t0, 1)
-    metrics, privacy, diag = run.finish(
-        learner,
-        preds,
-        records,
-        [y for _, y in tests],
+    return RunResult(
+        predictions=preds,
+        records=records,
         extra=extra,
         summary=lambda priv, led: privacy_summary(
             priv, led, cfg, agem, noise=noise, noise_ref=noise_ref, n_tasks=n_tasks
         ),
-        hyperparameters=run.note(),
-        diagnostics={"agem_tasks": stats, "seconds": seconds},
+        hyperparameters=hyperparameters_note(job.dpsgd_cfg, job.protocol),
+        diagnostics={"agem_tasks": stats, "seconds": round(time.perf_counter() - t0, 1)},
+        model={"label_ids": np.arange(inputs.n_universe, dtype=np.int64), **model.to_arrays()},
     )
-    log(
-        f"{learner} seed {seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
-    )
-    label_ids = np.arange(int(labels["label_universe"]), dtype=np.int64)
-    run.write({"label_ids": label_ids, **model.to_arrays()}, metrics, privacy, diag)

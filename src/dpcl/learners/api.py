@@ -7,8 +7,9 @@ function; the pipeline's jobs, the privacy audits (:mod:`dpcl.stages.audit_runs`
 it the same way. A job's stage (:func:`dpcl.stages.learner.run_learner`) reads the files, builds
 :class:`RunInputs` for one (ε, label method, seed), calls ``run``, and turns the result into the run's
 metrics, its privacy ledger (verified against the learner's ``LEDGER_SPEC`` before it is written) and its
-non-private diagnostics. (The FiLM learners, which train on images with the backbone in the loop, are
-still run by their jobs' stage functions, :attr:`~dpcl.learners.registry.LearnerSpec.stage`.)
+non-private diagnostics. The FiLM learners implement the same function on images: their tasks' ``x`` are
+the images as the data set stores them, and their job context (``RunInputs.job``) carries the backbone
+(:class:`dpcl.stages.film.FilmJob`).
 
 The release boundary is the learner's responsibility in one place only: ``RunResult.records``. Each
 task's record names its mechanism and the mechanism's public parameters (``mechanism``, ``epsilon``,
@@ -34,7 +35,7 @@ class TaskData:
     """One task's training data as the learner may see it: R_t^task(D_t) (records whose label is in the
     released label space O_t, remapped to it) and O_t itself."""
 
-    x: np.ndarray  #: features, one row per record
+    x: np.ndarray  #: one row per record: cached features, or images for a learner on images (FiLM)
     y: np.ndarray  #: labels in the label universe's numbering
     ids: np.ndarray  #: the records' sample ids (stable across neighbouring data sets)
     label_space: tuple[int, ...]  #: the released O_t
@@ -44,11 +45,11 @@ class TaskData:
 
 @dataclass(frozen=True, kw_only=True)
 class RunInputs:
-    """Everything one run of a learner on cached features gets."""
+    """Everything one run of a learner gets."""
 
     learner: str = ""  #: the registered name being run (a module may declare several learners)
     tasks: tuple[TaskData, ...]
-    test_sets: tuple[tuple[np.ndarray, np.ndarray], ...]  #: per task (features, labels), public
+    test_sets: tuple[tuple[np.ndarray, np.ndarray], ...]  #: per task (features or images, labels), public
     n_universe: int  #: size of the label universe (outputs a head over every label would have)
     epsilon: float  #: the training budget per task (what label release left); inf: non-private
     delta: float
@@ -61,7 +62,8 @@ class RunInputs:
     #: scenario's permutations): test sets of different tasks then live in different input spaces
     shared_inputs: bool = True
     #: what a built-in job adds for its learners (documented by each job's stage module: the public PCA
-    #: of the projected job, the tuned DP-SGD config of the heads and memory-buffer jobs); None otherwise
+    #: of the projected job, the tuned DP-SGD config of the heads and memory-buffer jobs, the backbone of
+    #: the FiLM jobs); None otherwise
     job: Any = None
 
 
@@ -87,3 +89,6 @@ class RunResult:
     #: public values privacy.json gets after its verified ledger (e.g. the cosine classifier's σ)
     privacy_extra: dict = field(default_factory=dict)
     model: dict | None = None  #: arrays the job may save beside the metrics (model.npz)
+    #: an ensemble's members, one dict of arrays per task (the FiLM ensemble's job saves each as
+    #: members/task{t}.npz, beside its raw training record ``records[t]``, marked non-private)
+    members: list[dict] = field(default_factory=list)

@@ -1,5 +1,6 @@
 """The PEFT ensemble ([LabelSpace] Alg. 2) and the Naive / Non-CL baselines (App. F.1), head-only on
-cached features (:func:`run_head_learner`) and with FiLM on images (:func:`run_film_learner`).
+cached features (:func:`run_head_learner`) and with FiLM on images (:func:`run_film_learner`); each
+learner's ``run`` (the learner contract) is :func:`run_head` or :func:`run_film`.
 
 - ``peft_head``: per task t a fresh zero-initialised linear head over O_t, trained on D_t;
   prediction aggregates all members seen so far (Eq. 11 or App. D.2).
@@ -91,6 +92,7 @@ SPECS = (
     ),
     LearnerSpec(
         name="peft_film",
+        run="dpcl.learners.peft:run_film",
         display="PEFT Ensemble (FiLM)",
         adapter="film",
         job="film_peft",
@@ -106,7 +108,7 @@ SPECS = (
         display="Naive (FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.learners.peft:run_film_baseline",
+        run="dpcl.learners.peft:run_film",
         methods="baseline_label_methods",
         module="peft",
         whitebox=FILM_WHITEBOX,
@@ -117,7 +119,7 @@ SPECS = (
         display="Non-CL (FiLM)",
         adapter="film",
         job="film_baseline",
-        stage="dpcl.learners.peft:run_film_baseline",
+        run="dpcl.learners.peft:run_film",
         methods="baseline_label_methods",
         module="peft",
         trains_on="all_tasks",
@@ -282,6 +284,165 @@ def run_head(inputs):
     )
 
 
+def train_film_members(
+    task_data: list[tuple[np.ndarray, np.ndarray]],
+    label_spaces: list[list[int]],
+    backbone,
+    *,
+    pre: Preprocessing,
+    cfg: DPSGDConfig,
+    noise: dict,
+    rng_for: Callable[[int], np.random.Generator],
+    physical_batch: int = 32,
+    device: str = "auto",
+    progress: bool = False,
+) -> tuple[list[FilmMember], list[dict]]:
+    """The PEFT ensemble's FiLM members (Alg. 2): per task t a member (FiLM values + a fresh head over
+    O_t) trained with DP-SGD on task t's images whose label is in O_t; (members, one ledger record per
+    task). ``rng_for(t)`` gives task t's generator (sampling and noise)."""
+    import time
+
+    from ..io import log
+    from ..training.film import train_film
+
+    sigma = float(noise["noise_multiplier"])
+    members, records = [], []
+    for t, ((x, y), o_t) in enumerate(zip(task_data, label_spaces, strict=True)):
+        o_t = sorted(o_t)
+        keep, rows = label_rows(o_t, y)
+        t0 = time.perf_counter()
+        member, info = train_film(
+            backbone,
+            x[keep],
+            rows,
+            len(o_t),
+            cfg,
+            noise_multiplier=sigma,
+            rng=rng_for(t),
+            pre=pre,
+            physical_batch=physical_batch,
+            device=device,
+            progress=progress,
+        )
+        members.append(member)
+        records.append(
+            {
+                **noise,
+                **info,
+                "data": f"images of R_task(D_{t})",
+                "samples": int(keep.sum()),
+                "labels": o_t,
+                "lr": cfg.lr,
+            }
+        )
+        if progress:
+            log(f"member {t}: {info['steps']} steps, σ = {sigma:.4g} ({time.perf_counter() - t0:.1f} s)")
+    return members, records
+
+
+def ensemble_predictions(
+    backbone,
+    members: list[FilmMember],
+    label_spaces: list[list[int]],
+    test_images: list[np.ndarray],
+    pre: Preprocessing,
+    *,
+    device: str = "auto",
+) -> dict[str, list[list[np.ndarray]]]:
+    """Every aggregation rule's predictions of a FiLM ensemble (Eq. 11, App. D.2): ``[rule][t][i]`` on
+    test set i ≤ t after task t, with members 0..t. Each member's values are swapped into the backbone
+    once and its logits on each test set computed once (member t joins every test set's votes at task
+    t)."""
+    from ..training.film import film_logits_each
+
+    spaces = [np.asarray(sorted(o), dtype=np.int64) for o in label_spaces]
+    votes = [EnsembleVotes(len(xt)) for xt in test_images]
+    by_rule: dict[str, list[list[np.ndarray]]] = {rule: [] for rule in RULES}
+    for t, member in enumerate(members):
+        for i, z in enumerate(film_logits_each(backbone, member, test_images, pre, device=device)):
+            votes[i].add(z, spaces[t])
+        for rule in RULES:
+            by_rule[rule].append([votes[i].predict(rule) for i in range(t + 1)])
+    return by_rule
+
+
+def run_film(inputs):
+    """One run of a FiLM learner (``inputs.learner``: one of :data:`FILM_LEARNERS`) on images through
+    all tasks, the learner contract (:mod:`dpcl.learners.api`). The tasks' ``x`` are images;
+    ``inputs.job`` is the FiLM job's :class:`dpcl.stages.film.FilmJob` (the backbone with frozen
+    normalisation statistics and its preprocessing, the run's DP-SGD config, tuned or configured, its
+    tuning protocol, the aggregation rule, physical batch and device). The ensemble returns its members
+    and every aggregation rule's accuracies on them (App. D.2, Fig. A2); a baseline its final model."""
+    import time
+
+    from ..metrics import accuracy_matrix
+    from ..training.tuning_protocol import hyperparameters_note
+    from .api import RunResult
+
+    job = inputs.job
+    cfg = DPSGDConfig.from_block(job.dpsgd_cfg)
+    noise = dpsgd_noise(inputs.epsilon, inputs.delta, cfg)
+    task_data = [(t.x, t.y) for t in inputs.tasks]
+    spaces = [sorted(t.label_space) for t in inputs.tasks]
+    tuned = job.protocol is not None
+    extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": job.dpsgd_cfg, "tuned": tuned}
+    note = hyperparameters_note(job.dpsgd_cfg, job.protocol)
+    kw = {"physical_batch": job.physical_batch, "device": job.device, "progress": job.progress}
+    if inputs.learner == "peft_film":
+        members, records = train_film_members(
+            task_data,
+            spaces,
+            job.backbone,
+            pre=job.pre,
+            cfg=cfg,
+            noise=noise,
+            rng_for=lambda t: inputs.rng_for(t, "dpsgd"),
+            **kw,
+        )
+        records = [{**r, "tuned": tuned} for r in records]
+        by_rule = ensemble_predictions(
+            job.backbone, members, spaces, [x for x, _ in inputs.test_sets], job.pre, device=job.device
+        )
+        test_y = [y for _, y in inputs.test_sets]
+        accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
+        extra |= {
+            "aggregation": job.aggregation,
+            "acc_by_aggregation": accs,
+            "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
+            "trainable_parameters": [r["trainable_parameters"] for r in records],
+        }
+        return RunResult(
+            predictions=by_rule[job.aggregation],
+            records=records,
+            extra=extra,
+            hyperparameters=note,
+            members=[m.to_arrays() for m in members],
+        )
+    t0 = time.perf_counter()
+    preds, records, members = run_film_learner(
+        inputs.learner,
+        task_data,
+        list(inputs.test_sets),
+        spaces,
+        inputs.n_universe,
+        job.backbone,
+        pre=job.pre,
+        cfg=cfg,
+        noise=noise,
+        rng_for=lambda t: inputs.rng_for(t, "dpsgd"),
+        **kw,
+    )
+    model, ids = members[0]
+    return RunResult(
+        predictions=preds,
+        records=records,
+        extra=extra,
+        hyperparameters=note,
+        diagnostics={"seconds": round(time.perf_counter() - t0, 1)},
+        model={"label_ids": ids, **model.to_arrays()},
+    )
+
+
 def run_film_learner(
     learner: str,
     task_data: list[tuple[np.ndarray, np.ndarray]],
@@ -333,102 +494,41 @@ def run_film_learner(
         ]
         preds: list[list[np.ndarray | None]] = [[None] * (t + 1) for t in range(n_tasks - 1)] + [final]
         return preds, [rec] * n_tasks, [(member, union_arr)]
+    if learner == "peft_film":
+        trained, records = train_film_members(
+            task_data, label_spaces, backbone, pre=pre, cfg=cfg, noise=noise, rng_for=rng_for, **kw
+        )
+        by_rule = ensemble_predictions(
+            backbone, trained, label_spaces, [xt for xt, _ in test_sets], pre, device=device
+        )
+        spaces = [np.asarray(sorted(o), dtype=np.int64) for o in label_spaces]
+        return by_rule[aggregation], records, list(zip(trained, spaces, strict=True))
     preds, records = [], []
-    members: list[tuple[FilmMember, np.ndarray]] = []
-    votes = [EnsembleVotes(len(xt)) for xt, _ in test_sets]  # each member's logits on a test set once
-    added = [0] * len(test_sets)
-    if learner == "naive_film":
-        model = pretrained_member(backbone, n_universe)
-        active = np.zeros(n_universe, dtype=bool)
+    model = pretrained_member(backbone, n_universe)
+    active = np.zeros(n_universe, dtype=bool)
     for t, (x, y) in enumerate(task_data):
         o_t = sorted(label_spaces[t])
-        if learner == "peft_film":
-            keep, rows = label_rows(o_t, y)
-            member, info = train_film(
-                backbone, x[keep], rows, len(o_t), cfg, noise_multiplier=sigma, rng=rng_for(t), pre=pre, **kw
-            )
-            members.append((member, np.asarray(o_t, dtype=np.int64)))
-        else:
-            active[o_t] = True
-            keep = isin(y, o_t)
-            model, info = train_film(
-                backbone,
-                x[keep],
-                y[keep],
-                n_universe,
-                cfg,
-                noise_multiplier=sigma,
-                rng=rng_for(t),
-                pre=pre,
-                init=model,
-                active=active,
-                **kw,
-            )
+        active[o_t] = True
+        keep = isin(y, o_t)
+        model, info = train_film(
+            backbone,
+            x[keep],
+            y[keep],
+            n_universe,
+            cfg,
+            noise_multiplier=sigma,
+            rng=rng_for(t),
+            pre=pre,
+            init=model,
+            active=active,
+            **kw,
+        )
         records.append({**noise, **info, "data": f"images of D_{t}", "samples": int(keep.sum())})
-        row = []
-        for i, (xt, _) in enumerate(test_sets[: t + 1]):
-            if learner == "peft_film":
-                for m in range(added[i], len(members)):
-                    votes[i].add(logits(members[m][0], xt), members[m][1])
-                added[i] = len(members)
-                row.append(votes[i].predict(aggregation))
-            else:
-                ids = np.flatnonzero(active)
-                row.append(
-                    aggregate([logits(model, xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1)
-                )
-        preds.append(row)
-    if learner == "naive_film":
-        members = [(model, np.arange(n_universe, dtype=np.int64))]
-    return preds, records, members
-
-
-def run_film_baseline(run, *, learner: str) -> None:
-    """One Naive or Non-CL FiLM run (App. F.1, :func:`run_film_learner`) in the ``film_baseline`` job
-    (``run``: a :class:`dpcl.stages.film.BaselineRun`): metrics.json, privacy.json and model.npz (the final
-    FiLM values + head)."""
-    import time
-
-    from ..io import log
-
-    labels, sc, cfg = run.labels, run.scenario, run.cfg
-    noise = run.noise()
-    backbone, pre = run.backbone()
-    spaces, task_data, tests = run.task_data()
-    t0 = time.perf_counter()
-    preds, records, members = run_film_learner(
-        learner,
-        task_data,
-        tests,
-        spaces,
-        int(labels["label_universe"]),
-        backbone,
-        pre=pre,
-        cfg=cfg,
-        noise=noise,
-        rng_for=run.rng_for(learner),
-        physical_batch=run.physical_batch,
-        device=run.device,
-        progress=True,
-    )
-    seconds = round(time.perf_counter() - t0, 1)
-    extra = {
-        "noise_multiplier": noise["noise_multiplier"],
-        "dpsgd": run.dpsgd_cfg,
-        "tuned": run.protocol is not None,
-    }
-    metrics, privacy, diag = run.finish(
-        learner,
-        preds,
-        records,
-        [y for _, y in tests],
-        extra=extra,
-        hyperparameters=run.note(),
-        diagnostics={"seconds": seconds},
-    )
-    log(
-        f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-        f"{100 * metrics['final_accuracy']:.1f} % ({seconds} s)"
-    )
-    model, ids = members[0]
-    run.write({"label_ids": ids, **model.to_arrays()}, metrics, privacy, diag)
+        ids = np.flatnonzero(active)
+        preds.append(
+            [
+                aggregate([logits(model, xt)[:, ids]], [ids]) if ids.size else np.full(len(xt), -1)
+                for xt, _ in test_sets[: t + 1]
+            ]
+        )
+    return preds, records, [(model, np.arange(n_universe, dtype=np.int64))]

@@ -12,9 +12,8 @@ import torch or opacus at module level (``tests/test_learner_registry.py`` check
 Adding a learner: its module (training code, ``LEDGER_SPEC``, ``SPECS`` and its ``run`` function, the
 one learner contract of :mod:`dpcl.learners.api`: ``run(RunInputs) -> RunResult``, which a built-in
 learner's job, a user's learner's ``features`` job and the privacy audits call alike), its entry in
-:data:`MODULES`, its test, and its name in the config's ``learners`` list. The FiLM learners, which train
-on images with the backbone in the loop, are the exception: their jobs (:data:`FILM_JOBS`) still run
-them by stage functions of their own (:attr:`LearnerSpec.stage`).
+:data:`MODULES`, its test, and its name in the config's ``learners`` list. Every learner has one,
+those that train on images with the backbone in the loop (the FiLM jobs, :data:`FILM_JOBS`) included.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ ADAPTERS = ("prototypes", "head", "film", "functional")
 #: learner of a cached-feature job, one job per run the FiLM ones; ``features`` is the job of a learner
 #: that brings its own ``run`` function (:mod:`dpcl.learners.api`, one job per learner and seed)
 JOBS = ("prototypes", "heads", "agem", "projected", "film_peft", "film_baseline", "features")
-#: the jobs on images (FiLM): their learners are run by the jobs' own stage functions, not by ``run``
+#: the jobs on images (FiLM): their learners' runs get images and the backbone (:class:`dpcl.stages.film.FilmJob`)
 FILM_JOBS = ("film_peft", "film_baseline")
 #: the config list a learner's label methods come from (:func:`label_methods_key`)
 METHOD_LISTS = ("label_methods", "head_label_methods", "baseline_label_methods", "agem", "projected")
@@ -91,12 +90,8 @@ class LearnerSpec:
     fig3: str | None = None  #: its role in Fig. 3 (the comparison with Desai et al.): :data:`FIG3_ROLES`
     ensemble: bool = False  #: an ensemble of per-task members (Fig. A2: its aggregation rules)
     #: the learner contract (:mod:`dpcl.learners.api`): ``run(RunInputs) -> RunResult``, a callable or
-    #: "module:function" (imported on first use, so that the registry stays light); every learner but
-    #: those of :data:`FILM_JOBS` has one
+    #: "module:function" (imported on first use, so that the registry stays light); every learner has one
     run: Callable | str | None = None
-    #: a FiLM job's learner only: the function that makes one of its runs inside its job, as
-    #: "module:function" (the FiLM baselines' ``BaselineRun``)
-    stage: str | None = None
     audit: LearnerAudit | None = None  #: its canary audit, if it has one (the privacy audit table runs it)
     #: its white-box audit, if it has one: the adversary sees what its mechanism releases at every step
     #: (learners that share one training function name the same audit; the table runs it once)
@@ -118,24 +113,17 @@ class LearnerSpec:
                 raise ValueError(
                     f"learner {self.name!r}: {key} must be one of {allowed}, got {getattr(self, key)!r}"
                 )
-        if self.stage is not None and (not isinstance(self.stage, str) or self.stage.count(":") != 1):
-            raise ValueError(f"learner {self.name!r}: stage must be 'module:function', got {self.stage!r}")
         for key in ("audit", "whitebox"):
             a = getattr(self, key)
             if a is not None and (not isinstance(a, LearnerAudit) or a.function.count(":") != 1):
                 raise ValueError(
                     f"learner {self.name!r}: {key} must be a LearnerAudit naming 'module:function'"
                 )
-        if self.job in FILM_JOBS:
-            if self.run is not None:
-                raise ValueError(f"learner {self.name!r}: a FiLM job's learner is run by its job's stage")
-        elif not (callable(self.run) or (isinstance(self.run, str) and self.run.count(":") == 1)):
+        if not (callable(self.run) or (isinstance(self.run, str) and self.run.count(":") == 1)):
             raise ValueError(
                 f"learner {self.name!r}: needs its run function (run(RunInputs) -> RunResult, a callable or "
                 f"'module:function'), got {self.run!r}"
             )
-        elif self.stage is not None:
-            raise ValueError(f"learner {self.name!r}: only a FiLM job's learner has a stage function")
 
     @property
     def label(self) -> str:
@@ -280,29 +268,14 @@ def wildcard(job: str | None = None) -> str:
     return "|".join(n for n in names() if job is None or get(n).job == job)
 
 
-def stage_function(name: str, job: str) -> Callable:
-    """The stage function of learner ``name`` (:attr:`LearnerSpec.stage`), checked to belong to ``job``:
-    a clear error for a learner another job runs or one that declares no stage function."""
-    spec = get(name)
-    if spec.job != job:
-        raise ValueError(
-            f"learner {name!r} is run by job {spec.job!r}, not {job!r}; this job runs {wildcard(job)}"
-        )
-    if spec.stage is None:
-        raise ValueError(f"learner {name!r} declares no stage function (LearnerSpec.stage)")
-    return _import(spec.stage)
-
-
 def run_function(name: str, job: str | None = None) -> Callable:
     """Learner ``name``'s ``run`` function (the learner contract, :mod:`dpcl.learners.api`), checked to
-    belong to ``job`` when given: a clear error for a learner another job runs or a FiLM learner."""
+    belong to ``job`` when given: a clear error for a learner another job runs."""
     spec = get(name)
     if job is not None and spec.job != job:
         raise ValueError(
             f"learner {name!r} is run by job {spec.job!r}, not {job!r}; this job runs {wildcard(job)}"
         )
-    if spec.run is None:
-        raise ValueError(f"learner {name!r} (job {spec.job!r}) is run by its job's stage, not by run()")
     return _import(spec.run) if isinstance(spec.run, str) else spec.run
 
 

@@ -2,7 +2,8 @@
 (:class:`AuditData`), a Base Dataset label file for it, and the function that makes one run of a learner
 through its ``run`` function (:func:`run_audited`, the learner contract every learner on cached features
 implements) with the inputs its registry job would give it, so that the learner runs the code the
-pipeline runs, with its config block's defaults. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
+pipeline runs, with its config block's defaults; a learner on images (FiLM) gets each record as an image
+of its own and a tiny public backbone. Every DP-SGD rate is 1 (:data:`AUDIT_DPSGD`, :data:`AUDIT_AGEM`), so that every
 record of a task is read at every step: exact counts for the exposure check (:mod:`.exposure`) and
 Gaussian releases for the canary audit (:mod:`.canary_audit`).
 
@@ -139,29 +140,82 @@ def _job_inputs(spec, data: AuditData) -> JobInputs:
         return JobInputs(
             options=_defaults(block), job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed)
         )
+    if spec.job in ("film_peft", "film_baseline"):
+        from .film import FilmJob
+
+        backbone, pre = _film_backbone()
+        agem = "agem" in spec.config_blocks
+        return JobInputs(
+            options={},
+            job=FilmJob(
+                backbone=backbone,
+                pre=pre,
+                dpsgd_cfg=AUDIT_DPSGD,
+                agem_cfg=AUDIT_AGEM if agem else {},
+                physical_batch=64,
+                device="cpu",
+            ),
+        )
     return JobInputs(options={})  # prototypes, and a user's learner (job "features"): its run needs no job
 
 
-#: why the harness gives a learner without a ``run`` function (a FiLM job's) no audit run
+#: why the canary audit gives a FiLM learner no row of its own
 NOT_RUNNABLE = (
-    "a FiLM learner, trained on images by its job's own stage: this audit runs learners on cached features "
-    "only (its releases are reported by dpcl.training.film.noisy_grad_sum; the FiLM white-box audit reads them)"
+    "a FiLM learner, trained on images: its canaries would be images, whose clipped gradients at every "
+    "release's state this harness does not attribute (the FiLM white-box audit does, for train_film's releases)"
 )
+
+#: the FiLM learners' backbone in the audit setting: a tiny random-init ViT on :data:`IMAGE_SIZE` px images
+#: (the backbone is public, so any serves to count reads; its LayerNorms carry the FiLM values, as ViT-B/16's)
+FILM_BACKBONE = {
+    "arch": "vit_tiny_patch16_224",
+    "weights": "random",
+    "image_size": 16,
+    "crop_pct": 1.0,
+    "model_kwargs": {"depth": 1, "embed_dim": 8, "num_heads": 2, "patch_size": 8},
+}
+IMAGE_SIZE = FILM_BACKBONE["image_size"]
+
+
+@functools.cache
+def _film_backbone():
+    """(backbone, preprocessing) of :data:`FILM_BACKBONE`, built once per process (a FiLM run restores the
+    backbone's FiLM values when it ends, so runs share it)."""
+    from .film import load_film_backbone
+
+    return load_film_backbone(FILM_BACKBONE)
+
+
+def audit_images(data: AuditData) -> tuple[np.ndarray, np.ndarray]:
+    """The audit's records as images, for the learners that train on images (FiLM): one distinct random
+    uint8 image per training record, drawn by its sample id (so that a record's image does not depend on
+    which others are present), and one per test record; (train images, test images), in the rows' order."""
+    gen = rng(data.scenario.seed, "audit", "exposure", "images")
+    shape = (IMAGE_SIZE, IMAGE_SIZE, 3)
+    ids = data.train[2]
+    train = gen.integers(0, 256, (int(ids.max()) + 1, *shape), dtype=np.uint8)[ids]
+    test = gen.integers(0, 256, (len(data.test[1]), *shape), dtype=np.uint8)
+    return train, test
 
 
 def run_audited(learner: str, data: AuditData, labels: dict, target: Budget) -> dict:
     """One run of a registered learner on the audit's data through its ``run`` function (the learner
     contract, :func:`dpcl.stages.learner.run_learner`), as its job would make it: its verified privacy
-    ledger. A FiLM learner (trained on images) raises: its job runs it by a stage of its own."""
+    ledger. A learner on images (FiLM) gets the records as images (:func:`audit_images`) and the audit's
+    backbone (:data:`FILM_BACKBONE`)."""
     from ..learners import registry
     from .learner import run_learner
 
     spec = registry.get(learner)
     given = _job_inputs(spec, data)
+    train, test = data.train, data.test
+    if on_images(spec):
+        images, test_images = audit_images(data)
+        train, test = (images, *data.train[1:]), (test_images, data.test[1])
     return run_learner(
         learner,
-        train=data.train,
-        test=data.test,
+        train=train,
+        test=test,
         scenario=data.scenario,
         labels=labels,
         options=given.options,
@@ -170,9 +224,12 @@ def run_audited(learner: str, data: AuditData, labels: dict, target: Budget) -> 
     )[1]
 
 
-def runnable(spec) -> bool:
-    """Whether the harness can make a run of ``spec`` (every learner with a ``run`` function)."""
-    return spec.run is not None
+def on_images(spec) -> bool:
+    """Whether ``spec``'s learner trains on images (a FiLM job's): the harness gives it the records as
+    images (:func:`audit_images`)."""
+    from ..learners.registry import FILM_JOBS
+
+    return spec.job in FILM_JOBS
 
 
 #: a canary's value on its own coordinate: large, so that every clipped gradient it gives is clipped

@@ -33,9 +33,9 @@ from .audit_runs import (
     audit_target,
     audited,
     canary_rows,
+    on_images,
     row_head,
     run_audited,
-    runnable,
 )
 
 
@@ -55,7 +55,7 @@ def canary_audit_rows(
     for eps in [e for e in epsilons if math.isfinite(e)]:
         for spec in audited(learners):
             row = row_head(spec, "canaries", eps, delta, alpha)
-            why = None if runnable(spec) else NOT_RUNNABLE
+            why = NOT_RUNNABLE if on_images(spec) else None
             z_in: list[float] = []
             z_out: list[float] = []
             read_counts = set()

@@ -1,12 +1,13 @@
 """The exposure part of the privacy audit (rule ``privacy_audit_part``, parts ``exposure`` and
-``exposure-active``): every registered learner on cached features runs its ordinary code on the audit's
-data set (:mod:`.audit_runs`, every DP-SGD rate 1) while the mechanism primitives report every release
+``exposure-active``): every registered learner runs its ordinary code on the audit's data set
+(:mod:`.audit_runs`, every DP-SGD rate 1; the learners on images, FiLM, get each record as an image of its
+own and a tiny public backbone) while the mechanism primitives report every release
 (:mod:`dpcl.privacy.releases`); each record's reads are counted and compared with the run's own verified
 ledger (:func:`dpcl.audits.exposure.check_exposure`). A read identifies its record by content (distinct
-feature rows); at rate 1 the count is exact, so a read the ledger does not account for fails the row
-outright. The label method is Base Dataset (a data-independent label space), so the training budget is
-the whole ε. A job the harness cannot run yet gets a row that says so, never a silent skip. DP active
-learning gets a row per group of one run's ledger (:func:`active_exposure_rows`).
+feature rows or images); at rate 1 the count is exact, so a read the ledger does not account for fails
+the row outright. The label method is Base Dataset (a data-independent label space), so the training
+budget is the whole ε. DP active learning gets a row per group of one run's ledger
+(:func:`active_exposure_rows`).
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ import numpy as np
 from ..seeding import rng
 from .audit_runs import (
     CLASSES_PER_TASK,
+    IMAGE_SIZE,
     N_TASKS,
-    NOT_RUNNABLE,
     PER_CLASS,
     AuditData,
     audit_data,
+    audit_images,
     audit_target,
     audited,
+    on_images,
     projected_dims,
     row_head,
     run_audited,
-    runnable,
 )
 
 
@@ -49,6 +51,23 @@ def _index(data: AuditData):
     return index
 
 
+#: how the setting column names the learners on images' variant of the audit data
+IMAGES_NOTE = f" (each an image of its own, {IMAGE_SIZE} px, a random-init ViT of one block)"
+
+
+def _image_index(data: AuditData):
+    """The records as the learners on images (FiLM) read them: each its own image (:func:`audit_images`)."""
+    from ..audits.exposure import RecordIndex
+
+    index = RecordIndex()
+    images, _ = audit_images(data)
+    ids = data.train[2]
+    for t, task_ids in enumerate(data.scenario.train_indices):
+        rows = np.searchsorted(ids, task_ids)
+        index.add(images[rows].reshape(len(rows), -1), task_ids, t)
+    return index
+
+
 def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, learners=None) -> list[dict]:
     """One row per registered learner (or per name in ``learners``) per finite ε in ``epsilons``: the
     exposure check of one Base Dataset run on the audit data (module docstring)."""
@@ -57,14 +76,12 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
 
     data = audit_data(seed)
     index = _index(data)
+    image_index = _image_index(data)
     rows = []
     for eps in [e for e in epsilons if math.isfinite(e)]:
         labels = data.labels(eps, delta)
         for spec in audited(learners):
             row = row_head(spec, "exposure", eps, delta, alpha)
-            if not runnable(spec):
-                rows.append(row | {"verdict": f"not auditable: {NOT_RUNNABLE}", "setting": ""})
-                continue
             with releases.recording() as rec:
                 privacy = run_audited(spec.name, data, labels, audit_target(eps, delta))
             if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
@@ -73,14 +90,16 @@ def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, lea
                     "",
                 )
             else:
-                result = check_exposure(rec.releases, privacy, index, alpha=alpha)
+                result = check_exposure(
+                    rec.releases, privacy, image_index if on_images(spec) else index, alpha=alpha
+                )
                 verdict, summary = result.verdict, result.summary()
             rows.append(
                 row
                 | {
                     "verdict": verdict,
-                    "setting": f"{N_TASKS} tasks x {CLASSES_PER_TASK * PER_CLASS} records, every rate 1, "
-                    f"Base Dataset; {summary}",
+                    "setting": f"{N_TASKS} tasks x {CLASSES_PER_TASK * PER_CLASS} records"
+                    f"{IMAGES_NOTE if on_images(spec) else ''}, every rate 1, Base Dataset; {summary}",
                 }
             )
     return rows

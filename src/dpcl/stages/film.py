@@ -1,11 +1,11 @@
 """Stages of ``workflow/rules/film.smk``: the FiLM learners ([LabelSpace] Alg. 2 with FiLM, App. F.1 baselines).
 
-The PEFT ensemble's members are independent given the released label spaces; one job per
-run trains them one after the other (:func:`film_members_stage`, one GPU, the data and the
-backbone loaded once; the paper grid's 1,160 runs keep a cluster busy) and then aggregates them
-(:func:`film_eval_stage`, in the same job). The
-Naive and Non-CL baselines are sequential / single models: one job per run
-(:func:`film_baseline_stage`). Members are stored as FiLM values + head only
+Every FiLM learner implements the learner contract (:mod:`dpcl.learners.api`) on images: one job per
+run (:func:`film_run_stage`) loads the backbone, its preprocessing and the tasks' images once, hands them
+to the learner's ``run`` (:class:`FilmJob`, :func:`film_inputs`) and writes what it returns. The PEFT
+ensemble's members are independent given the released label spaces; its job trains them one after the
+other and then aggregates them (the paper grid's 1,160 runs keep a cluster busy). The Naive, Non-CL and
+DP-A-GEM baselines are sequential / single models. Members are stored as FiLM values + head only
 (:class:`dpcl.training.film.FilmMember`), never as backbone copies.
 
 Privacy bookkeeping is the head learners': the run's ledger starts from the label file's
@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,6 @@ from ..io import log, read_json, write_json, write_npz
 from .common import (
     NON_PRIVATE,
     config_target,
-    finish_run,
-    hyperparameters_note,
-    release_rng,
     resolve_dpsgd,
     write_run,
 )
@@ -85,14 +83,6 @@ def _test_sets(dataset: str, root, dataset_cfg: dict, scenario: Scenario, labels
     return out
 
 
-def _noise(labels: dict, cfg):
-    from ..learners.peft import dpsgd_noise
-
-    tb = labels["training_budget"]
-    eps = math.inf if tb["epsilon"] == "inf" else float(tb["epsilon"])
-    return dpsgd_noise(eps, float(tb["delta"]), cfg)
-
-
 def _refuse_permuted(sc: Scenario) -> None:
     """FiLM trains on images; the 'permuted' scenario permutes cached feature dimensions."""
     if sc.feature_permutation:
@@ -110,260 +100,143 @@ def _backbone_key(backbone_name: str | None, backbone_cfg: dict) -> str:
     return backbone_name or json.dumps(backbone_cfg, sort_keys=True, default=str)
 
 
-def _rng_for(learner: str, labels: dict, backbone: str):
-    return lambda t: release_rng(labels, backbone, learner, t, "dpsgd")
+@dataclass(frozen=True, kw_only=True)
+class FilmJob:
+    """What a FiLM job gives its learner's run (:attr:`dpcl.learners.api.RunInputs.job`): the backbone with
+    its normalisation statistics frozen (:func:`load_film_backbone`) and its preprocessing, the run's
+    DP-SGD config (the tuning result scaled to the learner's training set, App. D.1, or the ``dpsgd``
+    block overridden by ``film.dpsgd``), the tuning protocol (None: untuned), the ensemble's aggregation
+    rule, the config's ``agem`` block (for a learner that declares it), the physical batch and the
+    device."""
+
+    backbone: Any
+    pre: Any  #: the backbone's :class:`dpcl.backbones.Preprocessing`
+    dpsgd_cfg: dict
+    protocol: str | None = None
+    aggregation: str = "argmax"
+    agem_cfg: dict = field(default_factory=dict)
+    physical_batch: int = 32
+    device: str = "auto"
+    progress: bool = False  #: per-step progress in the job's log
 
 
-def film_member_stage(
+def film_inputs(
+    learner: str,
+    *,
     dataset: str,
     root: str | Path,
     dataset_cfg: dict,
-    backbone_cfg: dict,
-    *,
-    learner: str,
-    scenario_path: str | Path,
-    labels_path: str | Path,
-    task: int,
-    dpsgd_cfg: dict,
-    physical_batch: int,
-    device: str,
-    out_member: str | Path,
-    out_record: str | Path,
-    tuned_path: str | Path | None = None,
-    backbone_name: str | None = None,
-) -> None:
-    """Train PEFT-ensemble member ``task`` of one run (FiLM + head over O_t) with DP-SGD
-    (hyperparameters from ``tuned_path`` when given, see :func:`dpcl.stages.common.resolve_dpsgd`).
+    scenario: Scenario,
+    labels: dict,
+    backbone_key: str,
+    job: FilmJob,
+    options: dict | None = None,
+):
+    """The :class:`~dpcl.learners.api.RunInputs` of one FiLM run (:func:`dpcl.stages.learner.contract_inputs`):
+    per task the images of R_t^task(D_t) (as the data set stores them) with their labels and sample ids,
+    the test sets' images with their evaluation labels, and the run's noise streams keyed by
+    ``backbone_key``."""
+    from .learner import contract_inputs
 
-    The member record is an intermediate file marked non-private: it holds the raw training
-    record (sample count, clipped fraction, batch size, time); the evaluation job splits it
-    into the ledger's public entry and the run's diagnostics."""
-    run = _MemberRun(
-        learner,
-        dataset,
-        root,
-        dataset_cfg,
-        backbone_cfg,
-        scenario_path,
-        labels_path,
-        dpsgd_cfg,
-        tuned_path,
-        backbone_name,
-    )
-    if not 0 <= task < run.n_tasks:
-        raise ValueError(f"task {task} outside the scenario's {run.n_tasks} tasks")
-    run.train(task, physical_batch, device, out_member, out_record)
-
-
-def film_members_stage(
-    dataset: str,
-    root: str | Path,
-    dataset_cfg: dict,
-    backbone_cfg: dict,
-    *,
-    learner: str,
-    scenario_path: str | Path,
-    labels_path: str | Path,
-    dpsgd_cfg: dict,
-    physical_batch: int,
-    device: str,
-    out_dir: str | Path,
-    tuned_path: str | Path | None = None,
-    backbone_name: str | None = None,
-) -> list[Path]:
-    """Every member of one run, in one process: ``out_dir/task{t}.npz`` and ``task{t}.json`` for
-    each task t, exactly as :func:`film_member_stage` writes them one by one (the same data,
-    noise streams and files), loading the images, the backbone and σ once. The workflow runs
-    one such job per run: 1,160 jobs for the paper grid's 9,800 members rather than 9,800."""
-    run = _MemberRun(
-        learner,
-        dataset,
-        root,
-        dataset_cfg,
-        backbone_cfg,
-        scenario_path,
-        labels_path,
-        dpsgd_cfg,
-        tuned_path,
-        backbone_name,
-    )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for t in range(run.n_tasks):
-        run.train(t, physical_batch, device, out_dir / f"task{t}.npz", out_dir / f"task{t}.json")
-        written += [out_dir / f"task{t}.npz", out_dir / f"task{t}.json"]
-    return written
-
-
-class _MemberRun:
-    """What every member of one PEFT FiLM run shares: scenario, label file, DP-SGD config and
-    noise, backbone and the tasks' images (loaded once)."""
-
-    def __init__(
-        self,
-        learner,
-        dataset,
-        root,
-        dataset_cfg,
-        backbone_cfg,
-        scenario_path,
-        labels_path,
-        dpsgd_cfg,
-        tuned_path,
-        backbone_name,
-    ) -> None:
-        from ..training.heads import DPSGDConfig
-
-        self.sc = Scenario.from_dict(read_json(scenario_path))
-        _refuse_permuted(self.sc)
-        self.labels = read_json(labels_path)
-        self.n_tasks = len(self.sc.train_indices)
-        dpsgd_cfg, self.protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, self.labels["epsilon_tag"], learner)
-        self.cfg = DPSGDConfig.from_block(dpsgd_cfg)
-        self.noise = _noise(self.labels, self.cfg)
-        self.backbone, self.pre = load_film_backbone(backbone_cfg)
-        _, self.tasks = _task_images(dataset, root, dataset_cfg, self.sc)
-        self.learner = learner
-        self.rng_for = _rng_for(learner, self.labels, _backbone_key(backbone_name, backbone_cfg))
-
-    def train(self, task: int, physical_batch: int, device: str, out_member, out_record) -> None:
-        from ..training.film import train_film
-
-        labels, cfg, noise = self.labels, self.cfg, self.noise
-        x, y = self.tasks[task]
-        o_t = sorted(labels["tasks"][task]["labels"])
+    _, tasks = _task_images(dataset, root, dataset_cfg, scenario)
+    spaces = [sorted(t["labels"]) for t in labels["tasks"]]
+    task_data = []
+    for (x, y), o_t, ids in zip(tasks, spaces, scenario.train_indices, strict=True):
         keep, y_kept = remap_task_data(y, o_t, labels.get("remap"))  # R_t^task(D_t), Eq. 8
-        rows = np.searchsorted(np.asarray(o_t, dtype=np.int64), y_kept)
-        t0 = time.perf_counter()
-        member, info = train_film(
-            self.backbone,
-            x[keep],
-            rows,
-            len(o_t),
-            cfg,
-            noise_multiplier=float(noise["noise_multiplier"]),
-            rng=self.rng_for(task),
-            pre=self.pre,
-            physical_batch=physical_batch,
-            device=device,
-            progress=True,
-        )
-        record = {
-            "non_private": NON_PRIVATE,
-            **noise,
-            **info,
-            "data": f"images of R_task(D_{task})",
-            "samples": int(keep.sum()),
-            "labels": o_t,
-            "lr": cfg.lr,
-            "tuned": self.protocol is not None,
-        }
-        log(
-            f"{self.learner} seed {self.sc.seed} eps {labels['epsilon_tag']} {labels['method']} task {task}: "
-            f"{info['steps']} steps, σ = {noise['noise_multiplier']:.4g} ({time.perf_counter() - t0:.1f} s)"
-        )
-        write_npz(out_member, **member.to_arrays())
-        write_json(out_record, record)
+        task_data.append((x[keep], y_kept, np.asarray(ids, dtype=np.int64)[keep]))
+    return contract_inputs(
+        learner,
+        task_data=task_data,
+        spaces=spaces,
+        test_sets=_test_sets(dataset, root, dataset_cfg, scenario, labels),
+        scenario=scenario,
+        labels=labels,
+        options=options,
+        backbone=backbone_key,
+        job=job,
+    )
 
 
-def film_eval_stage(
+def film_run_stage(
+    learner: str,
     dataset: str,
     root: str | Path,
     dataset_cfg: dict,
     backbone_cfg: dict,
     *,
-    learner: str,
     scenario_path: str | Path,
     labels_path: str | Path,
-    member_paths: list[str | Path],
-    record_paths: list[str | Path],
     dpsgd_cfg: dict,
-    aggregation: str,
+    physical_batch: int,
     device: str,
     out_metrics: str | Path,
     out_privacy: str | Path,
-    tuned_path: str | Path | None = None,
-    targets: dict | None = None,
     out_diagnostics: str | Path | None = None,
+    out_model: str | Path | None = None,
+    out_members: str | Path | None = None,
+    tuned_path: str | Path | None = None,
+    agem_cfg: dict | None = None,
+    aggregation: str = "argmax",
+    targets: dict | None = None,
+    backbone_name: str | None = None,
 ) -> None:
-    """Evaluate a PEFT FiLM ensemble after every task with every aggregation rule (Eq. 11, App. D.2);
-    checks that every member was trained with the run's DP-SGD config (tuned or configured)."""
-    from ..learners.aggregation import RULES, EnsembleVotes
-    from ..metrics import accuracy_matrix
-    from ..training.film import FilmMember, film_logits_each
-    from ..training.heads import DPSGDConfig
+    """One run of a FiLM learner (jobs ``film_peft`` and ``film_baseline``) through its ``run`` function
+    (the learner contract, :func:`dpcl.stages.learner.run_contract`; hyperparameters from ``tuned_path``
+    when given, see :func:`dpcl.stages.common.resolve_dpsgd`; ``agem_cfg`` is the config's ``agem``
+    block, for a learner that declares it). Writes the run's metrics, privacy ledger (verified) and
+    diagnostics; an ensemble's members to ``out_members`` (``task{t}.npz``: FiLM values + head, and
+    ``task{t}.json``: its raw training record, marked non-private), a single model to ``out_model``."""
+    from ..learners import registry
+    from .learner import run_contract
 
+    spec = registry.get(learner)
+    if spec.job not in registry.FILM_JOBS:
+        raise ValueError(f"learner {learner!r} is run by the {spec.job!r} job, not by a FiLM job")
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
-    n_tasks = len(sc.train_indices)
-    if len(member_paths) != n_tasks or len(record_paths) != n_tasks:
-        raise ValueError(
-            f"expected {n_tasks} members and records, got {len(member_paths)} and {len(record_paths)}"
-        )
-    records = [read_json(p) for p in record_paths]
     dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-    cfg = DPSGDConfig.from_block(dpsgd_cfg)
-    for t, rec in enumerate(records):
-        if sorted(rec["labels"]) != sorted(labels["tasks"][t]["labels"]):
-            raise ValueError(f"member {t} was trained over another label space than the run's label file")
-        want = {
-            "sample_rate": cfg.sample_rate,
-            "steps": cfg.steps,
-            "clip": cfg.clip,
-            "normaliser": cfg.normaliser,
-            "lr": cfg.lr,
-        }
-        used = {k: float(rec[k]) if k in rec else None for k in want}  # JSON writes inf as "inf"
-        if used != want:
-            raise ValueError(
-                f"member {t} was trained with {used}, but the run's DP-SGD config ({'configured' if protocol is None else 'tuned'}) "
-                f"is {want}; rerun its film_ensemble job"
-            )
     backbone, pre = load_film_backbone(backbone_cfg)
-    members = []
-    for p in member_paths:
-        with np.load(p) as z:
-            members.append(FilmMember.from_arrays({k: z[k] for k in z.files}))
-    spaces = [np.asarray(sorted(t["labels"]), dtype=np.int64) for t in labels["tasks"]]
-    tests = _test_sets(dataset, root, dataset_cfg, sc, labels)
-    # test set i after task t: members 0..t. Member t joins every test set's votes at task t (a
-    # test set seen later has members 0..t already when it is first scored): each member's
-    # values are swapped in once and its logits on a test set computed once
-    votes = [EnsembleVotes(len(xt)) for xt, _ in tests]
-    by_rule: dict[str, list[list[np.ndarray]]] = {rule: [] for rule in RULES}
-    for t in range(n_tasks):
-        sets = film_logits_each(backbone, members[t], [xt for xt, _ in tests], pre, device=device)
-        for i, z in enumerate(sets):
-            votes[i].add(z, spaces[t])
-        for rule in RULES:
-            by_rule[rule].append([votes[i].predict(rule) for i in range(t + 1)])
-    test_y = [y for _, y in tests]
-    accs = {rule: accuracy_matrix(p, test_y) for rule, p in by_rule.items()}
-    extra = {
-        "noise_multiplier": records[0]["noise_multiplier"],
-        "dpsgd": dpsgd_cfg,
-        "tuned": protocol is not None,
-        "aggregation": aggregation,
-        "acc_by_aggregation": accs,
-        "final_accuracy_by_aggregation": {r: float(np.nanmean(a[-1])) for r, a in accs.items()},
-        "trainable_parameters": [r["trainable_parameters"] for r in records],
-    }
-    metrics, privacy, diag = finish_run(
-        learner,
-        labels,
-        int(sc.seed),
-        by_rule[aggregation],
-        records,
-        test_y,
-        extra=extra,
-        target=config_target(labels, targets),
-        hyperparameters=hyperparameters_note(dpsgd_cfg, protocol),
+    job = FilmJob(
+        backbone=backbone,
+        pre=pre,
+        dpsgd_cfg=dpsgd_cfg,
+        protocol=protocol,
+        aggregation=aggregation,
+        agem_cfg=dict(agem_cfg or {}) if "agem" in spec.config_blocks else {},
+        physical_batch=physical_batch,
+        device=device,
+        progress=True,
     )
+    inputs = film_inputs(
+        learner,
+        dataset=dataset,
+        root=root,
+        dataset_cfg=dataset_cfg,
+        scenario=sc,
+        labels=labels,
+        backbone_key=_backbone_key(backbone_name, backbone_cfg),
+        job=job,
+    )
+    t0 = time.perf_counter()
+    metrics, privacy, diag, result = run_contract(
+        inputs, labels=labels, target=config_target(labels, targets), job_name=spec.job
+    )
+    if result.members:
+        if out_members is None:
+            raise ValueError(f"learner {learner!r} returned ensemble members: its job must name out_members")
+        out_dir = Path(out_members)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for t, (arrays, record) in enumerate(zip(result.members, result.records, strict=True)):
+            write_npz(out_dir / f"task{t}.npz", **arrays)
+            write_json(out_dir / f"task{t}.json", {"non_private": NON_PRIVATE, **record})
+    if out_model is not None:
+        if result.model is None:
+            raise ValueError(f"learner {learner!r} returned no model for {out_model}")
+        write_npz(out_model, **result.model)
     log(
         f"{learner} seed {sc.seed} eps {labels['epsilon_tag']} {labels['method']}: final acc "
-        f"{100 * metrics['final_accuracy']:.1f} % ({aggregation})"
+        f"{100 * metrics['final_accuracy']:.1f} % ({time.perf_counter() - t0:.1f} s)"
     )
     write_run(
         {"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics},
@@ -371,130 +244,6 @@ def film_eval_stage(
         privacy,
         diag,
     )
-
-
-@dataclass(frozen=True, kw_only=True)
-class BaselineRun:
-    """One FiLM baseline run (job ``film_baseline``) as :func:`film_baseline_stage` hands it to the
-    learner's stage function (:attr:`LearnerSpec.stage`)."""
-
-    dataset: str
-    root: str | Path
-    dataset_cfg: dict
-    backbone_cfg: dict
-    scenario: Scenario
-    labels: dict
-    cfg: object  #: the run's DPSGDConfig (tuned or configured)
-    dpsgd_cfg: dict  #: its config block, as privacy.json records it
-    protocol: str | None  #: the tuning protocol, None when untuned
-    agem_cfg: dict  #: the config's agem block (only a learner that declares it gets it)
-    physical_batch: int
-    device: str
-    out: dict  #: {metrics, privacy, diagnostics} paths
-    out_model: str | Path
-    target: object  #: the config's (ε, δ) of the run
-    backbone_key: str  #: names the backbone in the noise streams' keys
-
-    @property
-    def seed(self) -> int:
-        return int(self.scenario.seed)
-
-    def backbone(self):
-        """(backbone with frozen normalisation statistics, its preprocessing): :func:`load_film_backbone`."""
-        return load_film_backbone(self.backbone_cfg)
-
-    def noise(self) -> dict:
-        """The run's DP-SGD noise (σ for its training budget and config)."""
-        return _noise(self.labels, self.cfg)
-
-    def rng_for(self, learner: str, *, part: bool = False):
-        """The noise streams of ``learner``'s run: ``rng_for(t)`` for task t's DP-SGD, or with ``part``
-        ``rng_for(t, part)`` for one named mechanism of task t."""
-        if part:
-            return lambda t, name: release_rng(self.labels, self.backbone_key, learner, t, name)
-        return _rng_for(learner, self.labels, self.backbone_key)
-
-    def finish(self, learner: str, preds, records, test_y, **kw) -> tuple[dict, dict, dict]:
-        """(metrics, verified privacy ledger, diagnostics): :func:`dpcl.stages.common.finish_run`."""
-        return finish_run(learner, self.labels, self.seed, preds, records, test_y, target=self.target, **kw)
-
-    def note(self, search: str | None = None) -> dict:
-        """privacy.json's account of the run's hyperparameters (:func:`dpcl.stages.common.hyperparameters_note`)."""
-        if search is None:
-            return hyperparameters_note(self.dpsgd_cfg, self.protocol)
-        return hyperparameters_note(self.dpsgd_cfg, self.protocol, search)
-
-    def write(self, model: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
-        """model.npz (``model``: its arrays), then the run's privacy, diagnostics and metrics files."""
-        write_npz(self.out_model, **model)
-        write_run(self.out, metrics, privacy, diagnostics)
-
-    def task_data(self, *, with_ids: bool = False):
-        """(label spaces, per-task R_task(D_t) images and rows [and sample ids], the test sets)."""
-        _, tasks = _task_images(self.dataset, self.root, self.dataset_cfg, self.scenario)
-        spaces = [sorted(t["labels"]) for t in self.labels["tasks"]]
-        data = []
-        for (x, y), o_t, ids in zip(tasks, spaces, self.scenario.train_indices, strict=True):
-            keep, y_kept = remap_task_data(y, o_t, self.labels.get("remap"))
-            data.append(
-                (x[keep], y_kept, np.asarray(ids, dtype=np.int64)[keep]) if with_ids else (x[keep], y_kept)
-            )
-        return spaces, data, _test_sets(self.dataset, self.root, self.dataset_cfg, self.scenario, self.labels)
-
-
-def film_baseline_stage(
-    learner: str,
-    dataset: str,
-    root: str | Path,
-    dataset_cfg: dict,
-    backbone_cfg: dict,
-    *,
-    scenario_path: str | Path,
-    labels_path: str | Path,
-    dpsgd_cfg: dict,
-    physical_batch: int,
-    device: str,
-    out_metrics: str | Path,
-    out_privacy: str | Path,
-    out_model: str | Path,
-    tuned_path: str | Path | None = None,
-    agem_cfg: dict | None = None,
-    targets: dict | None = None,
-    out_diagnostics: str | Path | None = None,
-    backbone_name: str | None = None,
-) -> None:
-    """One FiLM baseline run (registry job ``film_baseline``: a single model through, or over, all
-    tasks, e.g. Naive and Non-CL, App. F.1, or DP-A-GEM, App. D.4), made by the learner's registered
-    stage function (hyperparameters from ``tuned_path`` when given, see
-    :func:`dpcl.stages.common.resolve_dpsgd`; ``agem_cfg`` is the config's ``agem`` block, for a learner
-    that declares it)."""
-    from ..learners.registry import stage_function
-    from ..training.heads import DPSGDConfig
-
-    stage = stage_function(learner, "film_baseline")
-    sc = Scenario.from_dict(read_json(scenario_path))
-    _refuse_permuted(sc)
-    labels = read_json(labels_path)
-    dpsgd_cfg, protocol = resolve_dpsgd(dpsgd_cfg, tuned_path, labels["epsilon_tag"], learner)
-    run = BaselineRun(
-        dataset=dataset,
-        root=root,
-        dataset_cfg=dataset_cfg,
-        backbone_cfg=backbone_cfg,
-        scenario=sc,
-        labels=labels,
-        cfg=DPSGDConfig.from_block(dpsgd_cfg),
-        dpsgd_cfg=dpsgd_cfg,
-        protocol=protocol,
-        agem_cfg=agem_cfg or {},
-        physical_batch=physical_batch,
-        device=device,
-        out={"metrics": out_metrics, "privacy": out_privacy, "diagnostics": out_diagnostics},
-        out_model=out_model,
-        target=config_target(labels, targets),
-        backbone_key=_backbone_key(backbone_name, backbone_cfg),
-    )
-    stage(run, learner=learner)
 
 
 def tune_film_stage(

@@ -1,10 +1,11 @@
-"""The stage that makes one run of any learner on cached features: it builds the learner's
-:class:`~dpcl.learners.api.RunInputs` from the cached features and the run's label file, calls the
-learner's ``run`` (the learner contract, :mod:`dpcl.learners.api`), and turns the
-:class:`~dpcl.learners.api.RunResult` into the run's metrics, its verified privacy ledger and its
-non-private diagnostics (:func:`dpcl.stages.common.finish_run`). Every job on cached features
-(``prototypes``, ``heads``, ``agem``, ``projected``, ``features``) and the privacy audits' runs
-(:mod:`dpcl.stages.audit_runs`) go through :func:`run_learner`.
+"""The stage that makes one run of any learner: it builds the learner's
+:class:`~dpcl.learners.api.RunInputs` from the run's data and label file, calls the learner's ``run`` (the
+learner contract, :mod:`dpcl.learners.api`), and turns the :class:`~dpcl.learners.api.RunResult` into the
+run's metrics, its verified privacy ledger and its non-private diagnostics
+(:func:`dpcl.stages.common.finish_run`). Every job on cached features (``prototypes``, ``heads``, ``agem``,
+``projected``, ``features``) goes through :func:`run_learner`, the FiLM jobs on images
+(:mod:`dpcl.stages.film`) and the privacy audits' runs (:mod:`dpcl.stages.audit_runs`) through
+:func:`run_contract`.
 
 This module also holds the ``features`` job of ``workflow/rules/learners.smk``: a learner that brings its
 own ``run`` function (a user's, config ``learner_modules``), over every (ε, label method) of one seed.
@@ -55,24 +56,25 @@ class SeedJob:
     threads: int | None = None
 
 
-def run_inputs(
+def contract_inputs(
     learner: str,
     *,
-    train,
-    test,
+    task_data,
+    spaces,
+    test_sets,
     scenario,
     labels: dict,
     options: dict | None = None,
     backbone: str = "features",
     job: Any = None,
 ):
-    """The :class:`~dpcl.learners.api.RunInputs` of one run of ``learner`` on cached features: each task's
-    R_t^task(D_t) with O_t (:func:`dpcl.stages.common.task_inputs`), the public test sets, the training
-    budget the label file left, the run's noise streams (keyed by the data, ``backbone``, learner, ε,
-    label method, task and mechanism: :func:`dpcl.stages.common.release_rng`), ``options`` and ``job``."""
+    """The :class:`~dpcl.learners.api.RunInputs` of one run of ``learner``: each task's R_t^task(D_t)
+    (``task_data[t]`` = (rows, labels, sample ids), features or images) with O_t (``spaces[t]``), the public
+    ``test_sets``, the training budget the label file left, the run's noise streams (keyed by the data,
+    ``backbone``, learner, ε, label method, task and mechanism: :func:`dpcl.stages.common.release_rng`),
+    ``options`` and ``job``."""
     from ..learners.api import RunInputs, TaskData
 
-    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
     tb = labels["training_budget"]
     return RunInputs(
         learner=learner,
@@ -100,7 +102,7 @@ def run_inputs(
     )
 
 
-def run_learner(
+def run_inputs(
     learner: str,
     *,
     train,
@@ -108,39 +110,51 @@ def run_learner(
     scenario,
     labels: dict,
     options: dict | None = None,
-    target=None,
     backbone: str = "features",
     job: Any = None,
-    job_name: str | None = None,
-) -> tuple[dict, dict, dict, dict | None]:
-    """One run of ``learner`` on cached features through its ``run`` function: (metrics, verified privacy
-    ledger, non-private diagnostics, model arrays or None). ``job_name``, if given, is checked to be the
-    registry job that runs the learner; ``target`` is the config's (ε, δ) (None: the label file's)."""
-    from ..learners import registry
-
-    run = registry.run_function(learner, job_name)
-    inputs = run_inputs(
+):
+    """The :class:`~dpcl.learners.api.RunInputs` of one run of ``learner`` on cached features
+    (:func:`contract_inputs` over :func:`dpcl.stages.common.task_inputs`)."""
+    spaces, task_data, test_sets = task_inputs(train, test, scenario, labels, with_ids=True)
+    return contract_inputs(
         learner,
-        train=train,
-        test=test,
+        task_data=task_data,
+        spaces=spaces,
+        test_sets=test_sets,
         scenario=scenario,
         labels=labels,
         options=options,
         backbone=backbone,
         job=job,
     )
+
+
+def run_contract(
+    inputs,
+    *,
+    labels: dict,
+    target=None,
+    job_name: str | None = None,
+):
+    """One run of ``inputs.learner`` through its ``run`` function: (metrics, verified privacy ledger,
+    non-private diagnostics, the :class:`~dpcl.learners.api.RunResult`). ``job_name``, if given, is
+    checked to be the registry job that runs the learner; ``target`` is the config's (ε, δ) (None: the
+    label file's)."""
+    from ..learners import registry
+
+    run = registry.run_function(inputs.learner, job_name)
     result = run(inputs)
     n = len(inputs.tasks)
     if len(result.predictions) != n or len(result.records) != n:
         raise ValueError(
-            f"learner {learner!r} returned {len(result.predictions)} prediction lists and "
+            f"learner {inputs.learner!r} returned {len(result.predictions)} prediction lists and "
             f"{len(result.records)} records for {n} tasks (one of each per task)"
         )
     hyperparameters = result.hyperparameters
     if hyperparameters is None:
-        hyperparameters = hyperparameters_note(dict(options or {}) or None, None)
+        hyperparameters = hyperparameters_note(dict(inputs.options) or None, None)
     metrics, privacy, diag = finish_run(
-        learner,
+        inputs.learner,
         labels,
         inputs.seed,
         result.predictions,
@@ -154,6 +168,35 @@ def run_learner(
         claim=result.claim,
     )
     privacy.update(result.privacy_extra)
+    return metrics, privacy, diag, result
+
+
+def run_learner(
+    learner: str,
+    *,
+    train,
+    test,
+    scenario,
+    labels: dict,
+    options: dict | None = None,
+    target=None,
+    backbone: str = "features",
+    job: Any = None,
+    job_name: str | None = None,
+) -> tuple[dict, dict, dict, dict | None]:
+    """One run of ``learner`` on cached features through its ``run`` function (:func:`run_contract`):
+    (metrics, verified privacy ledger, non-private diagnostics, model arrays or None)."""
+    inputs = run_inputs(
+        learner,
+        train=train,
+        test=test,
+        scenario=scenario,
+        labels=labels,
+        options=options,
+        backbone=backbone,
+        job=job,
+    )
+    metrics, privacy, diag, result = run_contract(inputs, labels=labels, target=target, job_name=job_name)
     return metrics, privacy, diag, result.model
 
 
