@@ -30,9 +30,11 @@ DELTA = 1e-5
 AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
 
 
-def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
+def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1, leak: bool = False):
     """train_agem_task's loop (same draws in the same order), with an optional bug in the buffer branch:
-    its noise scaled by ``ref_noise``, its clipping skipped, or ``rereads`` reads of the buffer a step."""
+    its noise scaled by ``ref_noise``, its clipping skipped, or ``rereads`` reads of the buffer a step; or
+    (``leak``) the head moved by g plus the train part's un-noised mean feature row, beside the correct
+    releases."""
 
     def train(head, x, y, buf_x, buf_y, cfg, *, sigma, q_ref, sigma_ref, gen, gen_ref, active):
         adam = Adam.for_head(head, cfg)  # the learners' own optimiser (not under test here)
@@ -52,6 +54,8 @@ def _task(*, ref_noise: float = 1.0, clip_ref: bool = True, rereads: int = 1):
                         clipped=clip_ref,
                     )
                 project_parts_([g_w, g_b], [r_w, r_b])
+            if leak:
+                g_w[0] += x.mean(axis=0)
             adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0}
 
@@ -110,11 +114,6 @@ def test_a_correct_learner_stays_at_or_below_its_claim_in_both_parts():
     [
         ("buffer noise at sigma/2", _task(ref_noise=0.5), 1.5),  # true μ: twice the claim
         ("buffer branch escaping clipping", _task(clip_ref=False), 10.0),  # the canary's norm is 100 C
-        (
-            "one buffer reread more than accounted",
-            _task(rereads=2),
-            1.0,
-        ),  # true μ: √2 times the claim (about 1.23)
     ],
 )
 def test_a_bug_in_the_buffer_branch_is_caught(monkeypatch, bug, variant, min_mu_ratio):
@@ -122,6 +121,16 @@ def test_a_bug_in_the_buffer_branch_is_caught(monkeypatch, bug, variant, min_mu_
     _, buffer = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)
     assert buffer["mu_lower_bound"] > min_mu_ratio * buffer["claimed_mu"], bug
     assert math.isfinite(buffer["epsilon_lower_bound"])
+
+
+def test_one_buffer_reread_more_than_accounted_breaks_the_public_schedule(monkeypatch):
+    """Two buffer releases a step: the update-integrity replay (one g and one g_ref a step from task 1 on)
+    finds a release outside the public schedule before any statistic (the exposure check counts it too)."""
+    from dpcl.audits.whitebox import UpdateIntegrityError
+
+    monkeypatch.setattr(agem_mod, "train_agem_task", _task(rereads=2))
+    with pytest.raises(UpdateIntegrityError, match="releases where the public schedule has"):
+        audit_whitebox(1.0, DELTA, audit={"whitebox_runs": 2, "whitebox_canaries": 80}, seed=1)
 
 
 def test_the_whole_task_in_the_buffer_is_refuted_on_the_train_part(monkeypatch):
@@ -163,3 +172,21 @@ def test_the_buffer_under_poisson_sampling_over_three_tasks(monkeypatch):
     monkeypatch.setattr(agem_whitebox, "run_agem_head", half_buffer_noise)
     (row,) = agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=POISSON, seed=1, alpha=0.05)
     assert row["epsilon_lower_bound"] > 1.1 * row["claimed_epsilon"]
+
+
+def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkeypatch):
+    """Every release correctly noised and reported, the head moved by g plus an un-noised statistic of the
+    train part: the replay of Adam over the reports (per task, g projected on g_ref) does not reach the
+    trained head, so the audit raises before any statistic; the correct loop passes the replay, under
+    rate 1 and under Poisson sampling over three tasks."""
+    from dpcl.audits.whitebox import UpdateIntegrityError
+    from dpcl.learners import agem_whitebox
+
+    small = {"whitebox_runs": 2, "whitebox_canaries": 80, "whitebox_poisson_runs": 2}
+    monkeypatch.setattr(agem_mod, "train_agem_task", _task())
+    assert len(audit_whitebox(1.0, DELTA, audit=small, seed=0)) == 3  # both parts and the Poisson row
+    monkeypatch.setattr(agem_mod, "train_agem_task", _task(leak=True))
+    with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
+        audit_whitebox(1.0, DELTA, audit=small, seed=0)
+    with pytest.raises(UpdateIntegrityError):
+        agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=small, seed=0, alpha=0.05)

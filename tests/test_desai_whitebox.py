@@ -1,7 +1,8 @@
 """White-box audit of Desai et al. as published (dpcl.learners.desai_whitebox) on its own run_desai_head:
 a correct implementation stays at or below what its ledger states for each part (ε at δ and μ = 1/σ of
-Lemma 2's one σ) and reaches 70 % of that μ; noise at σ/2 on g_ref, a train branch that escapes clipping
-and g_ref read twice a step are caught at the published claim ε = 1 (a μ bound above the ledger's μ).
+Lemma 2's one σ) and reaches 70 % of that μ; noise at σ/2 on g_ref and a train branch that escapes
+clipping are caught at the published claim ε = 1 (a μ bound above the ledger's μ); g_ref read twice a
+step, and a head moved by anything but its releases, fail the update-integrity replay.
 
 The broken variants live here only: a copy of train_desai_task's loop whose correct form is first checked
 to release exactly what train_desai_task releases, then the bug, swapped in for the real function while
@@ -31,9 +32,11 @@ DELTA = 1e-5
 AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 4000}
 
 
-def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
+def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1, leak: bool = False):
     """train_desai_task's loop (same draws in the same order), with an optional bug: g_ref's noise scaled
-    by ``ref_noise``, the train branch's clipping skipped, or ``rereads`` draws of g_ref a step."""
+    by ``ref_noise``, the train branch's clipping skipped, or ``rereads`` draws of g_ref a step; or
+    (``leak``) the head moved by g plus the train part's un-noised mean feature row, beside the correct
+    releases."""
 
     def train(head, x, y, blocks, cfg, *, sigma, q_ref, gen, gen_ref, gen_choice, active):
         adam = Adam.for_head(head, cfg)  # the learners' own optimiser (not under test here)
@@ -48,6 +51,8 @@ def _task(*, ref_noise: float = 1.0, clip_train: bool = True, rereads: int = 1):
                         head, blocks[s][0], blocks[s][1], q_ref, cfg.clip, ref_noise * sigma, gen_ref, active
                     )
                 project_parts_([g_w, g_b], [r_w, r_b])
+            if leak:
+                g_w[0] += x.mean(axis=0)
             adam.step([g_w, g_b])
         return {"mean_clipped_fraction": 0.0, "projected_fraction": 0.0, "block_counts": [0] * len(blocks)}
 
@@ -119,7 +124,6 @@ def test_a_correct_implementation_stays_at_or_below_its_ledger_in_both_parts():
     [
         ("g_ref noise at sigma/2", _task(ref_noise=0.5), 1, 1.5),  # true μ: twice the ledger's
         ("train branch escaping clipping", _task(clip_train=False), 0, 10.0),  # the canary's norm is 100 C
-        ("g_ref drawn twice a step", _task(rereads=2), 1, 1.0),  # true μ: √2 times the ledger's
     ],
 )
 def test_a_bug_is_caught_at_the_published_claim_eps_1(monkeypatch, bug, variant, part, min_mu_ratio):
@@ -127,6 +131,16 @@ def test_a_bug_is_caught_at_the_published_claim_eps_1(monkeypatch, bug, variant,
     row = audit_whitebox(1.0, DELTA, audit=AUDIT, seed=1)[part]
     assert row["mu_lower_bound"] > min_mu_ratio * row["claimed_mu"], bug
     assert math.isfinite(row["epsilon_lower_bound"])
+
+
+def test_g_ref_drawn_twice_a_step_breaks_the_public_schedule(monkeypatch):
+    """Two g_ref releases a step: the update-integrity replay finds a release outside the public schedule
+    before any statistic (the exposure check counts it too)."""
+    from dpcl.audits.whitebox import UpdateIntegrityError
+
+    monkeypatch.setattr(desai_mod, "train_desai_task", _task(rereads=2))
+    with pytest.raises(UpdateIntegrityError, match="releases where the public schedule has"):
+        audit_whitebox(1.0, DELTA, audit={"whitebox_runs": 2, "whitebox_canaries": 80}, seed=1)
 
 
 def test_the_mini_memory_under_poisson_sampling_and_the_block_choice(monkeypatch):
@@ -151,3 +165,21 @@ def test_the_mini_memory_under_poisson_sampling_and_the_block_choice(monkeypatch
     )
     (row,) = desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=audit, seed=1, alpha=0.05)
     assert row["epsilon_lower_bound"] > row["claimed_epsilon"]
+
+
+def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkeypatch):
+    """Every release correctly noised and reported, the head moved by g plus an un-noised statistic of the
+    train part: the replay of Adam over the reports (per task, g projected on g_ref) does not reach the
+    trained head, so the audit raises before any statistic; the correct loop passes the replay, under
+    rate 1 and under Poisson sampling over three tasks."""
+    from dpcl.audits.whitebox import UpdateIntegrityError
+    from dpcl.learners import desai_whitebox
+
+    small = {"whitebox_runs": 2, "whitebox_canaries": 80, "whitebox_poisson_runs": 2}
+    monkeypatch.setattr(desai_mod, "train_desai_task", _task())
+    assert len(audit_whitebox(1.0, DELTA, audit=small, seed=0)) == 3  # both parts and the Poisson row
+    monkeypatch.setattr(desai_mod, "train_desai_task", _task(leak=True))
+    with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
+        audit_whitebox(1.0, DELTA, audit=small, seed=0)
+    with pytest.raises(UpdateIntegrityError):
+        desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=small, seed=0, alpha=0.05)

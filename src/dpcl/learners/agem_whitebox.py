@@ -80,7 +80,8 @@ def audit_whitebox(
     ``audit["whitebox_canaries"] // 2`` canaries per part each."""
     noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
 
-    def train(data, *, rng_for, split_seed) -> None:
+    def train(data, *, rng_for, split_seed):
+        out: dict = {}
         run_agem_head(
             data,
             [],
@@ -92,7 +93,9 @@ def audit_whitebox(
             noise_ref=noise_ref,
             rng_for=rng_for,
             split_seed=split_seed,
+            out=out,
         )
+        return out["head"]
 
     return audit_memory_parts(
         epsilon,
@@ -119,11 +122,13 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
     claim = task_records(0, n_tasks, cfg, agem, noise=noise, noise_ref=noise_ref, n_train=0, n_ref=0, info={})
     q_ref, sigma_ref = agem.ref_rate(cfg), float(noise_ref["noise_multiplier"])
 
-    def train(data, *, rng_for, split_seed) -> None:
+    def train(data, *, rng_for, split_seed):
+        out: dict = {}
         run_agem_head(
             data, [], POISSON_SPACES, 2 * n_tasks, cfg, agem, noise=noise, noise_ref=noise_ref,
-            rng_for=rng_for, split_seed=split_seed,
+            rng_for=rng_for, split_seed=split_seed, out=out,
         )  # fmt: skip
+        return out["head"]
 
     return audit_buffer_poisson(
         epsilon, delta, audit=audit, seed=seed, learner=LEARNER, train=train, sigma_ref=sigma_ref,
@@ -149,7 +154,9 @@ def audit_memory_parts(
     docstring), for DP-A-GEM and every learner that runs the same two-part mechanism (Desai et al.,
     :mod:`dpcl.learners.desai_whitebox`).
 
-    ``train(data, *, rng_for, split_seed)`` runs the learner's own training on the tasks ``data``
+    ``train(data, *, rng_for, split_seed)`` runs the learner's own training on the tasks ``data`` and returns
+    its trained head, whose update integrity is replayed over the reports (raises
+    :class:`~dpcl.audits.whitebox.UpdateIntegrityError`); it trains
     (features, labels, ids per task; labels in :data:`SPACES`, :data:`N_OUT` outputs, :data:`AUDIT_DPSGD`,
     :data:`AUDIT_AGEM`); every release it makes is reported by the mechanism primitive
     (:mod:`dpcl.privacy.releases`), not by the learner; ``sigmas[part]`` is the noise multiplier its
@@ -192,11 +199,12 @@ def audit_memory_parts(
             (xb[N_BASE:], yb[N_BASE:], np.arange(N_BASE, 2 * N_BASE)),
         ]
         with releases.recording(keep_values=True) as rec:  # every release, as its primitive made it
-            train(
+            head = train(
                 data,
                 rng_for=lambda t, part, key=key: rng(*key, "train", t, part),
                 split_seed=split_seed,
             )
+        _check_updates(rec.releases, head, AUDIT_DPSGD, N_TASKS)
         stat = {p: np.zeros(canaries) for p in PARTS}
         for p in PARTS:
             # the releases that read this part's canaries, whatever the ledger says (one that also read
@@ -239,6 +247,18 @@ def audit_memory_parts(
             }
         )
     return rows
+
+
+def _check_updates(seen, head, cfg: DPSGDConfig, n_tasks: int) -> None:
+    """The trained head's update integrity over the releases the primitives reported
+    (:func:`dpcl.audits.integrity.memory_replay_mismatch`): raises
+    :class:`~dpcl.audits.whitebox.UpdateIntegrityError`."""
+    from ..audits.integrity import memory_replay_mismatch
+    from ..audits.whitebox import UpdateIntegrityError
+
+    why = memory_replay_mismatch(seen, (head.w, head.b), cfg, n_tasks=n_tasks)
+    if why is not None:
+        raise UpdateIntegrityError(why)
 
 
 def audit_buffer_poisson(
@@ -314,11 +334,14 @@ def audit_buffer_poisson(
             for t in range(1, n_tasks)
         ]
         with releases.recording(keep_values=True, keep_rows=False) as rec:
-            train(data, rng_for=lambda t, part, key=key: rng(*key, "train", t, part), split_seed=split_seed)
+            head = train(
+                data, rng_for=lambda t, part, key=key: rng(*key, "train", t, part), split_seed=split_seed
+            )
         if len(rec.releases) != len(schedule):
             raise RuntimeError(
                 f"the training released {len(rec.releases)} times, its public schedule has {len(schedule)}"
             )
+        _check_updates(rec.releases, head, cfg, n_tasks)
         stat = np.zeros(canaries)
         for release, (t, ref) in zip(rec.releases, schedule, strict=True):
             if not ref:

@@ -51,7 +51,8 @@ def audit_whitebox(
     noise = lemma2_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM.ref_rate(AUDIT_DPSGD))
     sigma = float(noise["noise_multiplier"])
 
-    def train(data, *, rng_for, split_seed) -> None:
+    def train(data, *, rng_for, split_seed):
+        out: dict = {}
         run_desai_head(
             data,
             [],
@@ -62,7 +63,9 @@ def audit_whitebox(
             noise=noise,
             rng_for=rng_for,
             split_seed=split_seed,
+            out=out,
         )
+        return out["head"]
 
     rows = audit_memory_parts(
         epsilon,
@@ -95,11 +98,13 @@ def buffer_poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int,
     claim = task_records(0, n_tasks, cfg, agem, noise=noise, n_train=0, n_ref=0, info={})
     sigma = float(noise["noise_multiplier"])
 
-    def train(data, *, rng_for, split_seed) -> None:
+    def train(data, *, rng_for, split_seed):
+        out: dict = {}
         run_desai_head(
             data, [], POISSON_SPACES, 2 * n_tasks, cfg, agem, noise=noise, rng_for=rng_for,
-            split_seed=split_seed,
+            split_seed=split_seed, out=out,
         )  # fmt: skip
+        return out["head"]
 
     return audit_buffer_poisson(
         epsilon, delta, audit=audit, seed=seed, learner=LEARNER, train=train, sigma_ref=sigma,
