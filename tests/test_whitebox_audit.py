@@ -259,6 +259,9 @@ def test_the_audit_table_from_its_parts_equals_the_table_computed_in_one_process
     names = audit_parts(cfg)
     assert names[:2] == ["mechanisms", "learners"] and {"dp-sgd-heads", "dp-a-gem", "fm-a-gem"} <= set(names)
     assert len(set(names)) == len(names)
+    # a white-box audit with a size key of its own runs no job while that key is 0 (FiLM's canaries)
+    assert "film-efficientnet-lite0" not in names
+    assert "film-efficientnet-lite0" in audit_parts(cfg | {"film_canaries": 100})
     privacy_audit(cfg, DELTA, tmp_path / "one.csv", tmp_path / "one.md")
     parts = {name: tmp_path / f"{name}.json" for name in names}
     for name in reversed(names):

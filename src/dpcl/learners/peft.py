@@ -48,7 +48,9 @@ FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
 HEADS_WHITEBOX = LearnerAudit(function="dpcl.audits.whitebox:audit_heads", name="DP-SGD heads")
 #: the white-box audit of train_film, which every FiLM learner runs (dpcl.audits.film: one run, many
 #: canaries, on the embedded EfficientNet-Lite0; off unless the config's audit.film_canaries > 0)
-FILM_WHITEBOX = LearnerAudit(function="dpcl.audits.film:audit_film", name="FiLM (EfficientNet-Lite0)")
+FILM_WHITEBOX = LearnerAudit(
+    function="dpcl.audits.film:audit_film", name="FiLM (EfficientNet-Lite0)", requires="film_canaries"
+)
 
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (

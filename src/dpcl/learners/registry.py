@@ -71,6 +71,9 @@ class LearnerAudit:
     function: str
     name: str
     tag: str = ""
+    #: a white-box audit's own size key in the config's audit block (e.g. "film_canaries"): the audit
+    #: makes no rows, and the table runs no job for it, while that key is 0 or absent ("": none)
+    requires: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -44,8 +44,8 @@ def _slug(name: str) -> str:
 def audit_parts(cfg: dict) -> list[str]:
     """The independent parts of the audit table, one job each in the workflow (``privacy_audit_part``),
     in table order: the mechanisms, the learners' canary audits (``learner_trials`` > 0) and one part per
-    white-box audit of the registry (``whitebox_runs`` > 0) over every claimed ε, named by its audit's
-    name (an audit's ε-independent setting, such as FiLM's canary gradients, is computed once per part)."""
+    white-box audit of the registry (``whitebox_runs`` > 0, and the audit's own size key, if it names one,
+    > 0) over every claimed ε, named by its audit's name (an audit's ε-independent setting, such as FiLM's canary gradients, is computed once per part)."""
     from ..learners import registry
 
     parts = [MECHANISMS_PART]
@@ -56,7 +56,11 @@ def audit_parts(cfg: dict) -> list[str]:
     if cfg.get("canary_runs", 16):
         parts.append(CANARY_PART)
     if cfg.get("whitebox_runs", 0):
-        names = [_slug(audit.name) for audit, _, _ in registry.whitebox_audits()]
+        names = [
+            _slug(audit.name)
+            for audit, _, _ in registry.whitebox_audits()
+            if not audit.requires or cfg.get(audit.requires, 0)
+        ]
         clash = sorted({n for n in names if names.count(n) > 1 or n in FIXED_PARTS})
         if clash:
             raise ValueError(f"white-box audits whose names give the same part name: {clash}; rename one")
