@@ -362,10 +362,15 @@ def audit_heads(epsilon: float, delta: float, *, audit: dict, seed: int) -> list
 
 def _poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int, canaries: int) -> list[dict]:
     """The Poisson-sampling row of :func:`audit_heads` when the config asks for it
-    (``whitebox_poisson_runs`` > 0; the strong audits)."""
-    runs = int(audit.get("whitebox_poisson_runs", 0))
+    (``whitebox_poisson_runs`` > 0; the strong audits): four times that many trainings of a quarter of the
+    canaries, as many bound trials as ``canaries`` in ``whitebox_poisson_runs`` trainings at a quarter of
+    the cost (a training's attribution costs the square of its canaries)."""
+    runs = 4 * int(audit.get("whitebox_poisson_runs", 0))
+    canaries = canaries // 4
     if not runs:
         return []
+    if canaries < 2:
+        raise ValueError(f"the heads' Poisson audit needs whitebox_canaries >= 8, got {4 * canaries}")
     p = audit_head_poisson(epsilon, delta, canaries=canaries, runs=runs, seed=seed)
     cfg = POISSON_DPSGD
     return [

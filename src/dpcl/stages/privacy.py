@@ -215,14 +215,14 @@ def privacy_audit(
     notes = []
     if cfg.get("exposure", True):
         notes.append(
-            "Exposure (dpcl.stages.exposure, dpcl.audits.exposure): every registered learner on cached "
-            "features runs its own code on a small audit data set (distinct feature rows, every DP-SGD rate "
-            "1) while the mechanism primitives report every release with the rows it read; each record's "
-            "reads, by noise multiplier, must be covered by the ledger entries of one part of its task. It "
-            "sees reads the ledger does not expect (a record in two parts, an extra release, one reread too "
-            "many) without canaries or statistics; it does not test the noise (the other rows do). A learner "
-            "whose releases do not go through the primitives, or whose job the check cannot run yet, is "
-            "marked not auditable. DP active learning (one run of the sound per-record selection under the "
+            "Exposure (dpcl.stages.exposure, dpcl.audits.exposure): every registered learner runs its own "
+            "code on a small audit data set (distinct feature rows, every DP-SGD rate 1; the FiLM learners "
+            "get each record as an image of its own and a tiny random-init ViT) while the mechanism "
+            "primitives report every release with the rows it read; each record's reads, by noise "
+            "multiplier, must be covered by the ledger entries of one part of its task. It sees reads the "
+            "ledger does not expect (a record in two parts, an extra release, one reread too many) without "
+            "canaries or statistics; it does not test the noise (the other rows do). A learner whose "
+            "releases do not go through the primitives is marked not auditable. DP active learning (one run of the sound per-record selection under the "
             "step-amplification schedule at ε = 8, ε_Sel = 2): a row per group of its ledger; each record is "
             "placed in the group its count of Laplace selection reads names and checked against that "
             "group's phases, record by record and in total (per-record Poisson rates: binomial tests)."
@@ -234,8 +234,8 @@ def privacy_audit(
             "(a coordinate of their own each, included by fair coins, fresh noise every run); each canary is "
             "scored on every release that read canaries, as the primitives report them, and the run's "
             "claim (ε, δ) is tested: its ε bound and its μ bound against the μ the claim allows, each at "
-            "α/2. A learner whose releases carry no attribution or read transformed features is marked "
-            "not auditable."
+            "α/2. A learner whose releases carry no attribution or read transformed features, and the FiLM "
+            "learners (whose canaries would be images), are marked not auditable."
         )
     if cfg.get("whitebox_runs", 0):
         notes.append(
