@@ -260,7 +260,7 @@ def _label_kinds(label_method: str | None, private: bool) -> frozenset[str]:
     """The label-space mechanism kinds the plan's label method may write."""
     if label_method is None:
         return LABEL_SPACE_KINDS
-    from ..data.label_space import parse_label_method
+    from .label_methods import parse_label_method
 
     method = parse_label_method(label_method)
     if method.kind == "oracle":

@@ -1,4 +1,4 @@
-"""How the reports name things: label methods (parsed by :func:`dpcl.data.label_space.parse_label_method`),
+"""How the reports name things: label methods (parsed by :func:`dpcl.privacy.label_methods.parse_label_method`),
 ε tags (:func:`dpcl.config.parse_eps_tag`) and learners (:mod:`dpcl.learners.registry`). Every
 table and figure takes its names from here; none re-parses a tag or lists learners by hand."""
 

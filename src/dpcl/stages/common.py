@@ -149,7 +149,9 @@ def resolve_dpsgd(
 
     # a tuned run's values are the study's: the fixed block's statement of how it was chosen does not apply
     fixed = {k: v for k, v in dpsgd_cfg.items() if k != CHOSEN_WITH_PRIVATE_DATA}
-    return {**fixed, **run_dpsgd(res, learner, str(tuned_path))}, res["protocol"]
+    from ..learners import registry
+
+    return {**fixed, **run_dpsgd(res, registry.get(learner).trains_on, str(tuned_path))}, res["protocol"]
 
 
 def finish_run(

@@ -108,7 +108,7 @@ class TuningPlan:
 
     def factor(self, trains_on: str = "task") -> float:
         """final training-set size / tuning training-set size (both nominal) for a learner that trains on
-        each ``"task"``'s data or on ``"all_tasks"``' at once (:func:`trains_on`)."""
+        each ``"task"``'s data or on ``"all_tasks"``' at once (a learner's spec says which)."""
         if trains_on not in TRAINS_ON:
             raise ValueError(f"trains_on must be one of {TRAINS_ON}, got {trains_on!r}")
         final = self.nominal_all if trains_on == "all_tasks" else self.nominal_task
@@ -179,13 +179,6 @@ def tuning_rows(y: np.ndarray, plan: TuningPlan, seed: int) -> np.ndarray:
     return np.sort(rows)
 
 
-def trains_on(learner: str) -> str:
-    """What ``learner`` trains on, from its registered spec: ``"task"`` or ``"all_tasks"``."""
-    from ..learners import registry
-
-    return registry.get(learner).trains_on
-
-
 def scaled_dpsgd(best: dict, plan: TuningPlan, trains_on: str = "task") -> dict:
     """A run's DP-SGD config from the tuned one: sampling rate kept, lr × √factor (App. D.1)."""
     return {**best, "lr": float(best["lr"]) * math.sqrt(plan.factor(trains_on))}
@@ -202,9 +195,12 @@ def with_run_configs(result: dict, plan: TuningPlan) -> dict:
     }
 
 
-def run_dpsgd(result: dict, learner: str, source: str = "tuning result") -> dict:
-    """The DP-SGD config ``learner`` runs with, from a tuning result (:func:`with_run_configs`)."""
-    key = "dpsgd_all_tasks" if trains_on(learner) == "all_tasks" else "dpsgd"
+def run_dpsgd(result: dict, trains_on: str, source: str = "tuning result") -> dict:
+    """The DP-SGD config of a run that trains on ``trains_on`` (:data:`TRAINS_ON`: each task's data, or
+    all tasks' at once; a learner's spec says which), from a tuning result (:func:`with_run_configs`)."""
+    if trains_on not in TRAINS_ON:
+        raise ValueError(f"trains_on must be one of {TRAINS_ON}, got {trains_on!r}")
+    key = "dpsgd_all_tasks" if trains_on == "all_tasks" else "dpsgd"
     if key not in result or "protocol" not in result:
         raise ValueError(
             f"{source} has no {key!r}/'protocol' (written by an older dpcl); rerun its tuning job"
