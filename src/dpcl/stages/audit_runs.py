@@ -140,7 +140,7 @@ def _job_inputs(spec, data: AuditData) -> JobInputs:
         return JobInputs(
             options=_defaults(block), job=ProjectedJob(tune_x=data.public, seed=data.scenario.seed)
         )
-    if spec.job in ("film_peft", "film_baseline"):
+    if on_images(spec):
         from .film import FilmJob
 
         backbone, pre = _film_backbone()
