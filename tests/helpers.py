@@ -158,3 +158,22 @@ def broken_copy(module, function: str, *changes: tuple[str, str]):
     namespace = dict(vars(module))
     exec(compile(src, f"<broken {function}>", "exec"), namespace)  # noqa: S102
     return namespace[function]
+
+
+def check_memory_update_integrity(monkeypatch, module, task_fn: str, task, whitebox, *, delta: float) -> None:
+    """A memory-buffer learner's white-box audit (``whitebox``: its module, with ``audit_whitebox`` and
+    ``buffer_poisson_rows``) with ``module.task_fn`` replaced by ``task()``, the learner's loop copied in
+    its test: the correct loop passes the update-integrity replay (both parts and the Poisson row), the
+    loop whose head moves by g plus an un-noised statistic (``task(leak=True)``) fails it in both."""
+    import pytest
+
+    from dpcl.audits.whitebox import UpdateIntegrityError
+
+    small = {"whitebox_runs": 2, "whitebox_canaries": 80, "whitebox_poisson_runs": 2}
+    monkeypatch.setattr(module, task_fn, task())
+    assert len(whitebox.audit_whitebox(1.0, delta, audit=small, seed=0)) == 3  # both parts, the Poisson row
+    monkeypatch.setattr(module, task_fn, task(leak=True))
+    with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
+        whitebox.audit_whitebox(1.0, delta, audit=small, seed=0)
+    with pytest.raises(UpdateIntegrityError):
+        whitebox.buffer_poisson_rows(1.0, delta, audit=small, seed=0, alpha=0.05)

@@ -179,14 +179,8 @@ def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkey
     train part: the replay of Adam over the reports (per task, g projected on g_ref) does not reach the
     trained head, so the audit raises before any statistic; the correct loop passes the replay, under
     rate 1 and under Poisson sampling over three tasks."""
-    from dpcl.audits.whitebox import UpdateIntegrityError
+    from helpers import check_memory_update_integrity
+
     from dpcl.learners import agem_whitebox
 
-    small = {"whitebox_runs": 2, "whitebox_canaries": 80, "whitebox_poisson_runs": 2}
-    monkeypatch.setattr(agem_mod, "train_agem_task", _task())
-    assert len(audit_whitebox(1.0, DELTA, audit=small, seed=0)) == 3  # both parts and the Poisson row
-    monkeypatch.setattr(agem_mod, "train_agem_task", _task(leak=True))
-    with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
-        audit_whitebox(1.0, DELTA, audit=small, seed=0)
-    with pytest.raises(UpdateIntegrityError):
-        agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=small, seed=0, alpha=0.05)
+    check_memory_update_integrity(monkeypatch, agem_mod, "train_agem_task", _task, agem_whitebox, delta=DELTA)

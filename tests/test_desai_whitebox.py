@@ -172,14 +172,10 @@ def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkey
     train part: the replay of Adam over the reports (per task, g projected on g_ref) does not reach the
     trained head, so the audit raises before any statistic; the correct loop passes the replay, under
     rate 1 and under Poisson sampling over three tasks."""
-    from dpcl.audits.whitebox import UpdateIntegrityError
+    from helpers import check_memory_update_integrity
+
     from dpcl.learners import desai_whitebox
 
-    small = {"whitebox_runs": 2, "whitebox_canaries": 80, "whitebox_poisson_runs": 2}
-    monkeypatch.setattr(desai_mod, "train_desai_task", _task())
-    assert len(audit_whitebox(1.0, DELTA, audit=small, seed=0)) == 3  # both parts and the Poisson row
-    monkeypatch.setattr(desai_mod, "train_desai_task", _task(leak=True))
-    with pytest.raises(UpdateIntegrityError, match="not the optimiser"):
-        audit_whitebox(1.0, DELTA, audit=small, seed=0)
-    with pytest.raises(UpdateIntegrityError):
-        desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=small, seed=0, alpha=0.05)
+    check_memory_update_integrity(
+        monkeypatch, desai_mod, "train_desai_task", _task, desai_whitebox, delta=DELTA
+    )
