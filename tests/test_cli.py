@@ -214,3 +214,12 @@ def test_noise_multiplier_json(capsys):
     for bad in (["--sample-rate", "0", "--steps", "5"], ["--sample-rate", "0.1", "--steps", "0"]):
         with pytest.raises(SystemExit):
             main(["privacy", "noise-multiplier", "--epsilon", "1", "--delta", "1e-5", *bad])
+
+
+def test_help_is_plain_text(capsys):
+    """The top-level help is what a user reads first: no reStructuredText markup."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "plan privacy budgets" in out
+    assert "``" not in out and ":func:" not in out

@@ -142,7 +142,8 @@ def _validate(args: argparse.Namespace) -> None:
 def _ledger_plan(args: argparse.Namespace, config: dict | None, path: str, data: dict, target):
     """The public plan a task ledger is checked against: from --config and the run's path, or from
     --learner/--label-method/--nominal-size with the target and task count (else the file's)."""
-    from .privacy.verify import Plan, budget, integer
+    from .privacy.ledger_fields import budget, integer
+    from .privacy.verify import Plan
 
     if data.get("accounting") == "per_record_groups":
         return None
@@ -300,8 +301,15 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+#: the top-level help text, plain (the module docstring's markup is for the API docs)
+DESCRIPTION = (
+    "dpcl command line: plan privacy budgets without data, and check configs.\n"
+    "Every command takes --json and then prints one JSON object."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dpcl", description=__doc__)
+    p = argparse.ArgumentParser(prog="dpcl", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"dpcl {__version__}")
     sub = p.add_subparsers(dest="group", required=True)
 

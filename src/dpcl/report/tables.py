@@ -71,7 +71,7 @@ def table_a3(summary: pd.DataFrame, methods: list[str], title: str) -> Table:
             rows.append([eps_name(eps), learner_name(learner), *cells])
     n = int(summary["n_seeds"].max()) if len(summary) else 0
     note = (
-        f"Final average accuracy in % over {n} seeds: median, with the 2nd worst and 2nd best seed "
+        f"Final average accuracy in % over {n} seed{'s' if n != 1 else ''}: median, with the 2nd worst and 2nd best seed "
         "in parentheses ([LabelSpace] Table A3 layout)."
     )
     return Table(title, cols, rows, [note], n_labels=2, notes_style="plain")
