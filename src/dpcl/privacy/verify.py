@@ -33,7 +33,6 @@ not that the code used them — the empirical audits (:mod:`dpcl.audits`) test t
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +47,8 @@ from .ledger import (
     Ledger,
     LedgerError,
 )
-from .verdict import VERDICTS, classify, overall_verdict
+from .ledger_fields import at_least, boolean, budget, integer, mapping, number, string, where
+from .verify_summaries import check_agem_summary, check_claim
 
 #: the queries each mechanism kind may answer (None: the kind names no query)
 KIND_QUERIES: dict[str, frozenset] = {
@@ -135,73 +135,6 @@ class Plan:
     nominal_size: float | None = None
 
 
-# ----------------------------------------------------------------------------- typed reads
-
-
-def _where(path: str) -> str:
-    return path or "the file"
-
-
-def number(value: Any, path: str, *, allow_inf: bool = False) -> float:
-    """A real number (never a bool or string), finite unless ``allow_inf`` ("inf" allowed then)."""
-    if allow_inf and value in ("inf", math.inf):
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise LedgerError(f"{_where(path)}: expected a number, got {value!r}")
-    v = float(value)
-    if math.isnan(v) or (math.isinf(v) and not allow_inf):
-        raise LedgerError(f"{_where(path)}: expected a finite number, got {value!r}")
-    return v
-
-
-def integer(value: Any, path: str, *, minimum: int = 0) -> int:
-    """An exact integer (a JSON int, never a bool or a float) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise LedgerError(f"{_where(path)}: expected an integer, got {value!r}")
-    if int(value) < minimum:
-        raise LedgerError(f"{_where(path)}: expected an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def boolean(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise LedgerError(f"{_where(path)}: expected true or false, got {value!r}")
-    return value
-
-
-def mapping(value: Any, path: str) -> dict:
-    if not isinstance(value, dict):
-        raise LedgerError(f"{_where(path)}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def string(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        raise LedgerError(f"{_where(path)}: expected a string, got {value!r}")
-    return value
-
-
-def budget(block: Any, path: str, *, allow_inf: bool = True) -> Budget:
-    """An {epsilon, delta} block: ε ≥ 0 (∞ if allowed), δ in [0, 1]."""
-    block = mapping(block, path)
-    for key in ("epsilon", "delta"):
-        if key not in block:
-            raise LedgerError(f"{path}: no {key!r}")
-    eps = number(block["epsilon"], f"{path}.epsilon", allow_inf=allow_inf)
-    delta = number(block["delta"], f"{path}.delta")
-    if eps < 0 or not 0 <= delta <= 1:
-        raise LedgerError(f"{path}: need ε >= 0 and 0 <= δ <= 1, got ({eps}, {delta})")
-    return Budget(eps, delta)
-
-
-def _at_least(stated: float, derived: float, path: str, *, rel_tol: float = REL_TOL) -> None:
-    """A stated figure must not understate the derived one (float slack only: ``rel_tol``, relative)."""
-    if stated < derived * (1 - rel_tol) - 1e-15:
-        raise PrivacyBudgetExceeded(
-            f"{path}: the file states {stated!r}, but its parameters give {derived!r}"
-        )
-
-
 # ----------------------------------------------------------------------------- entries
 
 
@@ -215,7 +148,7 @@ def _check_finite(obj: Any, path: str = "", key: str = "") -> None:
             _check_finite(v, f"{path}[{i}]", key)
     elif isinstance(obj, float) and not math.isfinite(obj):
         if math.isnan(obj) or obj < 0 or not ("epsilon" in key or "bound" in key):
-            raise LedgerError(f"{_where(path)}: expected a finite number, got {obj!r}")
+            raise LedgerError(f"{where(path)}: expected a finite number, got {obj!r}")
 
 
 def _check_entry_types(entry: dict, path: str) -> None:
@@ -332,105 +265,6 @@ def _check_hyperparameters(hp: Any, unaccounted: list) -> None:
         )
 
 
-def _check_agem_summary(block: Any, ledger: Ledger, total: Budget) -> None:
-    block = mapping(block, "agem")
-    train = mapping(block.get("train_part"), "agem.train_part")
-    t0 = ledger.tasks.get(0, [])
-    first = next((e for e in t0 if e.get("part") == "train"), None)
-    if first is None:
-        raise LedgerError("agem: the ledger has no train part to summarise")
-    for key in ("noise_multiplier", "sample_rate", "steps"):
-        got = (integer if key == "steps" else number)(train.get(key), f"agem.train_part.{key}")
-        if got != first.get(key, got if first["mechanism"] == "nonprivate" else None):
-            raise LedgerError(
-                f"agem.train_part.{key}: states {got!r}, task 0's train entry has {first.get(key)!r}"
-            )
-    buf = block.get("buffer_part")
-    if buf is not None:
-        buf = mapping(buf, "agem.buffer_part")
-        refs = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
-        worst = max((float(e.get("epsilon_accounted", e["epsilon"])) for e in refs), default=0.0)
-        _at_least(
-            number(buf.get("epsilon_worst_case"), "agem.buffer_part.epsilon_worst_case", allow_inf=True),
-            worst,
-            "agem.buffer_part.epsilon_worst_case",
-            rel_tol=REDERIVE_TOL,  # the worst reference entry's accountant figure, re-derived here
-        )
-        later = integer(buf.get("worst_case_later_tasks"), "agem.buffer_part.worst_case_later_tasks")
-        if ledger.n_tasks is not None and later != ledger.n_tasks - 1:
-            raise LedgerError(
-                f"agem.buffer_part.worst_case_later_tasks: {later}, a {ledger.n_tasks}-task run has {ledger.n_tasks - 1}"
-            )
-    per = budget(block.get("per_individual_total"), "agem.per_individual_total")
-    _at_least(per.epsilon, total.epsilon, "agem.per_individual_total.epsilon")
-    _at_least(per.delta, total.delta, "agem.per_individual_total.delta")
-
-
-def _training_total(ledger: Ledger) -> float:
-    """ε of the training mechanisms alone (label-space entries left out), worst task."""
-    worst = 0.0
-    for entries in ledger.tasks.values():
-        train = [e for e in entries if e["mechanism"] not in LABEL_SPACE_KINDS]
-        shared = sum(float(e["epsilon"]) for e in train if e.get("part") is None)
-        parts: dict[str, float] = {}
-        for e in train:
-            if e.get("part") is not None:
-                parts[e["part"]] = parts.get(e["part"], 0.0) + float(e["epsilon"])
-        worst = max(worst, shared + max(parts.values(), default=0.0))
-    return worst
-
-
-def _check_claim(claim: Any, total: Budget, ledger: Ledger) -> None:
-    """A published claim: its stated accounted figures must not understate the ledger's (the
-    per-individual worst case ``accounted_epsilon`` includes the label release; the training
-    mechanisms alone are ``accounted_training_epsilon``), and its verdicts must follow their bounds."""
-    claim = mapping(claim, "published_claim")
-    if "claimed_epsilon" in claim:
-        number(claim["claimed_epsilon"], "published_claim.claimed_epsilon", allow_inf=True)
-    if "accounted_epsilon" in claim:
-        stated = number(claim["accounted_epsilon"], "published_claim.accounted_epsilon", allow_inf=True)
-        _at_least(stated, total.epsilon, "published_claim.accounted_epsilon (the per-individual worst case)")
-    if "accounted_training_epsilon" in claim:
-        stated = number(
-            claim["accounted_training_epsilon"], "published_claim.accounted_training_epsilon", allow_inf=True
-        )
-        _at_least(stated, _training_total(ledger), "published_claim.accounted_training_epsilon")
-    if "verdict" not in claim:
-        return
-    verdict = claim["verdict"]
-    if verdict not in VERDICTS:
-        raise LedgerError(f"published_claim.verdict: {verdict!r} is not one of {list(VERDICTS)}")
-    rows = claim.get("verdicts")
-    if not isinstance(rows, list) or not rows:
-        raise LedgerError("published_claim.verdicts: a verdict needs its per-adjacency verdicts")
-    from .verdict import Verdict
-
-    parsed = []
-    for i, row in enumerate(rows):
-        row = mapping(row, f"published_claim.verdicts[{i}]")
-        where = f"published_claim.verdicts[{i}]"
-        string(row.get("adjacency"), f"{where}.adjacency")
-        c = number(row.get("claimed_epsilon"), f"{where}.claimed_epsilon", allow_inf=True)
-        up = row.get("upper_bound")
-        lo = row.get("lower_bound")
-        up = None if up is None else number(up, f"{where}.upper_bound", allow_inf=True)
-        lo = None if lo is None else number(lo, f"{where}.lower_bound", allow_inf=True)
-        number(row.get("delta"), f"{where}.delta")
-        try:
-            derived = classify(c, up, lo)
-        except ValueError as e:
-            raise LedgerError(f"{where}: {e}") from None
-        if row.get("verdict") != derived:
-            raise LedgerError(
-                f"{where}.verdict: the file says {row.get('verdict')!r}, its bounds say {derived!r}"
-            )
-        parsed.append(Verdict(row["adjacency"], c, float(row["delta"]), up, row.get("upper_method"), lo))
-    if overall_verdict(parsed) != verdict:
-        raise LedgerError(
-            f"published_claim.verdict: the file says {verdict!r}, its verdicts say {overall_verdict(parsed)!r}"
-        )
-
-
 # ----------------------------------------------------------------------------- the verifier
 
 
@@ -440,9 +274,49 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
     Without a plan the file's own target and task count are used (a consistency check only:
     a reader should pass the plan). Returns a summary; raises :class:`LedgerError` (malformed,
     inconsistent or not what the plan says) or :class:`PrivacyBudgetExceeded` (a stated figure
-    below what its parameters spend), naming the field.
+    below what its parameters spend), naming the field. The checks run in this order, each its own
+    function, and the first that fails names the field.
     """
     privacy = mapping(privacy, "")
+    _check_shape(privacy)
+    plan = _check_target(privacy, plan)
+    target = plan.target
+    unaccounted = _unaccounted_uses(privacy)
+    claim = privacy.get("published_claim")
+    ledger = Ledger(target, plan.n_tasks, claim=claim, unaccounted=list(unaccounted))
+    for i, task in enumerate(privacy["tasks"]):
+        _check_task(ledger, task, i, plan)
+    total = ledger.check()
+    _check_overall(privacy, total, target)
+    if "hyperparameters" not in privacy:
+        raise LedgerError("hyperparameters: missing (how the hyperparameters were chosen)")
+    _check_hyperparameters(privacy["hyperparameters"], unaccounted)
+    _check_learner_blocks(privacy, plan, claim)
+    if claim is not None:
+        check_claim(claim, total, ledger)
+        if plan.spec is not None and plan.spec.claim_check is not None and target.private:
+            plan.spec.claim_check(claim, ledger.tasks, plan.n_tasks)
+    if "agem" in privacy:
+        check_agem_summary(privacy["agem"], ledger, total)
+    if "sigma" in privacy:
+        _check_sigma(privacy["sigma"], ledger)
+    holds, leaky = _check_flags(privacy, ledger)
+    return {
+        "target": {"epsilon": target.epsilon, "delta": target.delta},
+        "n_tasks": plan.n_tasks,
+        "published_claim": claim is not None,
+        "entries": sum(len(v) for v in ledger.tasks.values()),
+        "overall": {"epsilon": total.epsilon, "delta": total.delta},
+        "guarantee_holds": holds,
+        "leaky_baseline": leaky,
+        "unaccounted_uses": len(ledger.unaccounted),
+        "checked_against": "plan" if plan.spec is not None else "file",
+    }
+
+
+def _check_shape(privacy: dict) -> None:
+    """Only finite numbers (∞ only in an ε or a bound), the closed top-level keys, every required key,
+    and the adjacency this verifier checks."""
     _check_finite(privacy)
     extra = sorted(set(privacy) - TOP_LEVEL)
     if extra:
@@ -454,6 +328,11 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
         raise LedgerError(
             f"adjacency: the file says {privacy.get('adjacency')!r}; this verifier checks {ADJACENCY!r}"
         )
+
+
+def _check_target(privacy: dict, plan: Plan | None) -> Plan:
+    """The stated target, privacy flag and task count against the plan's (the file's own without a
+    plan); δ in (0, 1) and below 1/N for a private run, 0 for a non-private one. Returns the plan."""
     stated_target = budget(privacy["target"], "target")
     n_stated = integer(privacy["n_tasks"], "n_tasks", minimum=1)
     if plan is None:
@@ -481,113 +360,136 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
     tasks = privacy["tasks"]
     if not isinstance(tasks, list) or len(tasks) != plan.n_tasks:
         raise LedgerError(f"tasks: expected a list of {plan.n_tasks} tasks")
+    return plan
+
+
+def _unaccounted_uses(privacy: dict) -> list:
+    """``unaccounted_uses``: absent, or a non-empty list of objects."""
     unaccounted = privacy.get("unaccounted_uses", [])
     if not isinstance(unaccounted, list) or ("unaccounted_uses" in privacy and not unaccounted):
         raise LedgerError("unaccounted_uses: expected a non-empty list when present")
     for i, u in enumerate(unaccounted):
         mapping(u, f"unaccounted_uses[{i}]")
-    claim = privacy.get("published_claim")
-    ledger = Ledger(target, plan.n_tasks, claim=claim, unaccounted=list(unaccounted))
-    for i, task in enumerate(tasks):
-        task = mapping(task, f"tasks[{i}]")
-        t = integer(task.get("task"), f"tasks[{i}].task")
-        if t != i:
-            raise LedgerError(f"tasks[{i}].task: expected task {i} (tasks in order, each once), got {t}")
-        entries = task.get("mechanisms")
-        if not isinstance(entries, list) or not entries:
-            raise LedgerError(f"tasks[{i}].mechanisms: expected a non-empty list")
-        for j, entry in enumerate(entries):
-            path = f"tasks[{i}].mechanisms[{j}]"
-            entry = mapping(entry, path)
-            _check_entry_types(entry, path)
-            raw = {k: v for k, v in entry.items() if k not in ("delta_achieved", "epsilon_accounted")}
-            try:
-                ledger.add(t, raw)
-            except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
-                cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
-                raise cls(f"{path} ({entry.get('mechanism')!r}): {e}") from None
-            derived = ledger.tasks[t][-1]
-            for key in ("delta_achieved", "epsilon_accounted"):  # an accountant's output, re-derived here
-                if key in entry:
-                    _at_least(
-                        number(entry[key], f"{path}.{key}"),
-                        float(derived[key]),
-                        f"{path}.{key}",
-                        rel_tol=REDERIVE_TOL,
-                    )
-            if "epsilon_target" in entry and "epsilon_accounted" in derived:
-                _at_least(
-                    number(entry["epsilon_target"], f"{path}.epsilon_target"),
-                    float(derived["epsilon_accounted"]),
-                    f"{path}.epsilon_target",
-                    rel_tol=REDERIVE_TOL,
-                )
-        _check_declared(ledger.tasks[t], t, plan, target.private)
-        composed = budget(task.get("composed"), f"tasks[{i}].composed")
-        b = ledger.task_budget(t)
-        _at_least(composed.epsilon, b.epsilon, f"tasks[{i}].composed.epsilon")
-        _at_least(composed.delta, b.delta, f"tasks[{i}].composed.delta")
-        parts = ledger.part_budgets(t)
-        stated_parts = task.get("parts")
-        if parts:
-            stated_parts = mapping(stated_parts, f"tasks[{i}].parts")
-            names = set(stated_parts) - {"rule"}
-            if names != set(parts):
-                raise LedgerError(
-                    f"tasks[{i}].parts: lists {sorted(names)}, the entries have parts {sorted(parts)}"
-                )
-            for p, pb in parts.items():
-                sp = budget(stated_parts[p], f"tasks[{i}].parts.{p}")
-                _at_least(sp.epsilon, pb.epsilon, f"tasks[{i}].parts.{p}.epsilon")
-                _at_least(sp.delta, pb.delta, f"tasks[{i}].parts.{p}.delta")
-        elif stated_parts is not None:
-            raise LedgerError(f"tasks[{i}].parts: the entries have no disjoint parts")
-        extra = sorted(set(task) - {"task", "mechanisms", "composed", "parts"})
-        if extra:
-            raise LedgerError(f"tasks[{i}]: unknown keys {extra}")
-    total = ledger.check()
+    return unaccounted
+
+
+def _check_task(ledger: Ledger, task: Any, i: int, plan: Plan) -> None:
+    """Task ``i``: in order, its entries added to ``ledger`` (which recomputes each one's figures), the
+    entries the learner and the label method declare, and its composed and per-part budgets."""
+    task = mapping(task, f"tasks[{i}]")
+    t = integer(task.get("task"), f"tasks[{i}].task")
+    if t != i:
+        raise LedgerError(f"tasks[{i}].task: expected task {i} (tasks in order, each once), got {t}")
+    entries = task.get("mechanisms")
+    if not isinstance(entries, list) or not entries:
+        raise LedgerError(f"tasks[{i}].mechanisms: expected a non-empty list")
+    for j, entry in enumerate(entries):
+        _add_entry(ledger, t, entry, f"tasks[{i}].mechanisms[{j}]")
+    _check_declared(ledger.tasks[t], t, plan, plan.target.private)
+    composed = budget(task.get("composed"), f"tasks[{i}].composed")
+    b = ledger.task_budget(t)
+    at_least(composed.epsilon, b.epsilon, f"tasks[{i}].composed.epsilon")
+    at_least(composed.delta, b.delta, f"tasks[{i}].composed.delta")
+    _check_parts(ledger, t, task.get("parts"), i)
+    extra = sorted(set(task) - {"task", "mechanisms", "composed", "parts"})
+    if extra:
+        raise LedgerError(f"tasks[{i}]: unknown keys {extra}")
+
+
+def _add_entry(ledger: Ledger, t: int, entry: Any, path: str) -> None:
+    """One entry: its field types, then the ledger's own accounting of its parameters; an
+    accountant's stated output (``delta_achieved``, ``epsilon_accounted``) and a target it states
+    must not understate what the ledger re-derives."""
+    entry = mapping(entry, path)
+    _check_entry_types(entry, path)
+    raw = {k: v for k, v in entry.items() if k not in ("delta_achieved", "epsilon_accounted")}
+    try:
+        ledger.add(t, raw)
+    except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
+        cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
+        raise cls(f"{path} ({entry.get('mechanism')!r}): {e}") from None
+    derived = ledger.tasks[t][-1]
+    for key in ("delta_achieved", "epsilon_accounted"):  # an accountant's output, re-derived here
+        if key in entry:
+            at_least(
+                number(entry[key], f"{path}.{key}"),
+                float(derived[key]),
+                f"{path}.{key}",
+                rel_tol=REDERIVE_TOL,
+            )
+    if "epsilon_target" in entry and "epsilon_accounted" in derived:
+        at_least(
+            number(entry["epsilon_target"], f"{path}.epsilon_target"),
+            float(derived["epsilon_accounted"]),
+            f"{path}.epsilon_target",
+            rel_tol=REDERIVE_TOL,
+        )
+
+
+def _check_parts(ledger: Ledger, t: int, stated_parts: Any, i: int) -> None:
+    """A task with disjoint parts states each part's budget (and only those parts); one without states none."""
+    parts = ledger.part_budgets(t)
+    if parts:
+        stated_parts = mapping(stated_parts, f"tasks[{i}].parts")
+        names = set(stated_parts) - {"rule"}
+        if names != set(parts):
+            raise LedgerError(
+                f"tasks[{i}].parts: lists {sorted(names)}, the entries have parts {sorted(parts)}"
+            )
+        for p, pb in parts.items():
+            sp = budget(stated_parts[p], f"tasks[{i}].parts.{p}")
+            at_least(sp.epsilon, pb.epsilon, f"tasks[{i}].parts.{p}.epsilon")
+            at_least(sp.delta, pb.delta, f"tasks[{i}].parts.{p}.delta")
+    elif stated_parts is not None:
+        raise LedgerError(f"tasks[{i}].parts: the entries have no disjoint parts")
+
+
+def _check_overall(privacy: dict, total: Budget, target: Budget) -> None:
+    """The ``overall`` block must not understate the composition of every task."""
     overall = budget(privacy["overall"], "overall")
-    _at_least(overall.epsilon, total.epsilon, "overall.epsilon")
-    _at_least(overall.delta, total.delta, "overall.delta")
+    at_least(overall.epsilon, total.epsilon, "overall.epsilon")
+    at_least(overall.delta, total.delta, "overall.delta")
     if target.private and not math.isinf(overall.epsilon) and overall.delta > 1:
         raise LedgerError("overall.delta above 1")
-    if "hyperparameters" not in privacy:
-        raise LedgerError("hyperparameters: missing (how the hyperparameters were chosen)")
-    _check_hyperparameters(privacy["hyperparameters"], unaccounted)
+
+
+def _check_learner_blocks(privacy: dict, plan: Plan, claim: Any) -> None:
+    """The blocks the learner declares (:class:`LedgerSpec`): a published claim where it is a published
+    method (at finite ε), DP-A-GEM's summary where it writes one; neither where it declares none."""
     spec = plan.spec
-    if spec is not None:
-        if spec.published_claim and target.private and claim is None:
-            raise LedgerError(
-                "published_claim: the learner is a published method; its claim must be in the ledger"
-            )
-        if not spec.published_claim and claim is not None:
-            raise LedgerError("published_claim: the learner declares no published claim")
-        if spec.summary == "agem" and target.private and "agem" not in privacy:
-            raise LedgerError("agem: the learner's summary block is missing")
-        if spec.summary != "agem" and "agem" in privacy:
-            raise LedgerError("agem: the learner declares no such summary")
-    if claim is not None:
-        _check_claim(claim, total, ledger)
-        if spec is not None and spec.claim_check is not None and target.private:
-            spec.claim_check(claim, ledger.tasks, plan.n_tasks)
-    if "agem" in privacy:
-        _check_agem_summary(privacy["agem"], ledger, total)
-    if "sigma" in privacy:  # a cosine run's σ: its entries' own, restated (a parameter, not a bound)
-        sigma = number(privacy["sigma"], "sigma")
-        used = [
-            float(e["sigma"])
-            for es in ledger.tasks.values()
-            for e in es
-            if e["mechanism"] in ("gaussian", "nonprivate") and "sigma" in e
-        ]
-        if not used:
-            raise LedgerError(f"sigma: the file states σ = {sigma}, but no entry lists a σ")
-        if any(sigma > s * (1 + REL_TOL) for s in used):
-            raise PrivacyBudgetExceeded(
-                f"sigma: the file states σ = {sigma}, its entries use σ = {min(used)}"
-            )
-        if any(sigma < s * (1 - REL_TOL) for s in used):  # less noise than was added: still not the run's
-            raise LedgerError(f"sigma: the file states σ = {sigma}, its entries use σ = {max(used)}")
+    if spec is None:
+        return
+    if spec.published_claim and plan.target.private and claim is None:
+        raise LedgerError(
+            "published_claim: the learner is a published method; its claim must be in the ledger"
+        )
+    if not spec.published_claim and claim is not None:
+        raise LedgerError("published_claim: the learner declares no published claim")
+    if spec.summary == "agem" and plan.target.private and "agem" not in privacy:
+        raise LedgerError("agem: the learner's summary block is missing")
+    if spec.summary != "agem" and "agem" in privacy:
+        raise LedgerError("agem: the learner declares no such summary")
+
+
+def _check_sigma(stated: Any, ledger: Ledger) -> None:
+    """A cosine run's σ: its entries' own, restated (a parameter, not a bound: equal either way)."""
+    sigma = number(stated, "sigma")
+    used = [
+        float(e["sigma"])
+        for es in ledger.tasks.values()
+        for e in es
+        if e["mechanism"] in ("gaussian", "nonprivate") and "sigma" in e
+    ]
+    if not used:
+        raise LedgerError(f"sigma: the file states σ = {sigma}, but no entry lists a σ")
+    if any(sigma > s * (1 + REL_TOL) for s in used):
+        raise PrivacyBudgetExceeded(f"sigma: the file states σ = {sigma}, its entries use σ = {min(used)}")
+    if any(sigma < s * (1 - REL_TOL) for s in used):  # less noise than was added: still not the run's
+        raise LedgerError(f"sigma: the file states σ = {sigma}, its entries use σ = {max(used)}")
+
+
+def _check_flags(privacy: dict, ledger: Ledger) -> tuple[bool, bool]:
+    """``leaky_baseline`` and ``guarantee_holds`` as the entries say; returns (holds, leaky)."""
     leaky = ledger.leaky_baseline
     if boolean(privacy["leaky_baseline"], "leaky_baseline") != leaky:
         raise LedgerError(
@@ -598,17 +500,7 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
         raise LedgerError(
             f"guarantee_holds: the file says {privacy['guarantee_holds']}, the entries say {holds}"
         )
-    return {
-        "target": {"epsilon": target.epsilon, "delta": target.delta},
-        "n_tasks": plan.n_tasks,
-        "published_claim": claim is not None,
-        "entries": sum(len(v) for v in ledger.tasks.values()),
-        "overall": {"epsilon": total.epsilon, "delta": total.delta},
-        "guarantee_holds": holds,
-        "leaky_baseline": leaky,
-        "unaccounted_uses": len(ledger.unaccounted),
-        "checked_against": "plan" if plan.spec is not None else "file",
-    }
+    return holds, leaky
 
 
 def verify_privacy(
