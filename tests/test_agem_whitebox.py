@@ -1,4 +1,4 @@
-"""White-box audit of DP-A-GEM (dpcl.learners.agem_whitebox) on its own run_agem_head: a correct learner
+"""White-box audit of DP-A-GEM (dpcl.audits.agem_whitebox) on its own run_agem_head: a correct learner
 stays at or below its claim (ε at δ and μ) in both parts, and the buffer-reread audit reaches 70 % of its
 claimed μ; noise at σ/2 on the buffer, a buffer branch that escapes clipping and one buffer reread more
 than the ledger accounts are caught at ε = 1 (a lower bound above the claim).
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from helpers import broken_copy, noisy_head_sum
 
+from dpcl.audits.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
 from dpcl.learners import agem as agem_mod
 from dpcl.learners.agem import agem_noise
-from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD, audit_whitebox
 from dpcl.privacy import releases
 from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
@@ -139,7 +139,7 @@ def test_the_whole_task_in_the_buffer_is_refuted_on_the_train_part(monkeypatch):
     statistic attributes a canary in every release that read canaries of its part, so the train part's
     true μ is √2 times what its claim allows (about 0.38 against 0.268 at ε = 1); its μ bound (0.32 at
     this seed) exceeds the claim, about seven standard errors of the bound above it."""
-    import dpcl.learners.agem_whitebox as whitebox_mod
+    import dpcl.audits.agem_whitebox as whitebox_mod
     from dpcl.audits.gdp import claim_mu
 
     changes = [(old, old.replace(" & ref", "")) for old in ("x[keep & ref]", "y[keep & ref]")]
@@ -157,7 +157,7 @@ def test_the_buffer_under_poisson_sampling_over_three_tasks(monkeypatch):
     record, each with probability 1/2): the correct learner stays at or below the ε its ledger states for
     that record (1 at δ = 1e-5) and reaches 40 % of it (0.54 at this seed, 75,000 trials per world); the
     buffer's noise at σ_ref/2 is refuted (its true ε is 2.29; bound 1.26 at this seed)."""
-    from dpcl.learners import agem_whitebox
+    from dpcl.audits import agem_whitebox
 
     (row,) = agem_whitebox.buffer_poisson_rows(1.0, DELTA, audit=POISSON, seed=0, alpha=0.05)
     assert row["claimed_epsilon"] == pytest.approx(1.0, abs=1e-3) and row["mu_lower_bound"] is None
@@ -181,6 +181,6 @@ def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkey
     rate 1 and under Poisson sampling over three tasks."""
     from helpers import check_memory_update_integrity
 
-    from dpcl.learners import agem_whitebox
+    from dpcl.audits import agem_whitebox
 
     check_memory_update_integrity(monkeypatch, agem_mod, "train_agem_task", _task, agem_whitebox, delta=DELTA)

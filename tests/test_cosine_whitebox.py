@@ -1,4 +1,4 @@
-"""White-box audit of the DP cosine classifier's release (dpcl.learners.cosine.audit_prototypes, on its own
+"""White-box audit of the DP cosine classifier's release (dpcl.audits.cosine_whitebox.audit_prototypes, on its own
 CosineClassifier.update): a correct classifier stays at or below its claim (ε at δ and μ) and its μ bound
 reaches 90 % of the claim; noise at σ/2 and summands that escape normalisation are caught at ε = 1.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpcl.audits import cosine_whitebox
 from dpcl.learners import cosine as cosine_mod
 from dpcl.privacy import class_sums
 
@@ -20,7 +21,7 @@ AUDIT = {"whitebox_runs": 40, "whitebox_canaries": 5000}
 
 
 def test_a_correct_classifier_stays_at_or_below_its_claim():
-    (row,) = cosine_mod.audit_prototypes(1.0, DELTA, audit=AUDIT, seed=0)
+    (row,) = cosine_whitebox.audit_prototypes(1.0, DELTA, audit=AUDIT, seed=0)
     assert row["epsilon_lower_bound"] <= 1.0 and row["epsilon_lower_bound"] >= 0.5
     assert 0.9 * row["claimed_mu"] <= row["mu_lower_bound"] <= row["claimed_mu"]
     assert min(row["trials_per_world"]) > 74_000
@@ -41,5 +42,5 @@ def _unnormalised(features, labels, label_space, sigma, rng, *, dim):
 )
 def test_a_bug_in_the_class_sums_is_caught(monkeypatch, bug, variant, ratio):
     monkeypatch.setattr(cosine_mod, "noisy_class_sums", variant)
-    (row,) = cosine_mod.audit_prototypes(1.0, DELTA, audit=AUDIT, seed=1)
+    (row,) = cosine_whitebox.audit_prototypes(1.0, DELTA, audit=AUDIT, seed=1)
     assert row["mu_lower_bound"] > ratio * row["claimed_mu"] and row["epsilon_lower_bound"] > 1.0, bug

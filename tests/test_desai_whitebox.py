@@ -1,4 +1,4 @@
-"""White-box audit of Desai et al. as published (dpcl.learners.desai_whitebox) on its own run_desai_head:
+"""White-box audit of Desai et al. as published (dpcl.audits.desai_whitebox) on its own run_desai_head:
 a correct implementation stays at or below what its ledger states for each part (ε at δ and μ = 1/σ of
 Lemma 2's one σ) and reaches 70 % of that μ; noise at σ/2 on g_ref and a train branch that escapes
 clipping are caught at the published claim ε = 1 (a μ bound above the ledger's μ); g_ref read twice a
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from helpers import noisy_head_sum
 
+from dpcl.audits.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD
+from dpcl.audits.desai_whitebox import audit_whitebox
 from dpcl.learners import desai as desai_mod
-from dpcl.learners.agem_whitebox import AUDIT_AGEM, AUDIT_DPSGD
 from dpcl.learners.desai import lemma2_noise
-from dpcl.learners.desai_whitebox import audit_whitebox
 from dpcl.privacy import releases
 from dpcl.training.adam import Adam
 from dpcl.training.heads import LinearHead
@@ -150,7 +150,7 @@ def test_the_mini_memory_under_poisson_sampling_and_the_block_choice(monkeypatch
     quarter of it (0.27 at this seed); g_ref's noise at σ/2 (true ε 1.34) is refuted."""
     from helpers import broken_copy
 
-    from dpcl.learners import desai_whitebox
+    from dpcl.audits import desai_whitebox
 
     audit = {"whitebox_poisson_runs": 80, "whitebox_canaries": 5000}
     (row,) = desai_whitebox.buffer_poisson_rows(1.0, DELTA, audit=audit, seed=0, alpha=0.05)
@@ -174,7 +174,7 @@ def test_a_head_moved_by_anything_but_its_releases_fails_update_integrity(monkey
     rate 1 and under Poisson sampling over three tasks."""
     from helpers import check_memory_update_integrity
 
-    from dpcl.learners import desai_whitebox
+    from dpcl.audits import desai_whitebox
 
     check_memory_update_integrity(
         monkeypatch, desai_mod, "train_desai_task", _task, desai_whitebox, delta=DELTA

@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from dpcl.audits.agem_canary import audit_canary as audit_agem_head
+from dpcl.audits.fm_agem_audits import audit_canary as audit_fm_agem
+from dpcl.audits.l2dpml_canary import audit_canary as audit_l2dpml
 from dpcl.audits.learners import trials_to_refute
-from dpcl.learners.agem import audit_canary as audit_agem_head
-from dpcl.learners.fm_agem import audit_canary as audit_fm_agem
 from dpcl.learners.l2dpml import (
     WHY_NOT_DP,
     L2DPMLConfig,
@@ -20,7 +21,6 @@ from dpcl.learners.l2dpml import (
     run_l2dpml,
     to_unit_box,
 )
-from dpcl.learners.l2dpml import audit_canary as audit_l2dpml
 from dpcl.privacy.accounting import Budget
 from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.verify import verify_privacy
@@ -153,7 +153,8 @@ def test_published_claim_verdicts_are_three_valued_with_their_adjacency():
     """Add/remove: violated by the run's own canary audit (Clopper-Pearson bound above the claim) where a
     refutation is affordable, else not certified; substitution: not certified (no upper bound exists,
     no audit under substitution)."""
-    from dpcl.learners.l2dpml import claim_audit, theorem2_claim
+    from dpcl.audits.l2dpml_canary import claim_audit
+    from dpcl.learners.l2dpml import theorem2_claim
 
     c = theorem2_claim(1.0, CFG, 1e-5, claim_audit(1.0, 1e-5, CFG, {}))
     ar, sub = c["verdicts"]

@@ -18,12 +18,6 @@ from test_import_graph import PACKAGE, SRC, import_graph
 EXCEPTIONS = {
     ("dpcl.privacy.group_ledger", "dpcl.active"): "the DP active-learning group ledger's verifier rebuilds "
     "the plan's schedule and clip bound from dpcl.active (a learner system below the ledger it verifies)",
-    ("dpcl.learners.agem", "dpcl.audits"): "DP-A-GEM's canary audit function, beside its learner",
-    ("dpcl.learners.agem_whitebox", "dpcl.audits"): "DP-A-GEM's white-box audit, beside its learner",
-    ("dpcl.learners.desai_whitebox", "dpcl.audits"): "Desai et al.'s white-box audit, beside its learner",
-    ("dpcl.learners.cosine", "dpcl.audits"): "the cosine classifier's white-box audit, in its module",
-    ("dpcl.learners.fm_agem", "dpcl.audits"): "FM-A-GEM's canary and white-box audits, in its module",
-    ("dpcl.learners.l2dpml", "dpcl.audits"): "L2DP-ML's canary audit (of its published claim), in its module",
 }
 
 

@@ -207,7 +207,8 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
 
 
 def test_fm_release_stays_at_or_below_its_claim_and_noise_at_half_sigma_is_caught():
-    from dpcl.learners.fm_agem import audit_release, release_coefficients
+    from dpcl.audits.fm_agem_audits import audit_release
+    from dpcl.learners.fm_agem import release_coefficients
 
     def half_noise(z, rows, k, sigma, gen):
         return release_coefficients(z, rows, k, sigma / 2, gen)

@@ -91,7 +91,7 @@ def lite0_backbone():
     """(backbone, preprocessing) of the embedded EfficientNet-Lite0 at 96 px, BatchNorms frozen to their
     running statistics as the FiLM learners run it."""
     from ..backbones import backbone_from_config
-    from ..training.film import freeze_batchnorm
+    from ..training.film_model import freeze_batchnorm
 
     backbone, pre = backbone_from_config(LITE0, name="effnet_lite0")
     freeze_batchnorm(backbone)
@@ -108,7 +108,7 @@ def canary_gradients(backbone, pre, images: np.ndarray, weight, bias, *, clip: f
     import torch.nn.functional as F
 
     from ..features import preprocess_batch
-    from ..training.film import film_parameter_names
+    from ..training.film_model import film_parameter_names
 
     params = dict(backbone.named_parameters())
     names = film_parameter_names(backbone)
@@ -217,7 +217,7 @@ def _setting(backbone, seed: int, m: int) -> tuple:
     coins and the training's noise do), so one setting serves every ε."""
     import torch
 
-    from ..training.film import FilmMember, pretrained_member
+    from ..training.film_member import FilmMember, pretrained_member
 
     model, pre = backbone
     key = (seed, "audit", "whitebox", "film")

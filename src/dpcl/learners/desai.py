@@ -147,7 +147,7 @@ SPECS = (
         config_blocks=("agem",),
         run="dpcl.learners.desai:run",
         whitebox=LearnerAudit(
-            function="dpcl.learners.desai_whitebox:audit_whitebox", name="Desai et al. (as published)"
+            function="dpcl.audits.desai_whitebox:audit_whitebox", name="Desai et al. (as published)"
         ),
         resources={"mem_mb": 2000, "runtime": 60},
     ),
@@ -449,7 +449,7 @@ def train_desai_task(
     At every step one block is drawn uniformly (CalGref, l. 20-23) and g_ref is computed from it
     even if it is empty (then pure noise), so a block's size is never revealed.
     Both releases are made, and reported to an audit that listens, by the mechanism primitive
-    (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`; :mod:`dpcl.learners.desai_whitebox`).
+    (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`; :mod:`dpcl.audits.desai_whitebox`).
     """
     cfg.validate()
     if sigma < 0 or (sigma > 0 and math.isinf(cfg.clip)):

@@ -70,7 +70,7 @@ SPECS = (
         config_blocks=("l2dpml",),
         run="dpcl.learners.l2dpml:run",
         audit=LearnerAudit(
-            function="dpcl.learners.l2dpml:audit_canary",
+            function="dpcl.audits.l2dpml_canary:audit_canary",
             name="L2DP-ML learner",
             tag="as published, [Lai2022]",
         ),
@@ -350,7 +350,7 @@ def run_l2dpml(
 
 def theorem2_claim(epsilon: float, cfg, delta: float, audit: dict | None = None) -> dict:
     """privacy.json's "published_claim" of L2DP-ML: Theorem 2's budget, its public parts, why it cannot be
-    certified, and the three-valued verdicts (:func:`claim_verdicts`; ``audit`` from :func:`claim_audit`).
+    certified, and the three-valued verdicts (:func:`claim_verdicts`; ``audit`` from :func:`dpcl.audits.l2dpml_canary.claim_audit`).
 
     The γ term needs the trained θ₁ (and, in Thm 2, |D_τ|), so only the part without it is evaluated
     here; the full value per task is in the run's non-private diagnostics."""
@@ -376,24 +376,6 @@ def theorem2_claim(epsilon: float, cfg, delta: float, audit: dict | None = None)
 #: trainings per world the run's own claim audit may take (the canary world: public, no data); a claim
 #: whose refutation would need more is left not certified (the audit table may still run it)
 RUN_AUDIT_TRIALS, RUN_AUDIT_MAX_TRIALS, RUN_AUDIT_SEED = 400, 2000, 0
-
-
-def claim_audit(epsilon: float, delta: float, cfg, cache: dict | None = None) -> dict | None:
-    """The add/remove audit of this configuration's claim (:func:`audit_canary`:
-    canary world, no private data), or None where a refutation would need more than
-    ``RUN_AUDIT_MAX_TRIALS`` trainings per world. Cached per (ε, δ, config) in ``cache``."""
-    from ..audits.learners import trials_to_refute
-
-    key = ("l2dpml_audit", float(epsilon), float(delta), repr(cfg))
-    if cache is not None and key in cache:
-        return cache[key]
-    claim = claimed_epsilon(epsilon, cfg, None)
-    out = None
-    if 2 * trials_to_refute(claim + 1.0, delta) <= RUN_AUDIT_MAX_TRIALS:
-        out = audit_canary(epsilon, delta, RUN_AUDIT_TRIALS, RUN_AUDIT_SEED, cfg)
-    if cache is not None:
-        cache[key] = out
-    return out
 
 
 def claim_verdicts(claimed: float, delta: float, audit: dict | None = None) -> dict:
@@ -449,46 +431,6 @@ def claim_verdicts(claimed: float, delta: float, audit: dict | None = None) -> d
     }
 
 
-def audit_canary(
-    epsilon: float, delta: float, trials: int, seed: int, cfg: L2DPMLConfig | None = None
-) -> dict:
-    """Audit L2DP-ML as published at training budget ``epsilon`` (add/remove): D = ∅, D' = {canary}.
-    Alg. 2 runs ⌈|D_t|/λ⌉ × epochs SGD steps, so the canary adds whole steps whose shared Laplace noise
-    moves θ₁ far from its initialisation; the statistic is ‖θ₁‖_F of the released model
-    (:func:`dpcl.audits.learners.canary_audit`)."""
-    from ..audits.learners import canary_audit, trials_to_refute
-    from ..seeding import rng
-
-    cfg = cfg or L2DPMLConfig()
-    canary = np.full((1, cfg.input_dim), 0.9)  # an input in [0, 1]^d
-    spaces = [[0, 1]]
-
-    def score(with_canary: bool, gen: np.random.Generator) -> float:
-        x = canary if with_canary else np.zeros((0, cfg.input_dim))
-        y = np.zeros(len(x), dtype=np.int64)
-        s = gen.integers(2**63 - 1)
-        *_, model = run_l2dpml(
-            [(x, y)], [], spaces, 2, cfg, epsilon, rng_for=lambda t, part: rng(int(s), t, part)
-        )
-        return float(np.linalg.norm(model.theta1))
-
-    claim = claimed_epsilon(epsilon, cfg, None)
-    # the canary separates the worlds perfectly, so the bound is limited by the number of runs: take
-    # enough that a perfect separation could refute the claim by a margin of 1 (capped)
-    trials = max(trials, min(2 * trials_to_refute(claim + 1.0, delta), 200_000))
-    res = canary_audit(score, trials, seed, ("l2dpml", float(epsilon)), delta)
-    res.update(
-        learner="l2dpml",
-        epsilon=float(epsilon),
-        claimed_epsilon=claim,
-        attack="D = {} vs D' = {canary}: the canary adds Alg. 2 steps; statistic ||theta_1||_F",
-        adjacency="add/remove one individual (the canary)",
-        claim_note="claimed epsilon: Theorem 2 without its gamma term, which grows with the trained "
-        "theta_1 and so is no a-priori budget",
-    )
-    return res
-
-
 def run(inputs):
     """One run of L2DP-ML as published (Alg. 2), the learner contract (:mod:`dpcl.learners.api`), on the
     ``projected`` job's PCA-projected features (``inputs.job``: its
@@ -509,11 +451,7 @@ def run(inputs):
     preds, records, stats, _ = run_l2dpml(
         data, tests, spaces, inputs.n_universe, cfg, eps, rng_for=inputs.rng_for
     )
-    claim = (
-        theorem2_claim(eps, cfg, delta, claim_audit(eps, delta, cfg, job.cache))
-        if math.isfinite(eps)
-        else None
-    )
+    claim = theorem2_claim(eps, cfg, delta, job.claim_audit(eps, delta, cfg)) if math.isfinite(eps) else None
     extra = {LEARNER: block}
     if claim is not None:
         extra["published_claim"] = claim_summary(claim)

@@ -245,7 +245,7 @@ def privacy_audit(
             "train_head at q = 1 and one step (σ from the accountant for the claim at that setting, C = 0.1); "
             "weights: Dirac canaries on coordinates of their own, each included by a fair coin, so one "
             "training gives thousands of independent trials; bias: a zero-feature canary, one trial per "
-            "training. DP-A-GEM and Desai et al. as published (dpcl.learners.agem_whitebox): their own "
+            "training. DP-A-GEM and Desai et al. as published (dpcl.audits.agem_whitebox): their own "
             "run_*_head at T = 2 tasks, q = q_ref = 1, one step per task, Dirac canaries in task 0's train "
             "part and in its reference part (reread through the buffer by task 1's step); Desai's claim is "
             "its ledger's for one individual of a part (one Gaussian read with Lemma 2's σ), the published "

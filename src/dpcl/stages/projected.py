@@ -43,6 +43,13 @@ class ProjectedJob:
             self.cache[key] = self.cache["pca"].projection(dim)
         return self.cache[key]
 
+    def claim_audit(self, epsilon: float, delta: float, cfg) -> dict | None:
+        """L2DP-ML's audit of its published claim at this configuration
+        (:func:`dpcl.audits.l2dpml_canary.claim_audit`, on public canary data), once per job."""
+        from ..audits.l2dpml_canary import claim_audit
+
+        return claim_audit(epsilon, delta, cfg, self.cache)
+
 
 def projected_sweep(
     train_path: str | Path,

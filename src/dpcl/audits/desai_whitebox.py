@@ -24,6 +24,7 @@ block M_0 drawn with probability 1/t at task t, hidden from the adversary.
 
 from __future__ import annotations
 
+from ..learners.desai import LEARNER, lemma2_noise, run_desai_head, task_records
 from .agem_whitebox import (
     AUDIT_AGEM,
     AUDIT_DPSGD,
@@ -37,7 +38,6 @@ from .agem_whitebox import (
     audit_buffer_poisson,
     audit_memory_parts,
 )
-from .desai import LEARNER, lemma2_noise, run_desai_head, task_records
 
 
 def audit_whitebox(
@@ -46,7 +46,7 @@ def audit_whitebox(
     """The white-box audit rows of Desai et al. as published at its claimed (ε, δ) (σ from Lemma 2), train
     part and mini-memory rereads (module docstring), sized like DP-A-GEM's (``whitebox_runs``,
     ``whitebox_canaries``)."""
-    from ..audits.audit import gaussian_epsilon
+    from .audit import gaussian_epsilon
 
     noise = lemma2_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM.ref_rate(AUDIT_DPSGD))
     sigma = float(noise["noise_multiplier"])

@@ -37,10 +37,10 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..learners.agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head, task_records
 from ..privacy import releases
 from ..seeding import rng
 from ..training.heads import DPSGDConfig
-from .agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head, task_records
 
 #: the audit setting: q = q_ref = 1, one step per task, C = 0.1 (below every canary's gradient norm, so a
 #: correct implementation clips every canary and a branch that escapes clipping shows)
@@ -163,7 +163,7 @@ def audit_memory_parts(
     ledger states for the part ("train", "reference") and ``claims[part]`` the ε at δ it claims for one
     individual of that part.
     The rng streams are keyed by ``learner`` and ε; ``setting`` opens each row's setting sentence."""
-    from ..audits.whitebox import bound_coin_trials
+    from .whitebox import bound_coin_trials
 
     runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"]) // 2
     if runs < 1 or canaries < 1:
@@ -253,8 +253,8 @@ def _check_updates(seen, head, cfg: DPSGDConfig, n_tasks: int) -> None:
     """The trained head's update integrity over the releases the primitives reported
     (:func:`dpcl.audits.integrity.memory_replay_mismatch`): raises
     :class:`~dpcl.audits.whitebox.UpdateIntegrityError`."""
-    from ..audits.integrity import memory_replay_mismatch
-    from ..audits.whitebox import UpdateIntegrityError
+    from .integrity import memory_replay_mismatch
+    from .whitebox import UpdateIntegrityError
 
     why = memory_replay_mismatch(seen, (head.w, head.b), cfg, n_tasks=n_tasks)
     if why is not None:
@@ -291,7 +291,7 @@ def audit_buffer_poisson(
     gradient at the release's head (the primitive's attribution) projected on the release. The claim
     tested is ``claim``, the ε the ledger states for one individual of that part at δ (a subsampled
     Gaussian is not μ-GDP: the row has no μ)."""
-    from ..audits.whitebox import bound_coin_trials
+    from .whitebox import bound_coin_trials
 
     runs, canaries = 2 * int(audit.get("whitebox_poisson_runs", 0)), int(audit["whitebox_canaries"]) // 4
     if not runs:
