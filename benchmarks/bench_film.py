@@ -29,7 +29,8 @@ import timm
 import torch
 
 from dpcl.backbones import Preprocessing, create_backbone
-from dpcl.training.film import film_parameter_count, freeze_batchnorm, train_film
+from dpcl.training.film import train_film
+from dpcl.training.film_model import film_parameter_count, freeze_batchnorm
 from dpcl.training.heads import DPSGDConfig
 
 

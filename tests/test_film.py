@@ -22,17 +22,10 @@ from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.sgd_accounting import SIGMA_RTOL
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.seeding import rng
-from dpcl.training.film import (
-    FilmMember,
-    clipped_grad_sum,
-    film_logits,
-    film_net,
-    film_parameter_count,
-    film_parameter_names,
-    gaussian_noise_like,
-    pretrained_member,
-    train_film,
-)
+from dpcl.training.film import clipped_grad_sum, gaussian_noise_like, train_film
+from dpcl.training.film_inference import film_logits
+from dpcl.training.film_member import FilmMember, film_net, pretrained_member
+from dpcl.training.film_model import film_parameter_count, film_parameter_names
 from dpcl.training.heads import DPSGDConfig
 
 timm = pytest.importorskip("timm")

@@ -21,19 +21,16 @@ import torch.nn as nn
 
 from dpcl.backbones import Preprocessing
 from dpcl.seeding import rng
-from dpcl.training.film import (
-    FilmMember,
+from dpcl.training.film import clipped_grad_sum, train_film
+from dpcl.training.film_inference import film_logits
+from dpcl.training.film_member import FilmMember, film_net, pretrained_member
+from dpcl.training.film_model import (
     FrozenBatchNorm,
     check_per_sample,
-    clipped_grad_sum,
     film_grad_sample_module,
-    film_logits,
-    film_net,
     film_parameter_count,
     film_parameter_names,
     freeze_batchnorm,
-    pretrained_member,
-    train_film,
 )
 from dpcl.training.heads import DPSGDConfig
 

@@ -37,7 +37,7 @@ from .peft import FILM_WHITEBOX
 from .registry import LearnerSpec
 
 if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when the learner runs
-    from ..training.film import FilmMember
+    from ..training.film_member import FilmMember
 
 LEARNER = "agem_film"
 
@@ -86,7 +86,9 @@ def run_agem_film(
     :func:`~dpcl.learners.agem.agem_noise`; ``rng_for(t, part)`` gives the generator of task
     t's "train" or "reference" mechanism; ``split_seed`` seeds the reference split.
     """
-    from ..training.film import BufferMechanism, film_logits, pretrained_member, train_film
+    from ..training.film import BufferMechanism, train_film
+    from ..training.film_inference import film_logits
+    from ..training.film_member import pretrained_member
 
     agem.validate()
     n_tasks = len(task_data)

@@ -39,7 +39,7 @@ LEDGER_SPECS = {
 
 if TYPE_CHECKING:  # the FiLM engine imports torch: loaded only when a FiLM learner runs
     from ..backbones import Preprocessing
-    from ..training.film import FilmMember
+    from ..training.film_member import FilmMember
 
 LEARNERS = ("peft_head", "naive_head", "noncl_head")
 FILM_LEARNERS = ("peft_film", "naive_film", "noncl_film")
@@ -355,7 +355,7 @@ def ensemble_predictions(
     test set i ≤ t after task t, with members 0..t. Each member's values are swapped into the backbone
     once and its logits on each test set computed once (member t joins every test set's votes at task
     t)."""
-    from ..training.film import film_logits_each
+    from ..training.film_inference import film_logits_each
 
     spaces = [np.asarray(sorted(o), dtype=np.int64) for o in label_spaces]
     votes = [EnsembleVotes(len(xt)) for xt in test_images]
@@ -469,7 +469,9 @@ def run_film_learner(
     models with their label ids (per task for ``peft_film``, one for the baselines).
     ``rng_for(t)`` gives task t's generator (sampling and noise).
     """
-    from ..training.film import film_logits, pretrained_member, train_film
+    from ..training.film import train_film
+    from ..training.film_inference import film_logits
+    from ..training.film_member import pretrained_member
 
     if learner not in FILM_LEARNERS:
         raise ValueError(f"unknown FiLM learner {learner!r}; allowed: {list(FILM_LEARNERS)}")

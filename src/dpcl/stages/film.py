@@ -54,7 +54,7 @@ def load_film_backbone(backbone_cfg: dict):
     (:func:`dpcl.training.film.freeze_batchnorm`), which leaves its eval-mode outputs unchanged
     and lets FiLM DP-SGD train their scales and shifts per sample."""
     from ..backbones import backbone_from_config
-    from ..training.film import freeze_batchnorm
+    from ..training.film_model import freeze_batchnorm
 
     backbone, pre = backbone_from_config(backbone_cfg)
     freeze_batchnorm(backbone)

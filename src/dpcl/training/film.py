@@ -1,25 +1,18 @@
-"""The FiLM DP-SGD engine ([LabelSpace] Sec. 5.2, Alg. 2, App. D, D.1): FiLM members, their
-swap into one shared backbone, and :func:`train_film`, which the FiLM learners drive
-(:func:`dpcl.learners.peft.run_film_learner`: ensemble, Naive, Non-CL; with a
-:class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`). One concept in
-one module: the per-sample clipping hooks, the noise and the member format belong together.
+"""FiLM DP-SGD ([LabelSpace] Sec. 5.2, Alg. 2, App. D, D.1): :func:`train_film`, the engine the FiLM
+learners drive (:func:`dpcl.learners.peft.run_film`: ensemble, Naive, Non-CL; with a
+:class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`), and its mechanism
+primitives (per-sample clipping, the noise, the noisy clipped sum).
 
-FiLM here (App. D): every normalisation layer's scale and bias of the pre-trained backbone
-(LayerNorm, GroupNorm, BatchNorm) plus a zero-initialised linear head over O_t are trainable,
-everything else is frozen; for ViT-B/16 that is 25 LayerNorms × 2 × 768 = 38,400 FiLM
-parameters + 768·|O_t| + |O_t|, for EfficientNet-Lite0 49 BatchNorms with 42,016 + 1280·|O_t| +
-|O_t|. BatchNorms train only with frozen running statistics (:func:`freeze_batchnorm`,
-:class:`FrozenBatchNorm`): a fixed per-channel affine map in which no sample influences
-another; a BatchNorm that would use the batch's statistics is refused (:func:`check_per_sample`).
-A member stores only these tensors (:class:`FilmMember`); predictions swap a member's
-values into the one shared backbone (:func:`film_logits`), so T tasks never need T copies.
+The FiLM parameters and their per-sample gradients are :mod:`dpcl.training.film_model`'s; a trained
+member's format and its swap into the shared backbone are :mod:`dpcl.training.film_member`'s;
+predictions are :mod:`dpcl.training.film_inference`'s.
 
 DP-SGD: per logical step every sample is taken independently with probability
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
 physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
 grad-sample mode (``GradSampleModule(force_functorch=False)`` around the backbone, which
 hooks only the trainable normalisation layers, so timm's fused attention is fine; a frozen
-BatchNorm's sampler is registered here) gives the FiLM
+BatchNorm's sampler is registered in :mod:`dpcl.training.film_model`) gives the FiLM
 parameters' per-sample gradients and the head's per-sample norms come in closed form (ghost
 clipping, :func:`clipped_grad_sum`); each sample's gradient is clipped to L2 norm C over all
 trainable parameters jointly; the clipped sum
@@ -33,11 +26,8 @@ releases a proper (noise-only) classifier (App. B, Prop. B.6).
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,312 +39,12 @@ from ..backbones import Preprocessing
 from ..features import preprocess_batch
 from ..io import progress_stream
 from ..privacy import releases
+from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
+from .film_model import check_per_sample, film_grad_sample_module
 from .heads import DPSGDConfig
 from .projection import project
 
-
-class FrozenBatchNorm(nn.Module):
-    """A BatchNorm with frozen running statistics: a fixed per-channel affine map (FiLM, App. D).
-
-    ``y = act(drop(γ · (x − μ) / √(σ² + ε) + β))`` with the running mean μ and variance σ² as
-    buffers, in training *and* evaluation mode (it is ``F.batch_norm(..., training=False)``,
-    bit for bit what an eval-mode BatchNorm computes), so no sample's output depends on
-    another's and the per-sample gradients of γ (``weight``) and β (``bias``) are well defined.
-    ``act`` and ``drop`` keep the activation of timm's ``BatchNormAct2d`` (Identity for a plain
-    BatchNorm). Made by :func:`freeze_batchnorm`, which keeps the parameter names, so a member's
-    FiLM names are the same on the original and the frozen backbone. Its per-sample gradients
-    come from :func:`_frozen_batchnorm_grad_sample`, registered with opacus.
-    """
-
-    def __init__(self, bn: nn.modules.batchnorm._BatchNorm) -> None:
-        super().__init__()
-        if not bn.track_running_stats or bn.running_mean is None or bn.running_var is None:
-            raise ValueError(
-                f"{type(bn).__name__} without running statistics (track_running_stats=False) always "
-                "normalises with the batch's statistics: it cannot be frozen for FiLM"
-            )
-        drop = getattr(bn, "drop", None)
-        if drop is not None and not _is_identity(drop):
-            raise ValueError(f"{type(bn).__name__} has a stochastic drop layer {drop!r}: cannot freeze it")
-        self.num_features = bn.num_features
-        self.eps = float(bn.eps)
-        self.weight = bn.weight  # the same Parameter objects (or None when affine=False)
-        self.bias = bn.bias
-        self.register_buffer("running_mean", bn.running_mean.detach().clone())
-        self.register_buffer("running_var", bn.running_var.detach().clone())
-        self.drop = drop if drop is not None else nn.Identity()
-        act = getattr(bn, "act", None)
-        self.act = act if act is not None else nn.Identity()
-        self.train(bn.training)
-
-    def normalise(self, x: torch.Tensor, affine: bool = True) -> torch.Tensor:
-        w, b = (self.weight, self.bias) if affine else (None, None)
-        return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.act(self.drop(self.normalise(x)))
-
-    def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, affine={self.weight is not None}, frozen statistics"
-
-
-def _is_identity(module: nn.Module) -> bool:
-    return isinstance(module, nn.Identity) or (isinstance(module, nn.Dropout) and module.p == 0)
-
-
-def _frozen_batchnorm_grad_sample(layer: FrozenBatchNorm, activations, backprops):
-    """Per-sample gradients of a :class:`FrozenBatchNorm`'s γ and β (opacus hooks mode).
-
-    ``backprops`` is the gradient at the layer's output, after its activation: it is first
-    pulled back through the elementwise activation (one vector-Jacobian product on the
-    recomputed pre-activation, sample by sample independent), then γ's gradient of sample n,
-    channel c is Σ over positions of g · x̂ and β's is Σ g, as in opacus's GroupNorm sampler.
-    """
-    x = activations[0]
-    g = backprops
-    if not _is_identity(layer.act):
-        with torch.enable_grad():
-            z = layer.normalise(x).detach().requires_grad_(True)
-            (g,) = torch.autograd.grad(layer.act(z.clone()), z, g)  # clone: activations may be in-place
-    ret = {}
-    if layer.weight is not None and layer.weight.requires_grad:
-        ret[layer.weight] = torch.einsum("ni...->ni", g * layer.normalise(x, affine=False))
-    if layer.bias is not None and layer.bias.requires_grad:
-        ret[layer.bias] = torch.einsum("ni...->ni", g)
-    return ret
-
-
-def _register_grad_sampler() -> None:
-    from opacus.grad_sample import register_grad_sampler
-
-    register_grad_sampler(FrozenBatchNorm)(_frozen_batchnorm_grad_sample)
-
-
-def freeze_batchnorm(model: nn.Module) -> int:
-    """Replace every BatchNorm in ``model`` (in place; timm's ``BatchNormAct2d`` with its
-    activation) by a :class:`FrozenBatchNorm` with its running statistics and the *same*
-    weight and bias parameters; returns how many. Eval-mode outputs are unchanged bit for bit;
-    in training mode the layer no longer mixes samples through batch statistics. Idempotent.
-    """
-    if isinstance(model, nn.modules.batchnorm._BatchNorm):
-        raise ValueError("freeze_batchnorm replaces submodules: pass the model that contains the BatchNorm")
-    count = 0
-    for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
-            if isinstance(child, nn.modules.batchnorm._BatchNorm):
-                setattr(parent, child_name, FrozenBatchNorm(child))
-                count += 1
-    return count
-
-
-NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.modules.batchnorm._BatchNorm, FrozenBatchNorm)
 """Normalisation layers whose affine parameters are FiLM's (subclasses included: timm's)."""
-
-
-def _is_norm(module: nn.Module) -> bool:
-    """A normalisation layer: LayerNorm, GroupNorm, BatchNorm or a frozen BatchNorm (and subclasses)."""
-    return isinstance(module, NORM_TYPES)
-
-
-def film_parameter_names(model) -> list[str]:
-    """Names (in ``model.named_parameters()`` order) of the FiLM parameters: the scale (weight)
-    and shift (bias) of every normalisation layer, LayerNorm, GroupNorm and BatchNorm
-    (trained only with frozen statistics, see :func:`freeze_batchnorm`), subclasses
-    included. ViT-B/16: 50 tensors, 38,400 values; EfficientNet-Lite0: 49 BatchNorms, 98
-    tensors, 42,016 values."""
-    names = []
-    for mod_name, module in model.named_modules():
-        if _is_norm(module):
-            for p_name, _ in module.named_parameters(recurse=False):
-                names.append(f"{mod_name}.{p_name}" if mod_name else p_name)
-    if not names:
-        raise ValueError(
-            f"{type(model).__name__} has no normalisation layer (LayerNorm, GroupNorm, BatchNorm) with "
-            "affine parameters: FiLM needs one"
-        )
-    return names
-
-
-def film_parameter_count(model) -> int:
-    """Number of FiLM parameters: 38,400 for ViT-B/16 (App. D), 42,016 for EfficientNet-Lite0."""
-    params = dict(model.named_parameters())
-    return sum(params[n].numel() for n in film_parameter_names(model))
-
-
-def check_per_sample(model: nn.Module) -> None:
-    """Refuse a backbone in which one sample could influence another's output or gradient.
-
-    A layer with running statistics that is not a :class:`FrozenBatchNorm` (a BatchNorm,
-    SyncBatchNorm, timm's BatchNormAct2d or an EvoNorm-B) normalises with the *batch's*
-    statistics in training mode, which FiLM DP-SGD needs for its hooks: every sample's output
-    and gradient would depend on the others (no per-sample gradient, no DP). A trainable layer
-    with other buffers is refused too (opacus's validator refuses them all; frozen running
-    statistics are constants of the pre-trained model, not data).
-    """
-    mixing, buffered = [], []
-    for name, m in model.named_modules():
-        if isinstance(m, FrozenBatchNorm):
-            continue
-        running = [b for b, _ in m.named_buffers(recurse=False) if b.startswith("running_")]
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) or running:
-            mixing.append(f"{name or '<root>'} ({type(m).__name__})")
-        elif any(p.requires_grad for p in m.parameters(recurse=False)) and any(
-            True for _ in m.buffers(recurse=False)
-        ):
-            buffered.append(f"{name or '<root>'} ({type(m).__name__})")
-    if mixing:
-        raise ValueError(
-            f"FiLM DP-SGD refuses {len(mixing)} BatchNorm-type layer(s) with batch statistics, e.g. "
-            f"{', '.join(mixing[:3])}: in training mode they normalise with the batch's statistics, "
-            "which mixes samples (no per-sample gradient, no DP). Freeze their running statistics "
-            "first: dpcl.training.film.freeze_batchnorm(backbone)"
-        )
-    if buffered:
-        raise ValueError(f"FiLM DP-SGD cannot train layers with buffers: {', '.join(buffered[:3])}")
-
-
-def _feature_dim(backbone) -> int:
-    dim = getattr(backbone, "num_features", None)
-    if not isinstance(dim, int) or dim <= 0:
-        raise ValueError(
-            f"backbone {type(backbone).__name__} does not expose num_features (a timm model does)"
-        )
-    return dim
-
-
-@dataclass
-class FilmMember:
-    """One released PEFT-ensemble member Z_t: FiLM values and the head over O_t (CPU float32)."""
-
-    film: dict[str, torch.Tensor]  # parameter name -> LayerNorm weight or bias
-    weight: torch.Tensor  # (n_out, dim)
-    bias: torch.Tensor  # (n_out,)
-
-    @property
-    def n_out(self) -> int:
-        return int(self.weight.shape[0])
-
-    def n_parameters(self) -> int:
-        """Trainable parameter count: FiLM + |O_t|·dim + |O_t| (App. D)."""
-        return sum(t.numel() for t in self.film.values()) + self.weight.numel() + self.bias.numel()
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Flat name → array mapping for ``.npz``/safetensors files (``film/<name>``, ``head/*``)."""
-        out = {f"film/{k}": v.detach().cpu().numpy() for k, v in self.film.items()}
-        out["head/weight"] = self.weight.detach().cpu().numpy()
-        out["head/bias"] = self.bias.detach().cpu().numpy()
-        return out
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> FilmMember:
-        """Inverse of :meth:`to_arrays`."""
-        for key in ("head/weight", "head/bias"):
-            if key not in arrays:
-                raise ValueError(f"member arrays lack {key!r}; found {sorted(arrays)[:5]}")
-        film = {
-            k[len("film/") :]: torch.as_tensor(np.array(v))
-            for k, v in arrays.items()
-            if k.startswith("film/")
-        }
-        return cls(
-            film,
-            torch.as_tensor(np.array(arrays["head/weight"])),
-            torch.as_tensor(np.array(arrays["head/bias"])),
-        )
-
-
-def pretrained_member(backbone, n_out: int) -> FilmMember:
-    """The starting point of Alg. 2: the backbone's pre-trained FiLM values and a zero head over n_out."""
-    if not isinstance(n_out, int | np.integer) or n_out < 0:
-        raise ValueError(f"n_out must be a non-negative integer, got {n_out!r}")
-    params = dict(backbone.named_parameters())
-    film = {n: params[n].detach().to("cpu", torch.float32).clone() for n in film_parameter_names(backbone)}
-    dim = _feature_dim(backbone)
-    return FilmMember(film, torch.zeros(int(n_out), dim), torch.zeros(int(n_out)))
-
-
-def _resolve_device(device: str):
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-class FilmNet(nn.Module):
-    """Backbone features → linear head over O_t (the model of one ensemble member)."""
-
-    def __init__(self, backbone: nn.Module, head: nn.Linear) -> None:
-        super().__init__()
-        self.backbone = backbone
-        self.head = head
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x))
-
-
-@contextlib.contextmanager
-def film_net(backbone, member: FilmMember, device: str = "auto", trainable: bool = False) -> Iterator:
-    """The shared ``backbone`` with ``member``'s FiLM values swapped in, plus its head.
-
-    Inside the context only the FiLM parameters and the head require gradients when
-    ``trainable``; on exit the backbone's own FiLM values and ``requires_grad`` flags are
-    restored, so one backbone serves every member (no T copies). The backbone is moved to
-    ``device`` ("auto": CUDA if available) and stays there.
-    """
-
-    dev = _resolve_device(device)
-    backbone.to(dev)
-    params = dict(backbone.named_parameters())
-    names = film_parameter_names(backbone)
-    if set(member.film) != set(names):
-        missing = sorted(set(names) - set(member.film))[:3]
-        extra = sorted(set(member.film) - set(names))[:3]
-        raise ValueError(
-            f"member's FiLM parameters do not fit the backbone (missing {missing}, extra {extra})"
-        )
-    dim = _feature_dim(backbone)
-    if member.weight.shape != (member.n_out, dim) or member.bias.shape != (member.n_out,):
-        raise ValueError(
-            f"member head has shape {tuple(member.weight.shape)}; expected ({member.n_out}, {dim})"
-        )
-    saved = {n: params[n].detach().clone() for n in names}
-    flags = {n: p.requires_grad for n, p in params.items()}
-    mode = backbone.training
-    # values come from the member: skip the random init (it would consume the global torch RNG)
-    with warnings.catch_warnings():  # an empty O_t gives a (0, dim) head: a valid, empty classifier
-        warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
-        head = nn.utils.skip_init(nn.Linear, dim, member.n_out, device=dev)
-    try:
-        with torch.no_grad():
-            for n in names:
-                params[n].copy_(member.film[n])
-            head.weight.copy_(member.weight)
-            head.bias.copy_(member.bias)
-        for n, p in params.items():
-            p.requires_grad_(trainable and n in member.film)
-        head.requires_grad_(trainable)
-        yield FilmNet(backbone, head)
-    finally:
-        with torch.no_grad():
-            for n in names:
-                params[n].copy_(saved[n])
-        for n, p in params.items():
-            p.requires_grad_(flags[n])
-        backbone.train(mode)
-
-
-def _member_from_net(net) -> FilmMember:
-    """Snapshot of the trainable FiLM values and head of a :func:`film_net` module (CPU float32)."""
-    params = dict(net.backbone.named_parameters())
-    film = {
-        n: params[n].detach().to("cpu", torch.float32).clone() for n in film_parameter_names(net.backbone)
-    }
-    return FilmMember(film, net.head.weight.detach().cpu().clone(), net.head.bias.detach().cpu().clone())
-
-
-def _trainable(net) -> list:
-    """FiLM parameters then the head's, in a fixed order (noise is drawn in this order)."""
-    params = dict(net.backbone.named_parameters())
-    return [params[n] for n in film_parameter_names(net.backbone)] + [net.head.weight, net.head.bias]
 
 
 def _masked_logits(logits, active):
@@ -534,31 +224,6 @@ def noisy_grad_sum(
     return grads, int(batch.size), n_clipped
 
 
-def film_grad_sample_module(backbone: nn.Module):
-    """opacus's hooks-mode ``GradSampleModule`` around the backbone (per-sample FiLM gradients).
-
-    opacus's validator refuses every trainable layer with buffers; the only ones that
-    :func:`check_per_sample` lets through are :class:`FrozenBatchNorm` layers, whose buffers are
-    the pre-trained model's constant statistics (no sample touches them), so it runs
-    non-strict after that check. Undo with its public ``cleanup()``.
-    """
-    from opacus import GradSampleModule
-
-    check_per_sample(backbone)
-    _register_grad_sampler()
-    # non-strict mode logs the validator's errors (the frozen statistics, checked above) at INFO, with
-    # every FrozenBatchNorm's repr, once per trained member: keep that out of job logs
-    opacus_log = logging.getLogger("opacus.grad_sample.grad_sample_module")
-    level = opacus_log.level
-    opacus_log.setLevel(max(level, logging.WARNING))
-    try:
-        return GradSampleModule(
-            backbone, batch_first=True, loss_reduction="sum", strict=False, force_functorch=False
-        )
-    finally:
-        opacus_log.setLevel(level)
-
-
 def train_film(
     backbone,
     images: np.ndarray,
@@ -637,7 +302,7 @@ def train_film(
     ):
         torch.manual_seed(torch_seed)  # any stochastic layer (drop-path) is seeded too
         dev = net.head.weight.device
-        params = _trainable(net)
+        params = trainable_parameters(net)
         act_t = torch.as_tensor(active, device=dev) if active is not None else None
         gsm = film_grad_sample_module(net.backbone) if private else None
         net.train()  # opacus captures activations only in training mode
@@ -683,7 +348,7 @@ def train_film(
         finally:
             if gsm is not None:
                 gsm.cleanup()  # public: removes the hooks and every opacus attribute from the shared backbone
-        out = _member_from_net(net)
+        out = member_from_net(net)
     info = {
         "steps": cfg.steps,
         "sample_rate": cfg.sample_rate,
@@ -703,37 +368,3 @@ def train_film(
             projected_fraction=projected / cfg.steps,
         )
     return out, info
-
-
-def film_logits(
-    backbone,
-    member: FilmMember,
-    images: np.ndarray,
-    pre: Preprocessing,
-    batch_size: int = 128,
-    device: str = "auto",
-) -> np.ndarray:
-    """Logits (n × |O_t|, float32) of one member, its FiLM values swapped into the shared backbone."""
-    return next(film_logits_each(backbone, member, [images], pre, batch_size, device))
-
-
-def film_logits_each(
-    backbone,
-    member: FilmMember,
-    image_sets: list[np.ndarray],
-    pre: Preprocessing,
-    batch_size: int = 128,
-    device: str = "auto",
-) -> Iterator[np.ndarray]:
-    """:func:`film_logits` of one member on each image set in turn, its values swapped in once
-    (one set's logits in memory at a time: 100,000 labels × 1,000 images is 400 MB)."""
-    with film_net(backbone, member, device=device) as net, torch.inference_mode():
-        net.eval()
-        dev = net.head.weight.device
-        for images in image_sets:
-            images = np.asarray(images)
-            out = np.empty((len(images), member.n_out), dtype=np.float32)
-            for start in range(0, len(images), batch_size):
-                x = preprocess_batch(images[start : start + batch_size], pre).to(dev)
-                out[start : start + len(x)] = net(x).float().cpu().numpy()
-            yield out
