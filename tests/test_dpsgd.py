@@ -257,42 +257,6 @@ def test_an_interrupted_search_resumes_to_the_uninterrupted_result(tmp_path):
     assert tune_dpsgd(y, 4.0, 1e-5, 3, train_and_score, **kw, journal=other) == whole and len(calls) == 9
 
 
-def test_the_gp_sampler_without_torch_dispatch_suggests_what_optunas_own_does():
-    """dpcl's GP sampler runs Optuna's acquisition search with torch function dispatch off (a speed-up);
-    past the startup trials its suggestions equal the plain GPSampler's bit for bit, trial by trial."""
-    optuna = pytest.importorskip("optuna")
-    torch = pytest.importorskip("torch")
-    from dpcl.training.tuning import gp_sampler
-
-    assert type(gp_sampler(0)) is not optuna.samplers.GPSampler  # the hooks exist: the fast path is taken
-    seen_modes = []
-    original = optuna.samplers.GPSampler._sample_relative_impl
-
-    def spy(self, *args, **kwargs):
-        seen_modes.append(torch._C._is_torch_function_mode_enabled())
-        return original(self, *args, **kwargs)
-
-    def objective(trial):
-        lr = trial.suggest_float("lr", 1e-7, 1e-2, log=True)
-        batch = trial.suggest_int("batch_size", 10, 400, log=True)
-        clip = trial.suggest_float("clip", 0.2, 10.0, log=True)
-        return float(np.sin(np.log(lr)) * np.cos(batch / 40) + 0.1 * np.log(clip))
-
-    def search(make):
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        study = optuna.create_study(direction="maximize")
-        for k in range(12):  # 10 startup trials, then two from the Gaussian process
-            study.sampler = make(1234 + 7919 * k)
-            study.optimize(objective, n_trials=1)
-        return [t.params for t in study.trials]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(optuna.samplers.GPSampler, "_sample_relative_impl", spy)
-        ours = search(gp_sampler)
-    assert seen_modes == [False, False]  # the search itself ran with no torch function mode active
-    assert ours == search(lambda seed: optuna.samplers.GPSampler(seed=seed))
-
-
 def test_trials_below_the_earlier_median_stop_at_that_checkpoint():
     """The median rule on the validation curve: after PRUNE_STARTUP_TRIALS finished trials, a trial whose
     accuracy at a checkpoint is below the median of the earlier trials' accuracies there stops, scored

@@ -19,7 +19,6 @@ features, :func:`tune_film` on images through the shared backbone).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -251,36 +250,12 @@ def tune_dpsgd(
 
 
 def gp_sampler(seed: int):
-    """Optuna's GP sampler (``optuna.samplers.GPSampler(seed=seed)``), its acquisition search run without
-    torch's ``__torch_function__`` dispatch.
-
-    Optuna runs the search under ``with torch.device("cpu")`` so that a global
-    ``torch.set_default_device("cuda")`` cannot move its tensors; that context is a torch function mode,
-    which sends every one of the search's thousands of small tensor operations through a Python
-    handler (about a quarter of the sampler's time on 2 cores). Inside it, this sampler switches torch
-    function dispatch off (``torch._C.DisableTorchFunction``): the operations run on the CPU as before
-    (a default device set with ``torch.set_default_device`` is a function mode too, off as well), with
-    the same arithmetic, so the suggestions are the same bit for bit (tested against the plain sampler).
-    Should either private hook be missing in another optuna or torch, this is the plain sampler.
-    """
-    return _gp_sampler_class()(seed=seed)
-
-
-@functools.cache
-def _gp_sampler_class() -> type:
+    """Optuna's GP sampler with this trial's seed (a fresh sampler per trial: trial k's suggestion is a
+    function of the seed and the trials before it, so a resumed study suggests what an unbroken one
+    would)."""
     import optuna
-    import torch
 
-    no_dispatch = getattr(torch._C, "DisableTorchFunction", None)
-    if no_dispatch is None or not hasattr(optuna.samplers.GPSampler, "_sample_relative_impl"):
-        return optuna.samplers.GPSampler
-
-    class GPSampler(optuna.samplers.GPSampler):
-        def _sample_relative_impl(self, *args, **kwargs):
-            with no_dispatch():
-                return super()._sample_relative_impl(*args, **kwargs)
-
-    return GPSampler
+    return optuna.samplers.GPSampler(seed=seed)
 
 
 def _finished(study) -> list:
@@ -318,8 +293,10 @@ def _study(journal: str | Path | None, fingerprint: str, prune: bool):
             break
         journal.unlink()  # another search's journal (other data, budget or ranges): start over
     study.set_user_attr("fingerprint", fingerprint)
+    study_id = storage.get_study_id_from_name("dpcl")
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
     return study
 
 
@@ -385,9 +362,10 @@ def tune_film(
 
     Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.training.film.train_film`
     (``physical_batch`` images per chunk on ``device``) and scores it with
-    :func:`dpcl.training.film.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
+    :func:`dpcl.training.film_inference.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
     """
-    from .film import film_logits, train_film
+    from .film import train_film
+    from .film_inference import film_logits
 
     images = np.asarray(images)
     if len(images) != len(y):
