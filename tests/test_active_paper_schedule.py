@@ -14,17 +14,13 @@ import warnings
 import numpy as np
 import pytest
 
+from dpcl.active.opacus_rdp import ORDER_SLACK_ABS, ORDER_SLACK_REL, OpacusRDP, _step_rdp, default_orders
 from dpcl.active.paper_schedule import (
     KIND,
-    ORDER_SLACK_ABS,
-    ORDER_SLACK_REL,
-    OpacusRDP,
-    _step_rdp,
     authors_naive,
     authors_run,
     authors_sample_rate,
     authors_trajectory,
-    default_orders,
     reaccount,
 )
 from dpcl.active.schedules import ALPlan, build_schedule

@@ -11,7 +11,7 @@ returns exactly what the computation returned (floats survive JSON unchanged). T
 the tests ask for the same histories). A computation
 that runs more of dpcl names those subpackages (``memo(packages=)``), whose code joins the key (the
 DP-AL schedules, :func:`dpcl.stages.active.solve_schedule`, and the DP-AL report's solutions at the
-authors' plans, :func:`dpcl.report.active.authors_plan_claim`).
+authors' plans, :func:`dpcl.report.active_authors.authors_plan_claim`).
 
 Folder: ``$DPCL_ACCOUNTING_CACHE``, else ``$XDG_CACHE_HOME/dpcl/accounting`` (default
 ``~/.cache/dpcl/accounting``); ``DPCL_ACCOUNTING_CACHE=off`` turns the cache off. An

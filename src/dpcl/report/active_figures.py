@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .active import Cell, _at, _load_schedule, _pm_name, _pool_modes, load_summary, main_setting
+from .active import Cell, _at, _pm_name, _pool_modes, load_schedule, load_summary, main_setting
 from .plotting import pyplot, save_figure
 
 # ----------------------------------------------------------------------------- figures
@@ -95,7 +95,7 @@ def group_epsilon_curves(schedule: Any) -> list[list[float]]:
     the schedule's stating accountant (PLD, or RDP for a schedule solved with RDP)."""
     from ..privacy.group_accounting import training_epsilon
 
-    s = _load_schedule(schedule)
+    s = load_schedule(schedule)
     curves = []
     for g in range(s.groups):
         curves.append(
@@ -127,11 +127,11 @@ def group_privacy_figure(
     """Figs. 2/4 analogue ([Schwethelm2025]): per schedule, each group's cumulative ε (selection paid +
     training, the schedule's stating accountant: an upper bound) after each training phase, the
     target ε dashed; groups whose upper bound ends above it in red ("not certified": an upper bound
-    above the target is no proof of a violation, see :func:`authors_schedule_table`)."""
+    above the target is no proof of a violation, see :func:`dpcl.report.active_authors.authors_schedule_table`)."""
     if not schedules:
         raise ValueError("no schedules to plot")
     plt = _pyplot()
-    loaded = {name: _load_schedule(src) for name, src in schedules.items()}
+    loaded = {name: load_schedule(src) for name, src in schedules.items()}
     n = len(loaded)
     fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 4.6), sharey=True, squeeze=False)
     top = 0.0

@@ -253,6 +253,7 @@ def report(
     and the authors' schedule per group under RDP and PLD with its verdicts."""
     from ..report import active as rep
     from ..report import active_figures as figs
+    from ..report.active_authors import authors_schedule_table
 
     out = rep.active_tables(
         summary_csv,
@@ -267,5 +268,5 @@ def report(
         )
     out += figs.group_privacy_figure(schedules, Path(out_figures) / "active_group_privacy.png")
     authors = [p for name, p in schedules.items() if "authors" in name]
-    out += rep.authors_schedule_table(authors[0] if authors else None, out_tables, prefix="active_")
+    out += authors_schedule_table(authors[0] if authors else None, out_tables, prefix="active_")
     return out
