@@ -41,7 +41,6 @@ from .paper_cells import (
     _NO_BASE_NOTE,
     _ORDER_NOTE,
     _REF_NOTE,
-    PAPER_FRACTIONS,
     REF_LEARNER,
     TABLE_IDS,
     TIDY_COLUMNS,
@@ -54,8 +53,6 @@ from .paper_cells import (
     _fraction,
     _learner_key,
     _learner_name,
-    _methods_key,
-    _our_learners,
     _Reference,
     _Runs,
     _tuned_cell,
@@ -68,169 +65,31 @@ from .paper_cells import (
     write_paper_tables,
 )
 from .paper_figures import BLURRY_SETTINGS, IBLURRY_NM, blurry_comparisons
+from .paper_table_rows import (
+    classifier_rows,
+    disjoint,
+    fraction_columns,
+    fraction_notes,
+    label_method_table,
+    learner_notes,
+    missing_row_notes,
+    non_blurry,
+    public_columns,
+)
 from .reference import CITATION_KEYS, load_reference
 from .reference import TABLES as SOURCES
 
 # --- the tables ------------------------------------------------------------------------------
 
 
-def _non_blurry(benches: Sequence[Bench]) -> list[Bench]:
-    return [b for b in benches if b.scenario in ("disjoint", "datasets")]
-
-
-def _disjoint(benches: Sequence[Bench]) -> list[Bench]:
-    return [b for b in benches if b.scenario == "disjoint"]
-
-
-def _classifier_rows(
-    bench: Bench, runs: _Runs, ref: _Reference, methods: Sequence[str]
-) -> list[tuple[str, str]]:
-    """(ε, learner) rows of a classifier table: ours with a run in ``methods`` ∪ the published ones."""
-    ours_learners = {k[0] for k in runs.keys()}
-    rows = {
-        (k[1], k[0])
-        for k in runs.keys()
-        if k[0] in classifiers() and (k[2] in methods or ("release-tuned" in methods and _fraction(k[2])))
-    }
-    for eps, ref_learner, method in ref.rows(bench.ref_dataset, bench.setting):
-        if method not in methods:
-            continue
-        mapped = [lr for lr in ours_learners if REF_LEARNER.get(lr) == ref_learner] or [ref_learner]
-        rows |= {(eps, lr) for lr in mapped}
-    return sorted(rows, key=lambda r: (_eps_key(r[0]), _learner_key(r[1])))
-
-
-def _missing_row_notes(t: PaperTable, runs_by_bench: Mapping[str, _Runs]) -> None:
-    ref_only = sorted(
-        {
-            c.key["learner"]
-            for row in t.cells
-            for c in row
-            if c.key["learner"] not in {k[0] for r in runs_by_bench.values() for k in r.keys()}
-            and c.key["learner"] != "both"
-        },
-        key=_learner_key,
-    )
-    if ref_only:
-        t.notes.append(
-            f"Rows of {', '.join(_learner_name(lr) for lr in ref_only)} show only the published "
-            f"numbers: add {', '.join(' or '.join(_our_learners(lr)) or lr for lr in ref_only)} "
-            "to the config key 'learners' to run them."
-        )
-
-
-def _learner_notes(t: PaperTable) -> None:
-    """The notes of the learners with rows in ``t`` (:attr:`LearnerSpec.paper_table_note`), in row order."""
-    from ..learners import registry
-
-    present = dict.fromkeys(c.key["learner"] for row in t.cells for c in row)
-    for learner in present:
-        if learner in registry.names() and registry.get(learner).paper_table_note:
-            t.notes.append(registry.get(learner).paper_table_note)
-
-
-def _column_notes(t: PaperTable, methods: Sequence[str]) -> None:
-    """Which config key fills an empty column, or the rows a partly filled column lacks (a learner
-    with runs of other label methods in that row but none of this one)."""
-    for i, (m, col) in enumerate(zip(methods, t.cols, strict=True)):
-        if t.cells and not any(row[i].ours for row in t.cells):
-            tag = "release-fF tags (e.g. release-f0.1)" if m == "release-tuned" else m
-            t.notes.append(
-                f"Column '{col[0]}': no runs; add {tag} to the config key 'label_methods' "
-                "(and 'head_label_methods' for the DP-SGD heads)."
-            )
-            continue
-        lacking = sorted(
-            {
-                row[i].key["learner"]
-                for row in t.cells
-                if m != "release-tuned" and not row[i].ours and any(c.ours for c in row)
-            },
-            key=_learner_key,
-        )
-        if lacking:
-            keys = sorted({_methods_key(lr) for lr in lacking})
-            t.notes.append(
-                f"Column '{col[0]}': no runs of {', '.join(map(_learner_name, lacking))} in some rows; "
-                f"add {m} to the config key {' and '.join(repr(k) for k in keys)}."
-            )
-
-
-def _label_method_table(
-    tid: str,
-    caption: str,
-    columns: list[tuple[str, str]],
-    benches: Sequence[Bench],
-    runs: Mapping[str, _Runs],
-    ref: pd.DataFrame | None,
-    kind: str = "order",
-    select=_non_blurry,
-    fixed: bool = False,
-) -> PaperTable:
-    """Tables A3, A4, A6, F1: rows benchmark × ε × classifier, one column group per label method;
-    ``select`` picks the benchmarks, ``fixed`` keeps every column (the published layout)."""
-    r = _Reference(ref, tid)
-    t = PaperTable(tid, caption, kind, 1 if kind == "order" else 2, ["Benchmark", "ε", "Classifier"], 1)
-    methods = [m for m, _ in columns]
-    grid: list[tuple[tuple[str, ...], list[Cell]]] = []
-    for b in select(benches):
-        for eps, learner in _classifier_rows(b, runs[b.name], r, methods):
-            cells = [
-                _tuned_cell(b, runs[b.name], r, eps, learner)
-                if m == "release-tuned"
-                else _cell(b, runs[b.name], r, kind, eps, learner, m, "aa")
-                for m in methods
-            ]
-            grid.append(((b.display, _eps_name(eps), _learner_name(learner)), cells))
-    keep = [
-        j
-        for j, (m, _) in enumerate(columns)
-        if fixed or m in ("oracle", "base") or any(row[j].ours or row[j].published for _, row in grid)
-    ]
-    t.cols = [(columns[j][1],) for j in keep]
-    t.rows = [lab for lab, _ in grid]
-    t.cells = [[row[j] for j in keep] for _, row in grid]
-    if not select(benches):
-        t.notes.append(
-            "No benchmark without blurry tasks is configured: add one with scenario 'disjoint' "
-            "(config/paper.yaml: split_cifar100, split_imagenet_r) to the config key 'benchmarks'."
-        )
-    _column_notes(t, [methods[j] for j in keep])
-    if "release-tuned" in methods:
-        t.notes.append(
-            "Release Labels (Ours): the paper tunes the label-release budget fraction per setting "
-            "(grid search, Sec. 6.2; not published); here the best of our release-fF runs by median, "
-            "its fraction in brackets."
-        )
-    _learner_notes(t)
-    _missing_row_notes(t, runs)
-    return t
-
-
-def _fraction_columns(benches: Sequence[Bench], runs: Mapping[str, _Runs]) -> list[tuple[str, str]]:
-    fracs = set(PAPER_FRACTIONS)
-    for b in _non_blurry(benches):
-        fracs |= {f for k in runs[b.name].keys() if (f := _fraction(k[2])) is not None}
-    return [(f"release-f{f:g}", f"Budget: {100 * f:g}%") for f in sorted(fracs)]
-
-
-def _fraction_notes(t: PaperTable) -> None:
-    if not t.cols:
-        t.notes.append(
-            "No Release Labels runs: add release-fF tags to the config key 'label_methods' (the paper's: "
-            + ", ".join(f"release-f{f:g}" for f in PAPER_FRACTIONS)
-            + ")."
-        )
-
-
 def table_a3(benches, runs, ref) -> PaperTable:
     """Table A3 (Fig. 4): final accuracy for Label Oracle, Base Dataset, Public Labels ×1000, Release Labels."""
     cols = [
-        *_public_columns(()),
+        *public_columns(()),
         ("public-x1000", "Public Labels (Ours)"),
         ("release-tuned", "Release Labels (Ours)"),
     ]
-    t = _label_method_table(
+    t = label_method_table(
         "A3",
         "Performance (final test accuracy in %) when varying the label space (tabular version of Fig. 4).",
         cols,
@@ -245,36 +104,29 @@ def table_a3(benches, runs, ref) -> PaperTable:
 
 def table_a4(benches, runs, ref) -> PaperTable:
     """Table A4 (Fig. 5): final accuracy per label-release budget fraction (of both ε and δ)."""
-    t = _label_method_table(
+    t = label_method_table(
         "A4",
         "Performance (test accuracy in %) when varying the budget fraction for "
         "releasing the labels (tabular form of Fig. 5).",
-        _fraction_columns(benches, runs),
+        fraction_columns(benches, runs),
         benches,
         runs,
         ref,
     )
-    _fraction_notes(t)
+    fraction_notes(t)
     return t
-
-
-def _public_columns(ns) -> list[tuple[str, str]]:
-    """The baselines' columns, then Public Labels ×N for every N in ``ns``."""
-    return [("oracle", "Label Oracle (Baseline)"), ("base", "Base Dataset (Baseline)")] + [
-        (f"public-x{n}", f"Public Labels ({n}×)") for n in sorted(ns)
-    ]
 
 
 def table_a6(benches, runs, ref) -> PaperTable:
     """Table A6 (Fig. 6): final accuracy for Oracle, Base and Public Labels ×N."""
     ns = {10, 1000}
-    for b in _non_blurry(benches):
+    for b in non_blurry(benches):
         ns |= {n for k in runs[b.name].keys() if (n := public_multiplier(k[2]))}
-    return _label_method_table(
+    return label_method_table(
         "A6",
         "Performance (final test accuracy in %) when varying the label space "
         "method (tabular version of Fig. 6).",
-        _public_columns(ns),
+        public_columns(ns),
         benches,
         runs,
         ref,
@@ -284,17 +136,17 @@ def table_a6(benches, runs, ref) -> PaperTable:
 def table_f1(benches, runs, ref) -> PaperTable:
     """[Tobaben2024] Table F.1 (its Fig. 3): final accuracy, mean ± std, of Label Oracle, Base Dataset and
     Public Labels ×10, ×100, ×1000 on the disjoint benchmarks."""
-    t = _label_method_table(
+    t = label_method_table(
         "F1",
         "Performance (final test accuracy in %, mean ± std) when varying the label "
         "space: label match and additional dummy labels ([Tobaben2024] App. F.1, tabular "
         "form of its Fig. 3).",
-        _public_columns((10, 100, 1000)),
+        public_columns((10, 100, 1000)),
         benches,
         runs,
         ref,
         kind="mean",
-        select=_disjoint,
+        select=disjoint,
         fixed=True,
     )
     t.notes.insert(
@@ -317,9 +169,9 @@ def table_a5(benches, runs, ref) -> PaperTable:
         ["Benchmark", "ε"],
         1,
     )
-    cols = _fraction_columns(benches, runs)
+    cols = fraction_columns(benches, runs)
     grid = []
-    for b in _non_blurry(benches):
+    for b in non_blurry(benches):
         eps_set = {k[1] for k in runs[b.name].keys() if _fraction(k[2])}
         eps_set |= {e for e, lr, _ in r.rows(b.ref_dataset, b.setting) if lr == "both"}
         for eps in sorted(eps_set, key=_eps_key):
@@ -333,7 +185,7 @@ def table_a5(benches, runs, ref) -> PaperTable:
     t.cols = [(cols[j][1],) for j in keep]
     t.rows = [lab for lab, _ in grid]
     t.cells = [[row[j] for j in keep] for _, row in grid]
-    _fraction_notes(t)
+    fraction_notes(t)
     t.notes.append(
         "Released labels per seed: Σ_t |O_t| over the tasks (= the distinct labels, each class "
         "lives in one task); taken from the Cosine Classifier's runs where present (the release "
@@ -422,7 +274,7 @@ def table_a7(benches, runs, ref) -> PaperTable:
         t.notes.append(
             f"Si-Blurry benchmarks ({', '.join(si)}) appear in none of Tables A3-A10 ([Tobaben2024] App. F.2)."
         )
-    _missing_row_notes(t, runs)
+    missing_row_notes(t, runs)
     return t
 
 
@@ -502,7 +354,7 @@ def table_aa_af(tid: str, benches, runs, ref) -> PaperTable:
             "The paper does not say whether its Naive baseline trains FiLM or the last layer; our "
             "Naive rows are compared with it either way."
         )
-    _missing_row_notes(t, runs)
+    missing_row_notes(t, runs)
     return t
 
 
@@ -542,7 +394,7 @@ def _f2_group(
     rows = {
         row
         for b in cols.values()
-        for row in _classifier_rows(b, runs.get(b.name, empty), r, ("base", "unspecified"))
+        for row in classifier_rows(b, runs.get(b.name, empty), r, ("base", "unspecified"))
     }
     for eps, learner in sorted(rows, key=lambda x: (_eps_key(x[0]), _learner_key(x[1]))):
         t.rows.append((label, _eps_name(eps), _learner_name(learner)))
@@ -620,8 +472,8 @@ def table_f2(benches, runs, ref, benchmarks: Mapping[str, Mapping]) -> PaperTabl
     elif not any(c.ours for row in t.cells for c in row):
         t.notes.append(_NO_BASE_NOTE)
     t.notes[:0] = _F2_NOTES
-    _learner_notes(t)
-    _missing_row_notes(t, runs)
+    learner_notes(t)
+    missing_row_notes(t, runs)
     return t
 
 
