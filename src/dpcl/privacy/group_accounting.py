@@ -165,19 +165,15 @@ class PLDGroupAccountant(GroupAccountant):
     def extend(self, state: tuple, sigma: float, q: float, steps: int) -> tuple:
         if not (q > 0 and steps > 0):
             return state
-        from .pld_ops import compose  # dp_accounting's composition, its tail truncation in numpy
-
         hist, dist = state
         seg = _pld._segment_pld(float(sigma), float(q), int(steps), True, self.discretization)
-        return (*hist, (float(sigma), float(q), int(steps))), seg if dist is None else compose(dist, seg)
+        return (*hist, (float(sigma), float(q), int(steps))), seg if dist is None else dist.compose(seg)
 
     def epsilon(self, state: tuple, delta: float) -> float:
         if state[1] is None:
             return 0.0
-        from .pld_ops import epsilon_for_delta  # dp_accounting's ε(δ), its walk in numpy
-
         # the PLD epsilon_upper builds for this history, composed in the same order: the same number
-        return max(0.0, float(epsilon_for_delta(state[1], _pld._check_delta(delta))))
+        return max(0.0, float(state[1].get_epsilon_for_delta(_pld._check_delta(delta))))
 
     def training_epsilon(self, history: Sequence[Segment], delta: float) -> float:
         # the same number as epsilon(state_of(history)), cached by history (ledgers, figures, checks)

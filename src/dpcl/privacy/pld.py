@@ -80,29 +80,13 @@ def _check_history(history: Sequence[Segment]) -> list[Segment]:
     return out
 
 
-def _mix_with_no_loss(pmf, p: float, pessimistic: bool, discretization: float):
-    """The PMF of "loss 0 with probability 1 − p, else a draw from ``pmf``" (on the same grid)."""
-    import numpy as np
-    from dp_accounting.pld import pld_pmf
-
-    dense = pmf.to_dense_pmf()
-    lo, probs = dense._lower_loss, np.asarray(dense._probs) * p  # grid index i means loss i·discretization
-    start, stop = min(lo, 0), max(lo + len(probs), 1)
-    mixed = np.zeros(stop - start)
-    mixed[lo - start : lo - start + len(probs)] += probs
-    mixed[-start] += 1.0 - p  # loss 0 lies on every grid
-    return pld_pmf.DensePLDPmf(discretization, start, mixed, dense._infinity_mass * p, pessimistic)
-
-
 @functools.lru_cache(maxsize=1024)
 def _segment_pld(
     sigma: float, q: float, steps: int, pessimistic: bool, discretization: float, choice: float = 1.0
 ):
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    from .pld_gaussian import from_gaussian_mechanism
-
-    one = from_gaussian_mechanism(  # dp_accounting's, bit for bit, its grid at once
+    one = pld.from_gaussian_mechanism(
         standard_deviation=sigma,
         sampling_prob=q,
         pessimistic_estimate=pessimistic,
@@ -111,21 +95,16 @@ def _segment_pld(
         # privacy buckets (dp_accounting's own fallback, said here to keep its warning out of logs)
         use_connect_dots=pessimistic,
     )
-    if choice < 1.0:  # the block is read only when chosen (module docstring)
-        one = pld.PrivacyLossDistribution(
-            _mix_with_no_loss(one._pmf_remove, choice, pessimistic, discretization),
-            _mix_with_no_loss(one._pmf_add, choice, pessimistic, discretization),
-        )
+    if choice < 1.0:  # the block is read only when chosen: "no loss" with probability 1 - p (docstring)
+        one = one.compute_mixture(pld.identity(discretization, pessimistic), choice)
     return one.self_compose(steps) if steps > 1 else one
 
 
 def _history_pld(history: tuple[Segment, ...], pessimistic: bool, discretization: float):
-    from .pld_ops import compose  # dp_accounting's composition, its tail truncation in numpy
-
     out = None
     for s, q, n, p in history:
         seg = _segment_pld(s, q, n, pessimistic, discretization, p)
-        out = seg if out is None else compose(out, seg)
+        out = seg if out is None else out.compose(seg)
     return out
 
 
@@ -139,9 +118,7 @@ def _epsilon(history: tuple[Segment, ...], delta: float, pessimistic: bool, disc
         return 0.0
 
     def compute() -> float:
-        from .pld_ops import epsilon_for_delta  # dp_accounting's ε(δ), its walk in numpy
-
-        eps = float(epsilon_for_delta(_history_pld(history, pessimistic, discretization), delta))
+        eps = float(_history_pld(history, pessimistic, discretization).get_epsilon_for_delta(delta))
         return max(0.0, eps)
 
     return float(
