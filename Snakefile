@@ -7,10 +7,8 @@
 import os
 import re
 
-from dpcl.allocator import configure_for_workflow as configure_allocator
 from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
 from dpcl.learners import registry as learners
-from dpcl.rescheduling import coalesce_for_workflow as coalesce_rescheduling
 from dpcl.worker import configure_for_workflow
 
 # The embedded default, unless the user names config files (which then replace it rather
@@ -30,13 +28,14 @@ learners.export_modules(config["learner_modules"])  # every job's process regist
 # once; cluster jobs and jobs inside a SLURM allocation start their own interpreter, and so
 # does every job when the environment says DPCL_WARM_WORKER=0.
 configure_for_workflow(config["warm_worker"], workflow.local_exec)
-# glibc's allocator keeps the memory a job frees for its next arrays (dpcl.allocator): wide
-# heads (Public Labels x1000) no longer fault in fresh pages for every array; same results.
-configure_allocator(config["keep_freed_memory"])
-# Snakemake's re-scheduling timers, at most one pending (dpcl.rescheduling): they otherwise pile
-# up, one more per job that finishes while others wait, each waking a round that stats every
-# ready job's inputs; same jobs, same outputs.
-coalesce_rescheduling(config["coalesce_rescheduling"])
+# glibc's allocator: keep the memory a job frees for its next arrays (mallopt(3)'s environment
+# variables, read when a job's process starts). Without them glibc maps every array above its mmap
+# threshold on its own and unmaps it on free, so wide heads (Public Labels x1000) fault in fresh
+# pages for every array; with them freed arrays are reused in place. Same arithmetic, same outputs;
+# a job's resident memory stays at its peak until it exits. A user's own setting of either wins.
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+if config["keep_freed_memory"] and not any(k in os.environ for k in KEEP_FREED_MEMORY):
+    os.environ.update(KEEP_FREED_MEMORY)
 
 
 # Snakemake's own report (snakemake --report report.zip): this description, and the outputs

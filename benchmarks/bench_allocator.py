@@ -1,4 +1,4 @@
-"""The jobs' allocator settings (``dpcl.allocator``, config key ``keep_freed_memory``) against glibc's
+"""The jobs' allocator settings (the Snakefile's ``KEEP_FREED_MEMORY``, config key ``keep_freed_memory``) against glibc's
 defaults, on the work of Public Labels ×1000, each in a fresh process (glibc reads the settings
 when a process starts), the results asserted equal bit for bit:
 
@@ -25,7 +25,8 @@ import sys
 
 from _timing import median_time
 
-from dpcl.allocator import KEEP_FREED
+#: the Snakefile's KEEP_FREED_MEMORY: glibc's mallopt(3) environment variables that keep freed memory
+KEEP_FREED = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 WORKLOADS = ("film", "head", "votes")
 

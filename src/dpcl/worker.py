@@ -81,14 +81,13 @@ def enabled() -> bool:
 
 
 def _library_key() -> str:
-    """Names the warm process: the interpreter, its import path, the allocator's settings (read when
-    a process starts, so its children inherit the warm process's; :mod:`dpcl.allocator`) and the
-    dpcl files (size, mtime)."""
-    from .allocator import KEEP_FREED
-
+    """Names the warm process: the interpreter, its import path, glibc's allocator settings (its
+    ``MALLOC_*`` environment variables, read when a process starts, so its children inherit the warm
+    process's; the Snakefile sets them) and the dpcl files (size, mtime)."""
     h = hashlib.sha256()
     h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0".encode())
-    h.update("".join(f"{k}={os.environ.get(k, '')}\0" for k in sorted(KEEP_FREED)).encode())
+    glibc = sorted(k for k in os.environ if k.startswith("MALLOC"))
+    h.update("".join(f"{k}={os.environ[k]}\0" for k in glibc).encode())
     root = Path(__file__).resolve().parent
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
