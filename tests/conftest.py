@@ -66,3 +66,11 @@ def user_learners():
     registry._EXTERNAL.clear()
     registry._EXTERNAL.update(before)
     registry._REGISTRY = None
+
+
+@pytest.fixture(scope="module")
+def vit():
+    """The FiLM tests' tiny random-init ViT (tests/film_helpers.py; timm imported only where used)."""
+    from film_helpers import make_vit
+
+    return make_vit()

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: the audit block of the workflow tests' configs: every part of the audit table at one ε and small sizes
 #: (the default sizes cost a tiny workflow run about 45 job-seconds, more than its learners; the audits'
-#: power is tested in tests/test_whitebox_audit.py and friends, and in CI by .ci/audit.sh)
+#: power is tested in tests/audits/test_whitebox_audit.py and friends, and in CI by .ci/audit.sh)
 SMALL_AUDIT = {
     "epsilons": [1],
     "trials": 2000,
@@ -33,7 +33,7 @@ def run_snakemake(
 
     Under ``pytest -n`` every job runs one thread (``--max-threads 1``), as the workers do: the other
     workers keep the cores busy, and a job's torch threads then wait on each other (measured on 2 cores
-    beside another worker: the FiLM workflow fixture of tests/test_workflow_film.py 80-84 s with the
+    beside another worker: the FiLM workflow fixture of tests/workflow/test_workflow_film.py 80-84 s with the
     FiLM jobs' default two threads, 20 s with one)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         args = ("--max-threads", "1", *args)

@@ -103,7 +103,7 @@ def make_fake_cifar(root, variant="cifar100", n_train=60, n_test=20, seed=0, bal
     return archive, hashlib.md5(archive.read_bytes()).hexdigest(), images
 
 
-# --- the paper's other datasets (tests/test_datasets_paper.py) ------------------------------
+# --- the paper's other datasets (tests/data/test_datasets_paper.py) ------------------------------
 
 
 def _md5(path) -> str:

@@ -149,7 +149,7 @@ def test_schedule_shape(small_run):
 
 def test_authors_schedule_exceeds_epsilon_under_rdp_for_middle_groups(small_run):
     """Under RDP (their accountant): D₁ follows the believed trajectory; groups 1-3 end well above ε
-    (not a violation: PLD bounds them lower, see tests/test_active_accounting.py)."""
+    (not a violation: PLD bounds them lower, see tests/active/test_active_accounting.py)."""
     groups = reaccount(small_run.schedule)
     believed = groups[0]["believed_epsilon"]
     own = [g["own_history_epsilon"] for g in groups]

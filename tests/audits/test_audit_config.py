@@ -12,7 +12,7 @@ from helpers import merge_configs
 
 from dpcl.config import validate_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AUDIT = yaml.safe_load((ROOT / "config" / "audit.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 

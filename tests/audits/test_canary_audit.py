@@ -12,7 +12,7 @@ from helpers import broken_copy
 from dpcl.stages.canary_audit import canary_audit_rows
 
 DELTA = 1e-5
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "my_learner.py"
 
 
 def _row(name: str) -> dict:

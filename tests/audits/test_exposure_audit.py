@@ -25,7 +25,7 @@ from dpcl.privacy.releases import Release
 from dpcl.stages.exposure import exposure_rows
 
 DELTA = 1e-5
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "my_learner.py"
 
 
 def _row(learner: str) -> dict:

@@ -27,7 +27,7 @@ DELTA = 1e-5
 
 @pytest.fixture(scope="module")
 def vit():
-    """A small random-init ViT (seeded) without classifier: 2 blocks of width 192 (as tests/test_film.py)."""
+    """A small random-init ViT (seeded) without classifier: 2 blocks of width 192 (as tests/training/test_film.py)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = timm.create_model(
@@ -211,7 +211,7 @@ def test_the_audit_table_has_the_film_row(vit, monkeypatch, tmp_path):
         "whitebox_canaries": 500,
         "whitebox_bias_trials": 100,
         "seed": 0,
-        "exposure": False,  # the exposure and canary rows name every learner (tests/test_exposure_audit.py)
+        "exposure": False,  # the exposure and canary rows name every learner (tests/audits/test_exposure_audit.py)
         "canary_runs": 0,
     }
     privacy_audit(cfg | {"film_canaries": 200}, DELTA, tmp_path / "a.csv", tmp_path / "a.md")

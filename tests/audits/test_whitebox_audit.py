@@ -177,7 +177,7 @@ def test_the_audit_table_has_the_white_box_rows(tmp_path):
         "whitebox_canaries": 500,
         "whitebox_bias_trials": 100,
         "seed": 0,
-        "exposure": False,  # the exposure and canary rows name every learner (tests/test_exposure_audit.py)
+        "exposure": False,  # the exposure and canary rows name every learner (tests/audits/test_exposure_audit.py)
         "canary_runs": 0,
     }
     figs = [tmp_path / "a.png", tmp_path / "a.pdf"]
@@ -254,7 +254,7 @@ def test_the_audit_table_from_its_parts_equals_the_table_computed_in_one_process
         "whitebox_canaries": 200,
         "whitebox_bias_trials": 50,
         "seed": 3,
-        "exposure": False,  # its parts merge like the others (tests/test_exposure_audit.py has its rows)
+        "exposure": False,  # its parts merge like the others (tests/audits/test_exposure_audit.py has its rows)
         "canary_runs": 0,
     }
     names = audit_parts(cfg)

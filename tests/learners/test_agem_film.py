@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_film import PRE, SIZE, colour_images, film_state, vit  # noqa: F401  (vit: fixture)
+from film_helpers import PRE, SIZE, colour_images, film_state
 
 import dpcl.training.film as film_mod
 from dpcl.learners.agem import AGEMConfig, agem_noise, privacy_summary, reference_mask

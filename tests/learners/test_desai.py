@@ -38,7 +38,7 @@ def noise_same():
 
 
 def _synthetic(n_classes=6, per_class=40, test_per_class=20, dim=8, seed=0):
-    """Well-separated Gaussian clusters (as tests/test_agem.py)."""
+    """Well-separated Gaussian clusters (as tests/learners/test_agem.py)."""
     gen = np.random.default_rng(seed)
     means = 3.0 * gen.standard_normal((n_classes, dim))
     y = np.repeat(np.arange(n_classes), per_class)

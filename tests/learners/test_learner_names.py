@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dpcl.learners import registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "dpcl"
 
 # Files that still name a learner in code: (learner, file relative to the repository) -> reason. This

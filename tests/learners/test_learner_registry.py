@@ -14,7 +14,7 @@ from dpcl.config import ConfigError, load_schema, validate_config
 from dpcl.learners import registry
 from dpcl.learners.registry import LearnerSpec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs" / "examples" / "my_learner.py"
 
 

@@ -1,6 +1,6 @@
 """A user's own learner through the whole workflow: the documented example (docs/examples/my_learner.py)
 named in a config runs end to end — DAG, verified ledgers, a table row and a figure. Its neighbour
-invariance is tested with every other learner's (tests/test_release_boundary.py)."""
+invariance is tested with every other learner's (tests/privacy/test_release_boundary.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from helpers import SMALL_AUDIT, run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs" / "examples" / "my_learner.py"
 pytestmark = pytest.mark.slow
 

@@ -183,7 +183,7 @@ def test_cosine_has_nothing_to_choose(data, tmp_path):
 
 def test_dp_sgd_heads_state_the_config_when_untuned(data):
     """Untuned, the heads state the config's block, which is what they ran (tuned: see
-    tests/test_tuning_protocol.py::test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned)."""
+    tests/training/test_tuning_protocol.py::test_privacy_json_says_on_what_data_the_hyperparameters_were_tuned)."""
     from dpcl.features import load_feature_cache
     from dpcl.stages.heads import run_head_learners
 

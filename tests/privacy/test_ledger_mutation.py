@@ -1,6 +1,6 @@
 """Mutation test of the task-ledger verifier: no mutant of a genuine ledger that understates is accepted.
 
-The genuine ledgers (``tests/data/ledgers/``) are privacy.json files of the embedded default run
+The genuine ledgers (``tests/privacy/ledgers/``) are privacy.json files of the embedded default run
 (seed 0; every learner of its config; ε ∈ {1, 8, ∞}; Base Dataset and Release Labels), provenance
 removed. Every numeric field is mutated (×0.5, ×0.9, ×1.1, ×2, NaN, ±inf, −1; integers ±1 besides),
 every boolean flipped, strings changed among their allowed values, and entries, tasks and top-level
@@ -32,7 +32,7 @@ from dpcl.privacy.verify import Plan, verify_task_ledger
 
 pytestmark = pytest.mark.slow
 
-LEDGERS = sorted((Path(__file__).parent / "data" / "ledgers").glob("*.json"))
+LEDGERS = sorted((Path(__file__).parent / "ledgers").glob("*.json"))
 NOMINAL_SIZE = 3000  # the default benchmark: 300 training images × 10 classes
 DELTA = 1e-5
 N_TASKS = 5
@@ -219,7 +219,9 @@ def _true_entry(entry: dict, genuine: dict, task: int) -> float:
             int(entry["steps_per_task"]),
         )
         if genuine.get("block_choice") == "uniform":  # the run's learner chooses one of τ blocks per step
-            from dpcl.privacy.pld import epsilon_upper  # the mixture is pinned by tests/test_desai.py
+            from dpcl.privacy.pld import (
+                epsilon_upper,  # the mixture is pinned by tests/learners/test_desai.py
+            )
 
             return epsilon_upper([(sigma, q, per_task, 1.0 / tau) for tau in range(task + 1, N_TASKS)], delta)
         later = N_TASKS - 1 - task  # the run's structure, not the entry's word
@@ -321,7 +323,7 @@ def test_no_accepted_mutant_understates(path):
 def test_the_reviews_forgeries_are_rejected():
     """A dpsgd entry answering the √2 query; a hyperparameter choice on private data with no
     'accounted'; an overall δ halved; DP-A-GEM's buffer entry dropped with the overall lowered."""
-    genuine = json.loads((Path(__file__).parent / "data/ledgers/peft_head_eps1_base.json").read_text())
+    genuine = json.loads((Path(__file__).parent / "ledgers/peft_head_eps1_base.json").read_text())
     plan = _plan("peft_head_eps1_base.json")
     forged = copy.deepcopy(genuine)
     forged["tasks"][0]["mechanisms"][1]["query"] = "taylor_coefficients_projected_features"
@@ -335,7 +337,7 @@ def test_the_reviews_forgeries_are_rejected():
     forged["overall"]["delta"] /= 2
     with pytest.raises(PrivacyBudgetExceeded, match=r"overall\.delta"):
         verify_task_ledger(forged, plan)
-    agem = json.loads((Path(__file__).parent / "data/ledgers/agem_head_eps1_base.json").read_text())
+    agem = json.loads((Path(__file__).parent / "ledgers/agem_head_eps1_base.json").read_text())
     plan = _plan("agem_head_eps1_base.json")
     for t in agem["tasks"][:-1]:
         t["mechanisms"] = [e for e in t["mechanisms"] if e["mechanism"] != "dpsgd_buffer"]
@@ -346,7 +348,7 @@ def test_the_reviews_forgeries_are_rejected():
     # (fewer reads), with its ε lowered to match, is refused by the learner's declaration
     from dpcl.privacy.ledger import verify_mechanism
 
-    agem = json.loads((Path(__file__).parent / "data/ledgers/agem_head_eps1_base.json").read_text())
+    agem = json.loads((Path(__file__).parent / "ledgers/agem_head_eps1_base.json").read_text())
     ref = agem["tasks"][0]["mechanisms"][2]
     assert ref["mechanism"] == "dpsgd_buffer"
     ref.update(block_choice="uniform", accountant="pld")
@@ -361,7 +363,7 @@ def test_an_accountants_figure_rederived_on_another_cpu_verifies_and_an_understa
     a genuine ledger's figures re-derive up to ~3e-9 (relative) higher elsewhere. A stated ε that far
     below its re-derivation verifies; one understated by 1e-6 (the mutants' smallest step is 1e-1) is
     rejected, naming the field."""
-    genuine = json.loads((Path(__file__).parent / "data/ledgers/agem_head_eps1_base.json").read_text())
+    genuine = json.loads((Path(__file__).parent / "ledgers/agem_head_eps1_base.json").read_text())
     plan = _plan("agem_head_eps1_base.json")
     entry = genuine["tasks"][0]["mechanisms"][2]  # DP-A-GEM's buffer rereads: a PRV accountant's figure
     assert entry["mechanism"] == "dpsgd_buffer" and entry["accountant"] == "prv"

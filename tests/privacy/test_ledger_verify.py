@@ -312,8 +312,8 @@ def test_cli_checks_against_the_config_and_the_runs_path(tmp_path, capsys):
 
     from dpcl.cli import main
 
-    data = Path(__file__).parent / "data" / "ledgers"
-    cfg = str(Path(__file__).parents[1] / "config" / "config.yaml")
+    data = Path(__file__).parent / "ledgers"
+    cfg = str(Path(__file__).parents[2] / "config" / "config.yaml")
 
     def place(name: str, learner: str, eps: str, method: str) -> Path:
         run = tmp_path / "runs" / learner / "fashion_mnist" / "effnet_lite0" / "disjoint-t5" / "seed0"

@@ -13,7 +13,7 @@ import pytest
 
 from dpcl.privacy import pld
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # (history of (noise multiplier, sample rate, steps, choice probability), δ, discretisation, pessimistic): ε
 GOLDEN = [

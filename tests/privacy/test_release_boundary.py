@@ -265,7 +265,7 @@ def neighbour_runs(tmp_path_factory):
 #: the documented example of a user's own learner (registered from its file by the stage)
 EXAMPLE, EXAMPLE_MODULE = (
     "my_sums",
-    Path(__file__).resolve().parents[1] / "docs" / "examples" / "my_learner.py",
+    Path(__file__).resolve().parents[2] / "docs" / "examples" / "my_learner.py",
 )
 #: every registered learner, the example and the FiLM learners on a BatchNorm backbone
 BUILT_IN = [n for n in registry.names() if registry.get(n).module in registry.MODULES]

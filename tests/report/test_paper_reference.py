@@ -18,7 +18,7 @@ from dpcl.report.reference import (
     lookup,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -1,46 +1,34 @@
-"""The jobs' allocator settings (dpcl.allocator): set for the jobs unless the user set them, and in a
-process started with them glibc reuses a freed large array instead of faulting in fresh pages."""
+"""The jobs' allocator settings (the Snakefile's ``KEEP_FREED_MEMORY``, config key ``keep_freed_memory``):
+in a process started with them glibc reuses a freed large array instead of faulting in fresh pages."""
 
+import ast
 import os
 import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from dpcl import allocator, worker
+SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    for k in allocator.KEEP_FREED:
-        monkeypatch.delenv(k, raising=False)
-    return monkeypatch
+def _keep_freed() -> dict[str, str]:
+    """The Snakefile's ``KEEP_FREED_MEMORY``, read from its text (the Snakefile is not Python)."""
+    for line in SNAKEFILE.read_text().splitlines():
+        if line.startswith("KEEP_FREED_MEMORY = "):
+            node = ast.parse(line).body[0].value
+            return {
+                ast.literal_eval(k): str(eval(compile(ast.Expression(v), "<v>", "eval")))
+                for k, v in zip(node.keys, node.values, strict=True)
+            }
+    raise AssertionError("the Snakefile no longer sets KEEP_FREED_MEMORY")
 
 
-def test_on_sets_both_variables_for_the_jobs(clean_env):
-    assert allocator.configure_for_workflow(True) == allocator.KEEP_FREED
-    assert {k: os.environ[k] for k in allocator.KEEP_FREED} == allocator.KEEP_FREED
-
-
-def test_off_sets_nothing(clean_env):
-    assert allocator.configure_for_workflow(False) == {}
-    assert not any(k in os.environ for k in allocator.KEEP_FREED)
-
-
-@pytest.mark.parametrize("keep", [True, False])
-def test_the_users_own_setting_wins(clean_env, keep):
-    clean_env.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
-    assert allocator.configure_for_workflow(keep) == {"MALLOC_TRIM_THRESHOLD_": "131072"}
-    assert "MALLOC_MMAP_MAX_" not in os.environ and os.environ["MALLOC_TRIM_THRESHOLD_"] == "131072"
-
-
-def test_the_warm_process_is_named_after_the_settings(clean_env):
-    """A warm process forks its children with its own allocator state: another setting gets another one."""
-    plain = worker._library_key()
-    allocator.configure_for_workflow(True)
-    assert worker._library_key() != plain
+def test_the_settings_are_glibcs_documented_variables():
+    keep = _keep_freed()
+    assert keep == {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
 FAULTS = textwrap.dedent("""
@@ -61,9 +49,10 @@ FAULTS = textwrap.dedent("""
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc variables")
 @pytest.mark.parametrize("keep", [True, False])
 def test_a_freed_large_array_is_reused_only_with_the_settings(keep):
-    env = {k: v for k, v in os.environ.items() if k not in allocator.KEEP_FREED}
+    keep_freed = _keep_freed()
+    env = {k: v for k, v in os.environ.items() if k not in keep_freed}
     if keep:
-        env.update(allocator.KEEP_FREED)
+        env.update(keep_freed)
     res = subprocess.run(
         [sys.executable, "-c", FAULTS], env=env, capture_output=True, text=True, timeout=60, check=True
     )

@@ -18,7 +18,7 @@ from snakemake.utils import update_config
 from dpcl.cli import main
 from dpcl.config import ConfigError, validate_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 

@@ -13,7 +13,7 @@ from helpers import merge_configs
 
 from dpcl.config import validate_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FULL = yaml.safe_load((ROOT / "config" / "film_cpu.yaml").read_text())
 CI = yaml.safe_load((ROOT / "config" / "film_cpu_ci.yaml").read_text())
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -20,7 +20,7 @@ from dpcl.miniature import check_miniature, finished_jobs, planned_jobs, unfille
 from dpcl.report.paper_tables import MINIATURE_NOTE
 from dpcl.stages.data import obtain_dataset
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _leaves(d, prefix=()):

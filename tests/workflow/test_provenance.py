@@ -10,7 +10,7 @@ import pytest
 
 import dpcl.provenance as prov
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import yaml
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
 pytestmark = pytest.mark.slow
 

@@ -184,3 +184,13 @@ def test_a_job_longer_than_the_idle_time_keeps_the_warm_process(tmp_path, env):
     assert again.returncode == 0, again.stderr
     (pid,) = _starts(env)  # one warm process served both
     _wait_gone(pid, 30, "the idle warm worker did not exit")  # idle, it exits
+
+
+def test_the_warm_process_is_named_after_the_allocator_settings(monkeypatch):
+    """A warm process forks its children with its own allocator state: another glibc setting (the
+    Snakefile's keep_freed_memory) gets another warm process."""
+    for k in ("MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_"):
+        monkeypatch.delenv(k, raising=False)
+    plain = worker._library_key()
+    monkeypatch.setenv("MALLOC_MMAP_MAX_", "0")
+    assert worker._library_key() != plain

@@ -13,7 +13,7 @@ from helpers import SMALL_AUDIT, run_snakemake
 
 from dpcl.fixtures import make_fake_fashion_mnist
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

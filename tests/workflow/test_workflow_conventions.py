@@ -1,6 +1,7 @@
-"""The workflow's software environment and the warm worker's switch: the rule
-environment (workflow/envs/dpcl.yaml) carries exactly pyproject.toml's runtime dependencies,
-every rule with a script names it, and the Snakefile's worker switch behaves as documented."""
+"""The workflow's software environment and its layering: the rule environment
+(workflow/envs/dpcl.yaml) carries exactly pyproject.toml's runtime dependencies, every rule with a
+script names it, the library holds no scheduling or allocator plumbing, and the Snakefile's
+warm-worker switch behaves as documented."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 
 from dpcl import worker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _requirements(items) -> set[str]:
@@ -43,6 +44,19 @@ def test_every_rule_with_a_script_names_the_environment():
         scripts = len(re.findall(r"^\s+script:\s*$", text, re.M))
         envs = len(re.findall(r'^\s+conda:\s*\n\s+"\.\./envs/dpcl\.yaml"', text, re.M))
         assert scripts == envs, f"{smk.name}: {scripts} rules with a script, {envs} naming the environment"
+
+
+def test_the_library_holds_no_scheduling_or_allocator_plumbing():
+    """src/dpcl/ holds no patched scheduler and no allocator settings (the workflow layer sets the jobs'
+    environment: the Snakefile); the warm worker (dpcl.worker) is the one piece of process plumbing left."""
+    banned = re.compile(r"snakemake\.scheduling|JobScheduler|MALLOC_MMAP_MAX_|MALLOC_TRIM_THRESHOLD_")
+    hits = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for p in sorted((ROOT / "src/dpcl").rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if banned.search(line)
+    ]
+    assert not hits, hits
 
 
 @pytest.mark.parametrize(

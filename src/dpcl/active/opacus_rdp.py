@@ -22,7 +22,7 @@ def default_orders() -> tuple[float, ...]:
 #: the slack of the lower bound an order's RDP gives the orders above it (:meth:`OpacusRDP.epsilon`):
 #: RDP is non-decreasing in the order, and opacus's series for a fractional order falls below its
 #: closed form at the integer order beneath by at most 3e-17 (absolute) wherever we have compared them
-#: (tests/test_active_paper_schedule.py); the bound subtracts 1e-12 plus a millionth of the value
+#: (tests/active/test_active_paper_schedule.py); the bound subtracts 1e-12 plus a millionth of the value
 ORDER_SLACK_ABS, ORDER_SLACK_REL = 1e-12, 1e-6
 
 

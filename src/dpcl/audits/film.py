@@ -38,7 +38,7 @@ alone (where it determines the m coefficients, m ≤ P): it catches a FiLM branc
 clipping, whose unclipped sums interfere across canaries in the joint decoding; α is split between
 the two statistics (Bonferroni) and the row reports the better bound.
 
-What it catches and what not (tests/test_film_audit.py, a tiny ViT; the same on Lite0): noise at σ/4
+What it catches and what not (tests/audits/test_film_audit.py, a tiny ViT; the same on Lite0): noise at σ/4
 and a head or FiLM branch escaping clipping raise the bound above the claim at ε = 1 with 250-1000
 canaries; noise at σ/2 does not at these sizes. The bound cannot exceed what m canaries can show even
 with every guess right (r guesses all right give at most about ln(r / ln(8/α)): about 4 on Lite0

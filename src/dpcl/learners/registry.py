@@ -7,7 +7,7 @@ modules listed in :data:`MODULES` and nothing else names a learner. The workflow
 comparison a learner appears in), the ledger verifier (:func:`ledger_spec`) and the audits read it.
 
 Light by design: the Snakefile imports this module, so the learner modules it imports must not
-import torch or opacus at module level (``tests/test_learner_registry.py`` checks it).
+import torch or opacus at module level (``tests/learners/test_learner_registry.py`` checks it).
 
 Adding a learner: its module (training code, ``LEDGER_SPEC``, ``SPECS`` and its ``run`` function, the
 one learner contract of :mod:`dpcl.learners.api`: ``run(RunInputs) -> RunResult``, which a built-in
@@ -167,7 +167,7 @@ def _register(found: dict[str, LearnerSpec], module: ModuleType, short: str) -> 
 
 
 #: environment variable naming a workflow's learner modules (os.pathsep-separated), set by the Snakefile
-#: so that every job's process (local, warm worker or cluster) registers the same learners
+#: so that every job's process (local or cluster) registers the same learners
 ENV_MODULES = "DPCL_LEARNER_MODULES"
 
 
