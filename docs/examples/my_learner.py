@@ -2,7 +2,7 @@
 
 Put this file where your config names it (``learner_modules: [my_learner.py]``), add ``my_sums`` to
 ``learners``, and ``snakemake --cores all`` trains it on every benchmark, seed, ε and label method,
-verifies its ledger, and puts it in the tables and figures (``tests/test_own_learner.py`` runs this very
+verifies its ledger, and puts it in the tables and figures (``tests/learners/test_own_learner.py`` runs this very
 file through the workflow).
 
 Privacy: each task releases, for every label of its released label space O_t, the sum of the unit-norm
