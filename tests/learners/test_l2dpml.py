@@ -138,14 +138,14 @@ def test_the_same_audit_finds_dp_a_gem_and_the_sound_variant_within_their_claims
         for res in (audit_agem_head(eps, 1e-5, 200, seed=0), audit_fm_agem(eps, 1e-5, 400, seed=0)):
             assert res["epsilon_lower_bound"] <= res["claimed_epsilon"], res["learner"]
     # the audit has power: with far less noise than fm_agem's claim needs, it refutes that claim
-    from dpcl.learners import fm_agem
+    from dpcl.audits import fm_agem_audits
 
-    orig = fm_agem.fm_sigma
+    orig = fm_agem_audits.fm_sigma
     try:
-        fm_agem.fm_sigma = lambda e, d: orig(e, d) / 20  # a broken σ, 20x too small
+        fm_agem_audits.fm_sigma = lambda e, d: orig(e, d) / 20  # a broken σ, 20x too small
         broken = audit_fm_agem(1.0, 1e-5, 400, seed=0)
     finally:
-        fm_agem.fm_sigma = orig
+        fm_agem_audits.fm_sigma = orig
     assert broken["epsilon_lower_bound"] > 1.0
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from ..learners.agem import AGEMConfig, agem_noise, reference_mask, run_agem_head
+from ..learners.agem import LEARNER, AGEMConfig, agem_noise, reference_mask, run_agem_head
 from ..seeding import rng
 from ..training.heads import DPSGDConfig
 from .learners import canary_audit
@@ -68,9 +68,9 @@ def audit_canary(
         z = out["head"].logits(canary_x[None, :])[0]
         return float(z[1] - np.max(np.delete(z, 1)))
 
-    res = canary_audit(score, trials, seed, ("agem_head", part, float(epsilon)), delta)
+    res = canary_audit(score, trials, seed, (LEARNER, part, float(epsilon)), delta)
     res.update(
-        learner="agem_head",
+        learner=LEARNER,
         epsilon=float(epsilon),
         claimed_epsilon=float(epsilon),
         attack=f"canary in task 0's {part} part; statistic: the released head's margin for its label",

@@ -37,9 +37,9 @@ def audit_canary(
         s = head.w @ canary
         return float(s[0] - s[1:].max())
 
-    res = canary_audit(score, trials, seed, ("fm_agem", float(epsilon)), delta)
+    res = canary_audit(score, trials, seed, (LEARNER, float(epsilon)), delta)
     res.update(
-        learner="fm_agem",
+        learner=LEARNER,
         epsilon=float(epsilon),
         claimed_epsilon=float(epsilon),
         attack="axis-aligned canary (the release's worst case); statistic: the released head's margin "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..learners.l2dpml import (
+    LEARNER,
     RUN_AUDIT_MAX_TRIALS,
     RUN_AUDIT_SEED,
     RUN_AUDIT_TRIALS,
@@ -58,9 +59,9 @@ def audit_canary(
     # the canary separates the worlds perfectly, so the bound is limited by the number of runs: take
     # enough that a perfect separation could refute the claim by a margin of 1 (capped)
     trials = max(trials, min(2 * trials_to_refute(claim + 1.0, delta), 200_000))
-    res = canary_audit(score, trials, seed, ("l2dpml", float(epsilon)), delta)
+    res = canary_audit(score, trials, seed, (LEARNER, float(epsilon)), delta)
     res.update(
-        learner="l2dpml",
+        learner=LEARNER,
         epsilon=float(epsilon),
         claimed_epsilon=claim,
         attack="D = {} vs D' = {canary}: the canary adds Alg. 2 steps; statistic ||theta_1||_F",

@@ -118,6 +118,7 @@ def label_method_table(
     benches: Sequence[Bench],
     runs: Mapping[str, _Runs],
     ref: pd.DataFrame | None,
+    *,
     kind: str = "order",
     select=non_blurry,
     fixed: bool = False,
