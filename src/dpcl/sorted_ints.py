@@ -2,13 +2,13 @@
 
 :func:`sorted_distinct` is ``np.unique(np.asarray(values, dtype=np.int64))`` with a fast path for input
 that already is sorted and distinct, as label spaces read from their files are (the check that makes it
-safe is one comparison per label), and a sort where it is not. NumPy's hash-based unique (NumPy ≥ 2.3)
-is slow on large integer arrays: ~4 ms on a 200,000-label space (Public Labels ×1000 on ImageNet-R) on
-an AVX-512 machine, 180-200 ms on an AMD EPYC with AVX2, where a sort and a comparison of neighbours
-take ~5 ms; on integers both give the same array. :func:`sorted_union` is ``np.union1d`` of two such
-arrays the same way (the PEFT ensemble's votes grow their label union with it), and :func:`isin` is
-``np.isin`` against a label space by binary search in the sorted space (``np.isin`` calls the same
-unique on its second argument: ~200 ms against 200,000 labels there, whatever the first's size).
+safe is one comparison per label), and a sort and a comparison of neighbours where it is not: NumPy's
+hash-based unique (NumPy >= 2.3) is much slower on large integer arrays, and on integers both give the
+same array (``benchmarks/README.md``, "Set operations on label spaces"). :func:`sorted_union` is
+``np.union1d`` of two such arrays the same way (the PEFT ensemble's votes grow their label union with
+it). :func:`isin` is NumPy's own ``np.isin`` with ``kind="table"`` on integer labels (a boolean table
+over the space's range: label spaces are class indices), which skips the unique that ``np.isin``
+otherwise calls on its second argument.
 """
 
 from __future__ import annotations
@@ -38,14 +38,10 @@ def sorted_union(a, b) -> np.ndarray:
 
 
 def isin(values, space) -> np.ndarray:
-    """Boolean array of ``values``' shape: which values lie in ``space``; equal to ``np.isin(values,
-    space)`` (integer values: the space is made sorted and distinct, then searched; others: np.isin)."""
+    """Boolean array of ``values``' shape: which values lie in ``space``; ``np.isin(values, space)``, with
+    ``kind="table"`` where the values are integers (the space is read as int64, so an empty space is one)."""
     v = np.asarray(values)
-    if not (np.issubdtype(v.dtype, np.integer) or v.dtype == bool):
-        return np.isin(v, np.asarray(space, dtype=np.int64))  # not integer labels: NumPy's own
-    flat = v.astype(np.int64, copy=False).ravel()
-    sp = sorted_distinct(space)
-    at = np.searchsorted(sp, flat)
-    found = at < sp.size
-    found[found] = sp[at[found]] == flat[found]
-    return found.reshape(v.shape)
+    sp = np.asarray(space, dtype=np.int64)
+    if np.issubdtype(v.dtype, np.integer) or v.dtype == bool:
+        return np.isin(v, sp, kind="table")
+    return np.isin(v, sp)  # not integer labels: NumPy's default
