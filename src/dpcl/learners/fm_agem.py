@@ -398,8 +398,10 @@ def tune_fm_agem(
     is scored by the final accuracy on the 30 % of both tasks, averaged over ``repeats`` noise draws
     (the same draws for every point of a dim). ``projection_for(dim)`` is the run's public PCA, which
     has at most ``max_dim`` axes (min(D, public records − 1)): larger dims of the grid are left out.
+    The search is :func:`dpcl.training.grid_search.grid_search`; this function supplies its score.
     Returns the best point (the first of equals in grid order), the grid searched and every point's
     score."""
+    from ..training.grid_search import grid_search
     from ..training.tuning import split_tuning_set
     from ..training.tuning_protocol import TUNING_LABEL_SPACES
 
@@ -424,9 +426,11 @@ def tune_fm_agem(
     tr, va = split_tuning_set(yy, seed, LEARNER)
     parts = [tr[np.isin(yy[tr], r)] for r in rows]
     sigma = fm_sigma(epsilon, delta)
-    trials, best = [], None
+    points = [{"dim": c.dim, "lr": c.lr, "steps": c.steps} for c in grid_configs(grid)]  # validated
     by_dim: dict[int, tuple] = {}
-    for cfg in grid_configs(grid):
+
+    def score(point: dict) -> float:  # FM-A-GEM's own two-task loop, averaged over the noise draws
+        cfg = FMConfig(**point)
         if cfg.dim not in by_dim:
             proj = projection_for(cfg.dim)
             by_dim[cfg.dim] = ([proj.apply(x[p]) for p in parts], proj.apply(x[va]))
@@ -438,10 +442,9 @@ def tune_fm_agem(
             for z, p, space in zip(z_tasks, parts, spaces, strict=True):
                 head.learn_task(z, yy[p], space, sigma, gen, cfg)
             accs.append(float(np.mean(head.predict(z_va) == yy[va])))
-        point = {"dim": cfg.dim, "lr": cfg.lr, "steps": cfg.steps, "accuracy": float(np.mean(accs))}
-        trials.append(point)
-        if best is None or point["accuracy"] > best["accuracy"]:
-            best = point
+        return float(np.mean(accs))
+
+    best, trials = grid_search(points, score)
     return {
         "learner": LEARNER,
         "best": {k: best[k] for k in ("dim", "lr", "steps")},

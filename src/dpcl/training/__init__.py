@@ -1,6 +1,7 @@
 """DP-SGD training engines: ``heads`` (linear heads on cached features, closed-form per-sample
 clipping), ``film`` (opacus hooks on images, FiLM parameters + head), ``projection`` (the A-GEM
-projection both engines apply) and ``tuning`` (Optuna, App. D.1).
+projection both engines apply), and the tuning studies: ``tuning`` (Optuna, App. D.1) and
+``grid_search`` (a fixed grid); a learner supplies only the score of a trial, its own loop.
 
 May import (:data:`MAY_IMPORT`): privacy/ (accounting), data/ (data-set names and sizes), backbones,
 features, sorted_ints, seeding, io. Never learners/, stages/ or report/:
