@@ -17,7 +17,7 @@ them from PIL images (:func:`transform_plan`, :func:`preprocess_batch`):
 records the plan (metadata key ``transform``, :func:`describe_transform`).
 
 The frozen backbone runs with every BatchNorm that directly follows a convolution folded into
-that convolution (:func:`fold_batchnorms`; ~1.4x faster on a CPU core for EfficientNet-Lite0):
+that convolution (:func:`fold_batchnorms`; one layer fewer per block on a CPU):
 the same affine map, so features change only by float32 rounding (≤ 3e-5 absolute on Lite0's
 features, whose largest entries are ~6). Folding follows the modules' registration order, so
 every extraction checks the folded copy against the model on its first images and keeps the
@@ -297,7 +297,7 @@ def load_feature_cache(
     path: str | Path, verify: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """Features, labels, original indices and metadata; ``verify`` (default) re-checks the content
-    hash recorded when the cache was written (a sha256 over a few MB: ~10 ms per 15 MB on 2 cores),
+    hash recorded when the cache was written (one sha256 over the arrays),
     so a cache changed or truncated after it was written is refused by name, never used."""
     import zipfile
 

@@ -42,8 +42,8 @@ def median_rows(a: np.ndarray, *, nan_rows: np.ndarray) -> np.ndarray:
     """``np.median(a, axis=1, keepdims=True)`` of a 2-D float array, bit for bit, partitioning
     ``a`` in place (its rows are reordered). ``nan_rows``: the rows that hold a NaN (their median
     is NaN). NumPy's median partitions at two or three indices at once (the middle pair and the
-    last, for NaNs), a path several times slower than a partition at one index (17 vs 2 ms on
-    20 × 10^5 logits); the lower middle value is then the largest one below the upper."""
+    last, for NaNs), a slower path than a partition at one index; the lower middle value is then the
+    largest one below the upper."""
     h = a.shape[1] // 2
     a.partition(h, axis=1)
     if a.shape[1] % 2:
@@ -75,7 +75,7 @@ def _entropy_aggregate(
         # a member's labels are distinct (O_l is a set): plain indexing
         if sorted_distinct(cols).size == cols.size:
             score[:, cols] += w[:, k : k + 1] * z
-        else:  # repeated labels add up (np.add.at is ~50x slower on |O_l| = 10^5)
+        else:  # repeated labels add up (np.add.at, the slower path, only here)
             np.add.at(score, (slice(None), cols), w[:, k : k + 1] * z)
     return union[score.argmax(axis=1)]
 

@@ -1,13 +1,13 @@
 """Disk cache of the DP-SGD accountant's results, shared by every process of a machine.
 
-Calibrating σ for (ε, δ, q, steps) takes the PRV accountant 0.5-2.5 s on a CPU, whatever the
+Calibrating σ for (ε, δ, q, steps) takes the PRV accountant seconds on a CPU, whatever the
 model size; the paper grid asks the same question for every member, label method and task
 of an (ε, seed) (9,800 FiLM members), and the miniature paper run more often than it trains.
 The answers are pure functions of public parameters, so they are cached on disk: the key
 is the function, its arguments and a hash of the accounting code (this package's modules)
 and of the accountant packages' versions, so any change to either computes afresh. A hit
 returns exactly what the computation returned (floats survive JSON unchanged). The PLD bounds of
-:mod:`dpcl.privacy.pld` are kept too (0.1-2 s each; a learner's verdicts, its verifier, the reports and
+:mod:`dpcl.privacy.pld` are kept too (a learner's verdicts, its verifier, the reports and
 the tests ask for the same histories). A computation
 that runs more of dpcl names those subpackages (``memo(packages=)``), whose code joins the key (the
 DP-AL schedules, :func:`dpcl.stages.active.solve_schedule`, and the DP-AL report's solutions at the

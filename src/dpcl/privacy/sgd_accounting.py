@@ -163,8 +163,8 @@ def _prv_half_width(history: Sequence[Phase], delta_error: float, eps_error: flo
     (``compute_safe_domain_size``, [Gopi2021] Remark 5.6, ``max(L, eps_error) + 3``) with
     its RDP bounds taken over the integer orders among opacus's defaults only. An RDP bound
     over a subset of the orders is never smaller, so this domain contains the one opacus would
-    size (the mass it truncates is never larger; the mesh does not depend on L), at a tenth of
-    the cost: opacus's fractional orders take ~90 % of a PRV evaluation's time.
+    size (the mass it truncates is never larger; the mesh does not depend on L), without
+    opacus's fractional orders, which take most of a PRV evaluation's time.
     """
     total = sum(n for _, _, n in history)
 
