@@ -6,10 +6,10 @@
 
 import os
 import re
+import sys
 
 from dpcl.config import ConfigError, benchmark_dataset, eps_tag, run_targets, validate_config
 from dpcl.learners import registry as learners
-from dpcl.worker import configure_for_workflow
 
 # The embedded default, unless the user names config files (which then replace it rather
 # than merge with it); --config key=value overrides apply either way.
@@ -24,9 +24,14 @@ except ConfigError as err:
     raise WorkflowError(str(err)) from None
 learners.export_modules(config["learner_modules"])  # every job's process registers them too
 
-# Warm worker (dpcl.worker): local jobs fork from one process that has imported torch & co.
-# once; cluster jobs and jobs inside a SLURM allocation start their own interpreter, and so
-# does every job when the environment says DPCL_WARM_WORKER=0.
+# Warm worker (workflow/scripts/warm_worker.py, workflow plumbing beside the rule scripts that use
+# it): local jobs fork from one process that has imported torch & co. once; cluster jobs and jobs
+# inside a SLURM allocation start their own interpreter, and so does every job when the environment
+# says DPCL_WARM_WORKER=0.
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow", "scripts"))
+from warm_worker import configure_for_workflow
+
+sys.path.pop(0)  # the rule scripts' names stay off the workflow's own import path
 configure_for_workflow(config["warm_worker"], workflow.local_exec)
 # glibc's allocator: keep the memory a job frees for its next arrays (mallopt(3)'s environment
 # variables, read when a job's process starts). Without them glibc maps every array above its mmap

@@ -177,3 +177,17 @@ def check_memory_update_integrity(monkeypatch, module, task_fn: str, task, white
         whitebox.audit_whitebox(1.0, delta, audit=small, seed=0)
     with pytest.raises(UpdateIntegrityError):
         whitebox.buffer_poisson_rows(1.0, delta, audit=small, seed=0, alpha=0.05)
+
+
+@cache
+def warm_worker():
+    """The workflow's warm worker module (workflow/scripts/warm_worker.py: workflow plumbing, not dpcl)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "warm_worker", REPO / "workflow" / "scripts" / "warm_worker.py"
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("warm_worker", mod)
+    spec.loader.exec_module(mod)
+    return mod

@@ -1,4 +1,4 @@
-"""The warm worker (dpcl.worker): a script handed to it behaves like one run by a fresh
+"""The warm worker (workflow/scripts/warm_worker.py): a script handed to it behaves like one run by a fresh
 interpreter -- streams, exit status, tracebacks, working directory, environment, argv --
 and a child whose job process is killed does not outlive it."""
 
@@ -13,14 +13,16 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import REPO, warm_worker
 
-from dpcl import worker
+worker = warm_worker()
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the warm worker needs fork")
 
-SCRIPT = textwrap.dedent("""
+SCRIPT = textwrap.dedent(f"""
     import os, sys, time
-    from dpcl.worker import run_in_warm_worker
+    sys.path.append({str(REPO / "workflow" / "scripts")!r})  # as Snakemake's preamble does for a local script
+    from warm_worker import run_in_warm_worker
 
     run_in_warm_worker()
     mode = sys.argv[1]
@@ -158,12 +160,15 @@ def test_killing_the_job_kills_its_child(tmp_path, env):
     _wait_gone(child, 10, "the worker's child outlived its job")
 
 
-def test_an_edit_to_the_library_names_a_new_worker(monkeypatch, short_tmp):
+@pytest.mark.parametrize("edited", ["library", "worker"])
+def test_an_edit_to_the_library_or_the_worker_names_a_new_worker(monkeypatch, short_tmp, edited):
+    import dpcl.io
+
     monkeypatch.setenv("TMPDIR", str(short_tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)
     first = worker.socket_path()
     assert first.parent.name == f"dpcl-{os.getuid()}" and len(str(first)) < 100
-    mod = worker.Path(worker.__file__)
+    mod = Path(dpcl.io.__file__ if edited == "library" else worker.__file__)
     st = mod.stat()
     try:
         os.utime(mod, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))

@@ -166,7 +166,7 @@ def test_resume_has_nothing_to_do_and_results_are_reproducible(tiny_run, tmp_pat
     dry = run_snakemake(work, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
     # Re-running from scratch in another folder gives bit-identical results, and so does every
-    # job in a fresh interpreter instead of a child of the warm worker (dpcl.worker)
+    # job in a fresh interpreter instead of a child of the warm worker (workflow/scripts/warm_worker.py)
     other = tmp_path / "again"
     other.mkdir()
     shutil.copy(work / "config.yaml", other / "config.yaml")

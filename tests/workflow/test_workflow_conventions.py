@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import warm_worker
 
-from dpcl import worker
+worker = warm_worker()
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,10 +47,14 @@ def test_every_rule_with_a_script_names_the_environment():
         assert scripts == envs, f"{smk.name}: {scripts} rules with a script, {envs} naming the environment"
 
 
-def test_the_library_holds_no_scheduling_or_allocator_plumbing():
-    """src/dpcl/ holds no patched scheduler and no allocator settings (the workflow layer sets the jobs'
-    environment: the Snakefile); the warm worker (dpcl.worker) is the one piece of process plumbing left."""
-    banned = re.compile(r"snakemake\.scheduling|JobScheduler|MALLOC_MMAP_MAX_|MALLOC_TRIM_THRESHOLD_")
+def test_the_library_holds_no_process_scheduling_or_allocator_plumbing():
+    """src/dpcl/ holds no patched scheduler, no allocator settings and no process management (no fork,
+    no socket server): the workflow layer does that (the Snakefile sets the jobs' environment; the warm
+    worker is workflow/scripts/warm_worker.py)."""
+    banned = re.compile(
+        r"snakemake\.scheduling|JobScheduler|MALLOC_MMAP_MAX_|MALLOC_TRIM_THRESHOLD_|os\.fork\b|"
+        r"\bimport socket\b|send_fds|DPCL_WARM_WORKER"
+    )
     hits = [
         f"{p.relative_to(ROOT)}:{n}"
         for p in sorted((ROOT / "src/dpcl").rglob("*.py"))

@@ -1,9 +1,9 @@
 """DP-A-GEM (enhanced, App. D.4) and Desai et al. as published, runs of one seed (thin wrapper:
 dpcl.stages.agem.agem_sweep)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.agem import agem_sweep

@@ -1,8 +1,8 @@
 """Fig. A2 of one benchmark (thin wrapper: dpcl.stages.report.aggregation_figure)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.report import aggregation_figure

@@ -1,8 +1,8 @@
 """Fig. 3: comparison with Desai et al. in the Base Dataset setting (thin wrapper: dpcl.stages.agem.desai_figure)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.agem import desai_figure

@@ -1,8 +1,8 @@
 """One Naive, Non-CL or DP-A-GEM FiLM run (thin wrapper: dpcl.stages.film.film_run_stage)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from pathlib import Path
 

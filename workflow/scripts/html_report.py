@@ -1,8 +1,8 @@
 """results/report.html from every table and figure of the run (thin wrapper: dpcl.stages.paper_figures.html_report)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.paper_figures import html_report

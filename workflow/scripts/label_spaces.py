@@ -1,8 +1,8 @@
 """Output label spaces of one seed for every (ε, label method) (thin: dpcl.stages.labels.release_label_spaces)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from pathlib import Path
 

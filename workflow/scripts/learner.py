@@ -1,8 +1,8 @@
 """Runs of one seed of a learner with its own run function (thin wrapper: dpcl.stages.learner.learner_sweep)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.learner import RunFiles, SeedJob, learner_sweep

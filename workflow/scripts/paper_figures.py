@@ -1,8 +1,8 @@
 """Figs. 4-7 (left), A3, A4, per-benchmark A5-A9 of [LabelSpace] and [Tobaben2024] Fig. 4 (thin wrapper: dpcl.stages.paper_figures.paper_figures)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.paper_figures import paper_figures

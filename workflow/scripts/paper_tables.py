@@ -1,8 +1,8 @@
 """Tables A3-A10 in the paper's layout beside the published numbers (thin wrapper: dpcl.stages.paper_tables.build_paper_tables)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from pathlib import Path
 

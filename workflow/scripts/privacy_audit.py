@@ -1,8 +1,8 @@
 """Empirical privacy audit table from its parts (thin wrapper: dpcl.stages.privacy.privacy_audit)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.privacy import privacy_audit

@@ -1,9 +1,9 @@
 """Runs of one seed of the learners of registry job "prototypes" (thin wrapper:
 dpcl.stages.prototypes.prototypes_sweep)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.common import runs_by_learner

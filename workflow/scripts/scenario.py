@@ -1,8 +1,8 @@
 """Task split of one seed (thin wrapper: dpcl.stages.scenarios.build_scenario)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 import re
 from pathlib import Path

@@ -1,8 +1,8 @@
 """Tune the FiLM learners' DP-SGD hyperparameters for one seed (thin: dpcl.stages.film.tune_film_stage)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from pathlib import Path
 

@@ -1,9 +1,9 @@
 """Tune the head learners' (or, rule tune_agem, DP-A-GEM's) DP-SGD hyperparameters for one seed
 (thin: dpcl.stages.heads.tune_head_learners)."""
 
-from dpcl.worker import run_in_warm_worker
+from warm_worker import run_in_warm_worker
 
-run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (dpcl.worker)
+run_in_warm_worker()  # with warm_worker on, the rest runs in a pre-imported process (warm_worker.py)
 
 from dpcl.io import tee_stderr
 from dpcl.stages.heads import tune_head_learners

@@ -1,6 +1,10 @@
 """Warm worker: run the workflow's Python scripts in processes forked from one that has
 already imported torch, timm, opacus, scipy, matplotlib and every ``dpcl`` module.
 
+Workflow plumbing, not part of the library: the rule scripts import it from this folder (Snakemake
+puts a local script's folder on its ``sys.path``), the Snakefile imports :func:`configure_for_workflow`
+from it, and nothing in ``dpcl`` does.
+
 Snakemake starts a fresh interpreter for every ``script:`` job; on a CPU these imports
 alone take 3-4 s, several times the work of a small job (a FiLM member of the miniature
 paper run trains in 0.1 s). With the worker, each script's first statement
@@ -17,7 +21,7 @@ Switched on by the environment variable ``DPCL_WARM_WORKER=1``, which the Snakef
 for local runs when the config key ``warm_worker`` is true (the default); cluster jobs
 (``--profile slurm``) and platforms without ``fork`` run scripts the ordinary way. The
 warm process listens on a Unix socket in ``$TMPDIR/dpcl-<uid>/``, named after the Python
-executable and the installed ``dpcl`` files (an edit to the library starts a new one),
+executable, this file and the ``dpcl`` files (an edit to either starts a new one),
 and exits after ``DPCL_WARM_WORKER_IDLE`` seconds (default 60) in which no job started and none of
 its children ran (a run whose jobs each take longer than that keeps its one warm process; importing
 everything again costs ~13 s on 2 cores). Should it fail to start, the script runs in its own process
@@ -83,15 +87,19 @@ def enabled() -> bool:
 def _library_key() -> str:
     """Names the warm process: the interpreter, its import path, glibc's allocator settings (its
     ``MALLOC_*`` environment variables, read when a process starts, so its children inherit the warm
-    process's; the Snakefile sets them) and the dpcl files (size, mtime)."""
+    process's; the Snakefile sets them), this file and the dpcl files (size, mtime)."""
+    from importlib.util import find_spec
+
     h = hashlib.sha256()
     h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0".encode())
     glibc = sorted(k for k in os.environ if k.startswith("MALLOC"))
     h.update("".join(f"{k}={os.environ[k]}\0" for k in glibc).encode())
-    root = Path(__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
+    here = Path(__file__).resolve()
+    spec = find_spec("dpcl")  # where a job imports dpcl from, found without importing it
+    root = Path(spec.origin).resolve().parent if spec is not None and spec.origin else here.parent
+    for p in [here, *sorted(root.rglob("*.py"))]:
         st = p.stat()
-        h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        h.update(f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()[:16]
 
 
@@ -141,7 +149,7 @@ def _connect(path: Path, start_timeout: float = 180.0) -> socket.socket:
         env = {k: v for k, v in os.environ.items() if k != ENV_CHILD}
         with open(f"{path}.log", "ab") as logf:
             proc = subprocess.Popen(  # noqa: S603
-                [sys.executable, "-m", "dpcl.worker", str(path)],
+                [sys.executable, str(Path(__file__).resolve()), str(path)],
                 stdin=subprocess.DEVNULL,
                 stdout=logf,
                 stderr=logf,
