@@ -425,7 +425,8 @@ def test_folding_lite0s_batchnorms_keeps_its_features_and_leaves_the_model_alone
     plain = extract_features(
         lite0_classifier, imgs, pre, batch_size=4, progress=False, fold_batchnorm=False, info=(off := {})
     )
-    assert info == {"batchnorms_folded": 49} and off == {"batchnorms_folded": 0}
+    cpu = {"type": "cpu"}
+    assert info == {"batchnorms_folded": 49, "device": cpu} and off == {"batchnorms_folded": 0, "device": cpu}
     scale = float(np.abs(plain).max())
     assert np.allclose(plain, ref.numpy(), rtol=0, atol=1e-5 * scale)  # the model as it is (layout apart)
     assert np.allclose(feats, plain, rtol=0, atol=1e-4 * scale)
@@ -463,4 +464,5 @@ def test_a_fold_that_changes_the_outputs_is_not_used():
     feats = extract_features(model, imgs, pre, batch_size=2, progress=False, device="cpu", info=info)
     with torch.inference_mode():
         direct = model(preprocess_batch(imgs, pre)).numpy()
-    assert info == {"batchnorms_folded": 0} and np.allclose(feats, direct, rtol=0, atol=1e-6)
+    assert info == {"batchnorms_folded": 0, "device": {"type": "cpu"}}
+    assert np.allclose(feats, direct, rtol=0, atol=1e-6)

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .backbones import Preprocessing
+from .devices import device_record, resolve_device
 from .io import progress_stream, write_npz
 
 
@@ -211,7 +212,8 @@ def extract_features(
     """Global-pooled features of ``images`` (float32, one row per image), batch by batch.
 
     ``device="auto"`` uses the first CUDA GPU when torch sees one (e.g. a SLURM job with
-    ``gpu: 1``), else the CPU; images are decoded and resized on the CPU either way.
+    ``gpu: 1``), else the CPU (:func:`dpcl.devices.resolve_device`); images are decoded and resized on
+    the CPU either way. ``info``, if given, also receives ``device``: :func:`dpcl.devices.device_record`.
     ``fold_batchnorm``: run a copy with the BatchNorms folded into their convolutions
     (:func:`inference_model`; ``model`` itself is left as it is); ``info``, if given, receives
     ``batchnorms_folded``.
@@ -221,9 +223,7 @@ def extract_features(
 
     if threads:
         torch.set_num_threads(int(threads))
-    dev = torch.device(
-        "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
-    )
+    dev = resolve_device(device, key="device")
     model = model.to(dev)
     if pre.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -236,6 +236,7 @@ def extract_features(
             model = model.to(memory_format=torch.channels_last)
     if info is not None:
         info["batchnorms_folded"] = n_folded
+        info["device"] = device_record(dev)
     out = None
     n = len(images)
     bar_out = progress_stream()  # the terminal only, never a job's log file

@@ -112,11 +112,16 @@ def _git_commit() -> str | None:
     return out + ("-dirty" if dirty else "") if out else None
 
 
-@functools.cache
-def provenance() -> dict:
+def provenance(device: dict | None = None) -> dict:
     """dpcl's version and commit (when run from a git checkout), the hash of the whole library and
     the versions of the packages results depend on; recorded in every run's metrics.json and
-    privacy.json, every feature cache and the report."""
+    privacy.json, every feature cache and the report. ``device``: where torch computed the output
+    (:func:`dpcl.devices.device_record`; FiLM runs and tuning, feature caches), recorded as ``device``."""
+    return _provenance() | ({"device": dict(device)} if device is not None else {})
+
+
+@functools.cache
+def _provenance() -> dict:
     versions = {}
     for pkg in ("numpy", "torch", "timm", "opacus", "dp-accounting", "prv-accountant", "optuna", "scipy"):
         try:

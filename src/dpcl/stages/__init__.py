@@ -19,6 +19,7 @@ MAY_IMPORT = (
     "backbones",
     "features",
     "config",
+    "devices",
     "metrics",
     "provenance",
     "public_pca",

@@ -274,15 +274,17 @@ def ledger_plan(config: dict, path: str | Path):
     )
 
 
-def write_run(run: dict, metrics: dict, privacy: dict, diagnostics: dict) -> None:
+def write_run(
+    run: dict, metrics: dict, privacy: dict, diagnostics: dict, *, device: dict | None = None
+) -> None:
     """A run's files: privacy.json (release), diagnostics.json (non-private), metrics.json last; the
     release and the metrics record what produced them (dpcl version, commit, library hash, package
-    versions: :func:`dpcl.provenance.provenance`)."""
+    versions and, for a run that computed with torch, its ``device``: :func:`dpcl.provenance.provenance`)."""
     from ..provenance import provenance
 
-    write_json(run["privacy"], privacy | {"provenance": provenance()})
+    write_json(run["privacy"], privacy | {"provenance": provenance(device)})
     write_json(run.get("diagnostics") or Path(run["privacy"]).with_name("diagnostics.json"), diagnostics)
-    write_json(run["metrics"], metrics | {"provenance": provenance()})
+    write_json(run["metrics"], metrics | {"provenance": provenance(device)})
 
 
 def feature_runs(train_path, test_path, scenario_path, runs, threads, tuned):

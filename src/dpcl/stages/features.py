@@ -78,7 +78,7 @@ def cache_features(
         ),
         "subset_seed": dataset_cfg.get("subset_seed", 0),
         "checkpoint_sha256": checkpoint_sha256(backbone_cfg),
-        "provenance": provenance(),
+        "provenance": provenance(device=info["device"]),
     }
     folded = f" ({info['batchnorms_folded']} BatchNorms folded)" if info["batchnorms_folded"] else ""
     log(

@@ -34,6 +34,7 @@ import numpy as np
 from ..config import eps_tag
 from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
+from ..devices import device_record, resolve_device
 from ..io import log, read_json, write_json, write_npz
 from .common import (
     NON_PRIVATE,
@@ -192,6 +193,7 @@ def film_run_stage(
     spec = registry.get(learner)
     if spec.job not in registry.FILM_JOBS:
         raise ValueError(f"learner {learner!r} is run by the {spec.job!r} job, not by a FiLM job")
+    dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
@@ -205,7 +207,7 @@ def film_run_stage(
         aggregation=aggregation,
         agem_cfg=dict(agem_cfg or {}) if "agem" in spec.config_blocks else {},
         physical_batch=physical_batch,
-        device=device,
+        device=str(dev),
         progress=True,
     )
     inputs = film_inputs(
@@ -243,6 +245,7 @@ def film_run_stage(
         metrics,
         privacy,
         diag,
+        device=device_record(dev),
     )
 
 
@@ -274,6 +277,7 @@ def tune_film_stage(
     from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
     from .data import dataset_subset
 
+    dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
@@ -304,11 +308,11 @@ def tune_film_stage(
             epochs=float(dpsgd_cfg["epochs"]),
             normaliser=float(dpsgd_cfg["normaliser"]),
             physical_batch=physical_batch,
-            device=device,
+            device=str(dev),
             log=log_tuning,
             journal=f"{outputs[tag]}.optuna-journal",
         )  # a requeued job resumes its search
-        res = with_run_configs(res, plan) | {"seed": sc.seed}
+        res = with_run_configs(res, plan) | {"seed": sc.seed, "device": device_record(dev)}
         write_json(outputs[tag], res)
         log_tuning(
             f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % "

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from ..devices import resolve_device
 from .film_model import film_parameter_names
 
 
@@ -80,12 +81,6 @@ def pretrained_member(backbone, n_out: int) -> FilmMember:
     return FilmMember(film, torch.zeros(int(n_out), dim), torch.zeros(int(n_out)))
 
 
-def _resolve_device(device: str):
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 class FilmNet(nn.Module):
     """Backbone features → linear head over O_t (the model of one ensemble member)."""
 
@@ -108,7 +103,7 @@ def film_net(backbone, member: FilmMember, device: str = "auto", trainable: bool
     ``device`` ("auto": CUDA if available) and stays there.
     """
 
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     backbone.to(dev)
     params = dict(backbone.named_parameters())
     names = film_parameter_names(backbone)

@@ -1,0 +1,62 @@
+"""The device a config names (dpcl.devices): auto falls back to the CPU, cuda without a GPU fails at once
+naming the key and the fix, and what outputs record about the device."""
+
+import pytest
+import torch
+
+from dpcl.devices import device_record, resolve_device
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """A job that sees no CUDA GPU, whatever machine runs the test."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+def test_auto_takes_the_cpu_without_a_gpu_and_cpu_is_the_cpu(no_gpu):
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+@pytest.mark.parametrize("name", ["cuda", "cuda:1"])
+def test_cuda_without_a_gpu_fails_naming_the_key_and_the_fix(no_gpu, name):
+    with pytest.raises(RuntimeError, match="sees no CUDA GPU") as err:
+        resolve_device(name, key="film.device")
+    msg = str(err.value)
+    assert f"film.device is {name!r}" in msg and "film.device: auto" in msg and "--profile slurm" in msg
+    assert "CUDA_VISIBLE_DEVICES=" in msg
+
+
+def test_an_unknown_device_is_refused_by_its_key():
+    with pytest.raises(ValueError, match="film.device must be one of"):
+        resolve_device("gpu0", key="film.device")
+
+
+def test_the_cpu_record_is_its_type():
+    assert device_record("cpu") == {"type": "cpu"}
+    assert device_record(torch.device("cpu")) == {"type": "cpu"}
+
+
+def test_a_film_run_asked_for_cuda_fails_before_reading_anything(no_gpu, tmp_path):
+    """The FiLM stage resolves its device first: a job without the GPU it was asked for reads no file and
+    loads no backbone before it fails."""
+    from dpcl.stages.film import film_run_stage
+
+    missing = tmp_path / "absent.json"
+    with pytest.raises(RuntimeError, match="film.device is 'cuda'"):
+        film_run_stage(
+            "peft_film",
+            "fashion_mnist",
+            tmp_path,
+            {},
+            {"arch": "vit_tiny_patch16_224", "weights": "random"},
+            scenario_path=missing,
+            labels_path=missing,
+            dpsgd_cfg={},
+            physical_batch=8,
+            device="cuda",
+            out_metrics=tmp_path / "m.json",
+            out_privacy=tmp_path / "p.json",
+            out_members=tmp_path / "members",
+        )
+    assert not list(tmp_path.iterdir())
