@@ -158,6 +158,12 @@ def test_run_outputs_are_consistent(tiny_run):
     assert set(agem["tasks"][0]["parts"]) == {"rule", "train", "reference"}
     nondp = json.loads((run / "epsinf/base/metrics.json").read_text())
     assert nondp["sigma"] == 0 and 0 < nondp["final_accuracy"] <= 1
+    # a head run computes in numpy: no device; the feature caches record where the backbone ran
+    assert "device" not in m["provenance"]
+    from dpcl.features import load_feature_cache
+
+    caches = sorted((work / "results" / "features").rglob("*.npz"))
+    assert caches and all(load_feature_cache(c)[3]["provenance"]["device"] == {"type": "cpu"} for c in caches)
     assert math.isinf(float(nondp["epsilon"]))
 
 
