@@ -274,6 +274,9 @@ def test_paper_config_plans_offline(tmp_path):
     # tuned as the paper on the private training data (no public tune split is cached),
     # ImageNet-R split per seed, non-DP runs in the Base Dataset setting only, F.1/F.2 and [Tobaben2024] Fig. 4
     assert "/tune.npz" not in log
+    # film.device: cuda, so every FiLM job takes a GPU (--resources gpu=N runs at most N at once)
+    film_jobs = re.findall(r"^rule (?:film_ensemble|film_baseline|tune_film):\n(?:    .*\n)*", log, re.M)
+    assert len(film_jobs) > 1_000 and all(re.search(r"resources: .*\bgpu=1\b", j) for j in film_jobs)
     for seed in range(5):
         assert f"features/imagenet_r__seed{seed}/vit_b16/train.npz" in log
         assert f"runs/peft_film/imagenet_r__seed{seed}/vit_b16/disjoint-t10/seed{seed}/eps1/base" in log

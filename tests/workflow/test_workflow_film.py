@@ -8,6 +8,7 @@ once per (ε, seed) on the public tuning split (App. D.1); checks the outputs, t
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -187,6 +188,9 @@ def test_without_tuning_no_tune_film_job_is_planned(film_run, tmp_path):
     out = run_snakemake(tmp_path, "-n")
     log = out.stdout + out.stderr
     assert "rule film_ensemble" in log and "rule film_baseline" in log and "rule tune_film" not in log
+    # film.device: cpu, so no FiLM job counts against --resources gpu=N
+    film_jobs = re.findall(r"^rule (?:film_ensemble|film_baseline):\n(?:    .*\n)*", log, re.M)
+    assert film_jobs and all(re.search(r"resources: .*\bgpu=0\b", j) for j in film_jobs)
 
 
 def _job_counts(log: str) -> dict[str, int]:

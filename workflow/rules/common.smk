@@ -32,6 +32,9 @@ def bench_wildcards(name, seed=None):
 HEAD_LEARNERS = learners.job_learners(config["learners"], "heads")
 FILM_LEARNERS = learners.select(config["learners"], adapter="film")
 FILM_DPSGD = {**config["dpsgd"], **(config["film"]["dpsgd"] or {})}
+# GPUs a FiLM job takes (resource gpu): none with film.device cpu, else one. A workstation with N GPUs
+# runs at most N FiLM jobs at once with `--resources gpu=N`; without it Snakemake does not count them.
+FILM_GPU = 0 if config["film"]["device"] == "cpu" else 1
 HEAD_METHODS = config["head_label_methods"] or METHODS
 # Every run's target (ε, δ) by ε tag, from the validated config (the learners check their label
 # file against it).

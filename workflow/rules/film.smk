@@ -30,6 +30,7 @@ rule tune_film:
     resources:
         mem_mb=8000,
         runtime=720,  # minutes: tuning.trials FiLM trainings per ε on a task-sized set, one GPU
+        gpu=FILM_GPU,
     params:
         dataset_cfg=lambda w: config["datasets"][w.dataset],
         backbone_cfg=lambda w: config["backbones"][w.backbone],
@@ -65,6 +66,7 @@ rule film_ensemble:
     threads: config["film"]["threads"]
     resources:
         **learners.job_resources("film_peft"),  # every task's DP-SGD through ViT-B/16, one GPU
+        gpu=FILM_GPU,
     params:
         **FILM_PARAMS,
         aggregation=config["aggregation"],
@@ -90,6 +92,7 @@ rule film_baseline:
     threads: config["film"]["threads"]
     resources:
         **learners.job_resources("film_baseline"),  # every task's DP-SGD in one job
+        gpu=FILM_GPU,
     params:
         **FILM_PARAMS,
         # DP-A-GEM's buffer settings (App. D.4); only a learner that declares the block reads them,
