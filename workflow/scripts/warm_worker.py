@@ -6,8 +6,8 @@ puts a local script's folder on its ``sys.path``), the Snakefile imports :func:`
 from it, and nothing in ``dpcl`` does.
 
 Snakemake starts a fresh interpreter for every ``script:`` job; on a CPU these imports
-alone take 3-4 s, several times the work of a small job (a FiLM member of the miniature
-paper run trains in 0.1 s). With the worker, each script's first statement
+alone take longer than the work of a small job (a FiLM run of the miniature paper run;
+``benchmarks/README.md`` has the measurements). With the worker, each script's first statement
 (:func:`run_in_warm_worker`) hands the rest of the script to a child forked from a
 long-lived *warm* process: the child takes the job's standard streams, working
 directory, environment and ``sys.argv``, runs the script file Snakemake wrote (its
@@ -23,8 +23,8 @@ for local runs when the config key ``warm_worker`` is true (the default); cluste
 warm process listens on a Unix socket in ``$TMPDIR/dpcl-<uid>/``, named after the Python
 executable, this file and the ``dpcl`` files (an edit to either starts a new one),
 and exits after ``DPCL_WARM_WORKER_IDLE`` seconds (default 60) in which no job started and none of
-its children ran (a run whose jobs each take longer than that keeps its one warm process; importing
-everything again costs ~13 s on 2 cores). Should it fail to start, the script runs in its own process
+its children ran (a run whose jobs each take longer than that keeps its one warm process rather than
+importing everything again). Should it fail to start, the script runs in its own process
 as before, with a warning.
 """
 
