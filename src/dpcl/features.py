@@ -17,7 +17,7 @@ them from PIL images (:func:`transform_plan`, :func:`preprocess_batch`):
 records the plan (metadata key ``transform``, :func:`describe_transform`).
 
 The frozen backbone runs with every BatchNorm that directly follows a convolution folded into
-that convolution (:func:`fold_batchnorms`; one layer fewer per block on a CPU):
+that convolution (:func:`fold_batchnorms`; one layer fewer for each folded BatchNorm):
 the same affine map, so features change only by float32 rounding (≤ 3e-5 absolute on Lite0's
 features, whose largest entries are ~6). Folding follows the modules' registration order, so
 every extraction checks the folded copy against the model on its first images and keeps the
