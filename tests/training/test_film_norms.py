@@ -31,6 +31,7 @@ from dpcl.training.film_model import (
     film_parameter_count,
     film_parameter_names,
     freeze_batchnorm,
+    private_training,
 )
 from dpcl.training.heads import DPSGDConfig
 
@@ -96,6 +97,47 @@ class MixedNorms(nn.Module):
 
     def forward(self, x):
         return self.features(x)
+
+
+class TimmNorms(nn.Module):
+    """Every timm norm class with a sampler of :mod:`dpcl.training.norm_samplers`: LayerNorm2d, GroupNorm,
+    GroupNorm1, GroupNorm1Act (GELU: a vector-Jacobian pull-back), LayerNormAct2d (ReLU: its mask),
+    BatchNormAct2d with ReLU (frozen), LayerNorm over tokens and LayerNormAct (Hardtanh)."""
+
+    num_features = 8
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.conv = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1),
+                layers.LayerNorm2d(8),
+                nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                layers.GroupNorm(8, num_groups=4),
+                nn.ReLU(inplace=True),  # after a hooked layer: FiLM DP-SGD runs it out of place
+                nn.Conv2d(8, 8, 3, stride=2, padding=1),
+                layers.GroupNorm1(8),
+                nn.Conv2d(8, 8, 3, padding=1),
+                layers.GroupNorm1Act(8, act_layer=nn.GELU),
+                nn.Conv2d(8, 8, 3, padding=1),
+                layers.LayerNormAct2d(8, act_layer=nn.ReLU),
+                nn.Conv2d(8, 8, 3, padding=1),
+                layers.BatchNormAct2d(8, act_layer=nn.ReLU),
+            )
+            self.tokens = nn.Sequential(
+                layers.LayerNorm(8), nn.Linear(8, 8), layers.LayerNormAct(8, act_layer=nn.Hardtanh)
+            )
+            for m in self.modules():
+                if isinstance(m, nn.GroupNorm | nn.LayerNorm):
+                    nn.init.uniform_(m.weight, 0.5, 1.5)
+                    nn.init.normal_(m.bias, 0.0, 0.1)
+        _randomise_batchnorm_stats(self, seed)
+        self.eval()
+
+    def forward(self, x):
+        t = self.conv(x).flatten(2).transpose(1, 2)  # (B, positions, channels): tokens
+        return self.tokens(t).mean(dim=1)
 
 
 def images(n: int, seed: int) -> np.ndarray:
@@ -173,11 +215,11 @@ def test_frozen_batchnorm_is_eval_batchnorm_in_every_mode_and_mixes_no_samples()
 # ----------------------------------------------------------------------------- per-sample gradients
 
 
-@pytest.mark.parametrize("arch", ["lite0", "mixed"])
+@pytest.mark.parametrize("arch", ["lite0", "mixed", "timm"])
 def test_per_sample_clipping_matches_one_backward_per_sample(arch):
-    """opacus hooks (frozen-BatchNorm sampler, GroupNorm / LayerNorm samplers, functorch for
-    GroupNormAct) + the head's closed form vs plain autograd one sample at a time, float64."""
-    backbone = lite0() if arch == "lite0" else MixedNorms()
+    """opacus hooks (the frozen-BatchNorm and timm norm samplers, opacus's GroupNorm / LayerNorm
+    samplers) + the head's closed form vs plain autograd one sample at a time, float64."""
+    backbone = {"lite0": lite0, "mixed": MixedNorms, "timm": TimmNorms}[arch]()
     freeze_batchnorm(backbone)
     backbone.double()
     x = x64(5, seed=1)
@@ -195,14 +237,18 @@ def test_per_sample_clipping_matches_one_backward_per_sample(arch):
         manual = torch.stack(manual)
         ref_norms = manual.norm(dim=1)
         clip = float(ref_norms.median())  # clips about half the samples
-        gsm = film_grad_sample_module(net.backbone)
+        with private_training(net.backbone):
+            gsm = film_grad_sample_module(net.backbone)
         try:
-            sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip)
+            with private_training(net.backbone):
+                sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip)
+            functorch = [type(m).__name__ for m in gsm.modules() if hasattr(m, "ft_compute_sample_grad")]
         finally:
             gsm.cleanup()
     assert int((ref_norms > clip).sum()) >= 1 and int((ref_norms < clip).sum()) >= 1
     film_dims = sum(p.numel() for p in params[:-2])
     assert float(manual[:, :film_dims].abs().max()) > 1e-3  # FiLM gradients are not trivially zero
+    assert not functorch  # every norm layer has its own sampler: none falls back to functorch
     torch.testing.assert_close(norms, ref_norms, rtol=RTOL, atol=ATOL)
     factors = torch.clamp(clip / ref_norms, max=1.0)
     got = torch.cat([s.flatten() for s in sums])
@@ -290,3 +336,61 @@ def test_lite0_member_trains_saves_loads_and_swaps_leaving_backbone_clean(tmp_pa
     for k in member.film:
         torch.testing.assert_close(again.film[k], member.film[k], rtol=0.0, atol=1e-4)
     assert math.isfinite(info["noise_multiplier"])
+
+
+def test_an_inplace_activation_after_a_hooked_norm_trains_and_is_restored():
+    """A GroupNorm followed by ``ReLU(inplace=True)`` (ResNet-50-GN's pattern): opacus's hooks hand the
+    norm's output on as a view that autograd forbids modifying in place; FiLM DP-SGD runs the activation
+    out of place and restores the flag, leaving the backbone as it was."""
+    backbone = TimmNorms()
+    freeze_batchnorm(backbone)
+    relu = next(m for m in backbone.modules() if type(m) is nn.ReLU)
+    assert relu.inplace
+    cfg = DPSGDConfig(sample_rate=1.0, epochs=1.0, clip=1.0)
+    member, _ = train_film(
+        backbone,
+        images(4, seed=3),
+        np.array([0, 1, 2, 1]),
+        3,
+        cfg,
+        noise_multiplier=1.0,
+        rng=np.random.default_rng(0),
+        pre=PRE,
+        device="cpu",
+    )
+    assert relu.inplace and hook_free(backbone)
+    assert all(torch.isfinite(v).all() for v in member.film.values())
+
+
+class ShortcutAddedInPlace(nn.Module):
+    """A residual block as timm's ResNets write it: the shortcut added to the norm's output in place."""
+
+    num_features = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x):
+        shortcut = self.conv(x)
+        y = self.norm(shortcut)
+        y += shortcut
+        return self.pool(y).flatten(1)
+
+
+def test_a_norm_output_modified_in_place_is_refused_by_name():
+    cfg = DPSGDConfig(sample_rate=1.0, epochs=1.0, clip=1.0)
+    with pytest.raises(RuntimeError, match="modifies a normalisation layer's output in place"):
+        train_film(
+            ShortcutAddedInPlace().eval(),
+            images(4, seed=3),
+            np.array([0, 1, 2, 1]),
+            3,
+            cfg,
+            noise_multiplier=1.0,
+            rng=np.random.default_rng(0),
+            pre=PRE,
+            device="cpu",
+        )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,11 +41,15 @@ from ..features import preprocess_batch
 from ..io import progress_stream
 from ..privacy import releases
 from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
-from .film_model import check_per_sample, film_grad_sample_module
+from .film_model import check_per_sample, film_grad_sample_module, private_training
 from .heads import DPSGDConfig
 from .projection import project
 
-"""Normalisation layers whose affine parameters are FiLM's (subclasses included: timm's)."""
+IN_PLACE_OUTPUT = (
+    "this backbone modifies a normalisation layer's output in place (timm's ResNets add the shortcut with "
+    "`x += shortcut`), which opacus's per-sample hooks cannot follow, so FiLM DP-SGD cannot train it. "
+    "Backbones whose norm outputs are not modified in place train: ViTs, EfficientNet(-Lite), BiT's ResNetV2"
+)
 
 
 def _masked_logits(logits, active):
@@ -92,22 +97,26 @@ def clipped_grad_sum(
     film, (w, b) = params[:-2], params[-2:]
     if w is not head.weight or b is not head.bias:
         raise ValueError("params must end with the head's weight and bias")
+    n = len(y)
     grads = []
     for p in film:
         gs = p.grad_sample
         if gs is None:  # no hook fired: the parameter is outside this loss's graph, zero gradient
-            gs = torch.zeros((len(y), *p.shape), device=p.device, dtype=p.dtype)
-        grads.append(gs.reshape(len(y), -1))
+            gs = torch.zeros((n, *p.shape), device=p.device, dtype=p.dtype)
+        grads.append(gs.reshape(n, -1))
         p.grad_sample = None
         p.grad = None
+    # one (B, P) matrix of the FiLM parameters' per-sample gradients: their squared norms and their
+    # clipped sum are one kernel each, not two per parameter tensor
+    g = torch.cat(grads, dim=1) if grads else torch.zeros((n, 0), device=x.device, dtype=x.dtype)
+    del grads
     e, f = logits.grad, feats.detach()  # (B, |O_t|) logit gradients, (B, d) features
     w.grad = b.grad = None
-    sq = e.pow(2).sum(dim=1) * (f.pow(2).sum(dim=1) + 1.0)
-    for g in grads:
-        sq = sq + g.pow(2).sum(dim=1)
+    sq = e.pow(2).sum(dim=1) * (f.pow(2).sum(dim=1) + 1.0) + (g * g).sum(dim=1)
     norms = torch.sqrt(sq)
     factor = torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
-    sums = [torch.einsum("i,ij->j", factor, g).reshape(p.shape) for g, p in zip(grads, film, strict=True)]
+    flat = factor @ g
+    sums = [s.view_as(p) for s, p in zip(flat.split([p.numel() for p in film]), film, strict=True)]
     ce = e * factor[:, None]
     return sums + [ce.T @ f, ce.sum(dim=0)], norms
 
@@ -161,19 +170,25 @@ def _poisson_grad_sum(
     physical_batch: int,
 ) -> tuple[list[torch.Tensor], np.ndarray, int]:
     """(Σ of clipped per-sample gradients, the sample's indices, clipped count) of one Poisson sample at
-    ``rate`` (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk."""
+    ``rate`` (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk. The count is a
+    tensor on the model's device, summed there: reading it per chunk would wait for the device."""
     n = len(rows)
     dev = net.head.weight.device
     batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)
     sums = [torch.zeros_like(p) for p in params]
-    n_clipped = 0
+    n_clipped = torch.zeros((), dtype=torch.int64, device=dev)
     for start in range(0, batch.size, physical_batch):
         idx = batch[start : start + physical_batch]
         x = preprocess_batch(images[idx], pre).to(dev)
         y = torch.as_tensor(rows[idx], device=dev)
         if gsm is not None:
-            chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip, active=act_t)
-            n_clipped += int((norms > clip).sum())
+            try:
+                chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip, active=act_t)
+            except RuntimeError as err:
+                if "BackwardHookFunction is a view and is being modified inplace" not in str(err):
+                    raise
+                raise RuntimeError(IN_PLACE_OUTPUT) from err
+            n_clipped += (norms > clip).sum()
         else:
             loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
             chunk = torch.autograd.grad(loss, params, allow_unused=True)
@@ -198,13 +213,13 @@ def noisy_grad_sum(
     pre: Preprocessing,
     act_t,
     physical_batch: int,
-) -> tuple[list[torch.Tensor], int, int]:
+) -> tuple[list[torch.Tensor], int, torch.Tensor]:
     """One release of FiLM DP-SGD, the mechanism primitive of :func:`train_film`: the clipped gradient sum
     of a Poisson sample at ``rate`` (drawn from ``rng``) plus N(0, ``std``² I) from ``gen`` (none when
     ``std`` is 0), one tensor per trainable parameter; also the sample's size and clipped count
-    (diagnostics, not private). The release is reported to an audit that listens
-    (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the noise, the released value
-    flat in parameter order), whatever the caller does with it."""
+    (diagnostics, not private; the count a 0-dim tensor on the model's device). The release is reported
+    to an audit that listens (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the
+    noise, the released value flat in parameter order), whatever the caller does with it."""
     sums, batch, n_clipped = _poisson_grad_sum(
         net, gsm, params, images, rows, rate, clip, rng, pre, act_t, physical_batch
     )
@@ -292,12 +307,15 @@ def train_film(
     if buffer is not None:
         gen_ref = torch.Generator(device="cpu").manual_seed(int(buffer.rng.integers(0, 2**63 - 1)))
         std_ref = buffer.noise_multiplier * cfg.clip if private else 0.0
-    clipped = 0.0
+    clipped = None  # the clipped fractions' sum, on the device: read once, after training
     sampled = sampled_ref = projected = 0
     from tqdm.auto import tqdm
 
     with (
         film_net(backbone, member, device=device, trainable=True) as net,
+        private_training(net.backbone)
+        if private
+        else nullcontext(),  # opacus's hooks refuse in-place outputs
         torch.random.fork_rng(devices=[]),
     ):
         torch.manual_seed(torch_seed)  # any stochastic layer (drop-path) is seeded too
@@ -318,7 +336,8 @@ def train_film(
                 )
                 sampled += size
                 if size:
-                    clipped += step_clipped / size
+                    frac = step_clipped.double() / size
+                    clipped = frac if clipped is None else clipped + frac
                 if buffer is not None:  # g_ref and the A-GEM projection (App. D.4, Eq. A102)
                     ref, size, _ = noisy_grad_sum(
                         net,
@@ -355,7 +374,7 @@ def train_film(
         "clip": cfg.clip,
         "noise_multiplier": float(noise_multiplier),
         "normaliser": cfg.normaliser,
-        "mean_clipped_fraction": clipped / cfg.steps,
+        "mean_clipped_fraction": (0.0 if clipped is None else float(clipped)) / cfg.steps,
         "mean_batch_size": sampled / cfg.steps,
         "accountant_history": [[float(noise_multiplier), cfg.sample_rate, cfg.steps]],
         "trainable_parameters": out.n_parameters(),

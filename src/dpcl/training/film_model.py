@@ -6,17 +6,22 @@ FiLM trains every normalisation layer's scale and bias (LayerNorm, GroupNorm, Ba
 with frozen running statistics (:func:`freeze_batchnorm`, :class:`FrozenBatchNorm`): a fixed
 per-channel affine map in which no sample influences another; a BatchNorm that would use the batch's
 statistics is refused (:func:`check_per_sample`). :func:`film_grad_sample_module` wraps the backbone
-in opacus's hooks-mode ``GradSampleModule``, with the frozen BatchNorm's per-sample gradient
-registered through opacus's public ``register_grad_sampler``.
+in opacus's hooks-mode ``GradSampleModule``, with the per-sample gradients of the frozen BatchNorm and
+of timm's norm classes (:mod:`dpcl.training.norm_samplers`) registered through opacus's public
+``register_grad_sampler``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from . import norm_samplers
 
 #: torch's BatchNorm layers (its public classes; timm's BatchNormAct2d subclasses BatchNorm2d)
 BATCH_NORMS = (
@@ -39,8 +44,14 @@ class FrozenBatchNorm(nn.Module):
     another's and the per-sample gradients of γ (``weight``) and β (``bias``) are well defined.
     ``act`` and ``drop`` keep the activation of timm's ``BatchNormAct2d`` (Identity for a plain
     BatchNorm). Made by :func:`freeze_batchnorm`, which keeps the parameter names, so a member's
-    FiLM names are the same on the original and the frozen backbone. Its per-sample gradients
-    come from :func:`_frozen_batchnorm_grad_sample`, registered with opacus.
+    FiLM names are the same on the original and the frozen backbone.
+
+    Per-sample gradients: inside :func:`private_training`, a training-mode forward whose input
+    requires a gradient and whose activation is the identity, ReLU or ReLU6/Hardtanh runs as
+    :class:`_FrozenAffineAct`, whose backward computes the per-sample sums of ∂L/∂z·x̂ and ∂L/∂z from
+    the tensors the backward computes anyway and leaves them to the opacus sampler
+    (:func:`_frozen_batchnorm_grad_sample`); every other forward is the plain one, and the sampler
+    recomputes x̂ and z from opacus's captured input (:mod:`dpcl.training.norm_samplers`).
     """
 
     def __init__(self, bn: nn.Module) -> None:
@@ -51,7 +62,7 @@ class FrozenBatchNorm(nn.Module):
                 "normalises with the batch's statistics: it cannot be frozen for FiLM"
             )
         drop = getattr(bn, "drop", None)
-        if drop is not None and not _is_identity(drop):
+        if drop is not None and not norm_samplers.is_identity(drop):
             raise ValueError(f"{type(bn).__name__} has a stochastic drop layer {drop!r}: cannot freeze it")
         self.num_features = bn.num_features
         self.eps = float(bn.eps)
@@ -62,6 +73,7 @@ class FrozenBatchNorm(nn.Module):
         self.drop = drop if drop is not None else nn.Identity()
         act = getattr(bn, "act", None)
         self.act = act if act is not None else nn.Identity()
+        self.per_sample = False  # set by private_training: the fused forward and backward
         self.train(bn.training)
 
     def normalise(self, x: torch.Tensor, affine: bool = True) -> torch.Tensor:
@@ -69,42 +81,105 @@ class FrozenBatchNorm(nn.Module):
         return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.__dict__.pop("_per_sample", None)  # a stash is only ever read for the latest forward
+        if (
+            self.per_sample
+            and self.training
+            and torch.is_grad_enabled()
+            and x.requires_grad  # else opacus's hook fires before this layer's backward: it recomputes
+            and self.weight is not None
+            and self.bias is not None
+            and _mask_kind(self.act) is not None
+        ):
+            return _FrozenAffineAct.apply(x, self.weight, self.bias, self)
         return self.act(self.drop(self.normalise(x)))
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, affine={self.weight is not None}, frozen statistics"
 
 
-def _is_identity(module: nn.Module) -> bool:
-    return isinstance(module, nn.Identity) or (isinstance(module, nn.Dropout) and module.p == 0)
+def _mask_kind(act: nn.Module) -> str | None:
+    """How :class:`_FrozenAffineAct` pulls a gradient back through ``act``: none, ReLU's threshold or
+    Hardtanh's (ReLU6's) bounds; None for any other activation (the plain forward)."""
+    if norm_samplers.is_identity(act):
+        return "identity"
+    if type(act) is nn.ReLU:
+        return "relu"
+    if type(act) in (nn.ReLU6, nn.Hardtanh):
+        return "hardtanh"
+    return None
 
 
-def _frozen_batchnorm_grad_sample(layer: FrozenBatchNorm, activations, backprops):
-    """Per-sample gradients of a :class:`FrozenBatchNorm`'s γ and β (opacus hooks mode).
+class _FrozenAffineAct(torch.autograd.Function):
+    """y = act(γ·x̂ + β) of a :class:`FrozenBatchNorm`, with its per-sample parameter gradients.
 
-    ``backprops`` is the gradient at the layer's output, after its activation: it is first
-    pulled back through the elementwise activation (one vector-Jacobian product on the
-    recomputed pre-activation, sample by sample independent), then γ's gradient of sample n,
-    channel c is Σ over positions of g · x̂ and β's is Σ g, as in opacus's GroupNorm sampler.
-    """
-    x = activations[0]
-    g = backprops
-    if not _is_identity(layer.act):
-        with torch.enable_grad():
-            z = layer.normalise(x).detach().requires_grad_(True)
-            (g,) = torch.autograd.grad(layer.act(z.clone()), z, g)  # clone: activations may be in-place
-    ret = {}
-    if layer.weight is not None and layer.weight.requires_grad:
-        ret[layer.weight] = torch.einsum("ni...->ni", g * layer.normalise(x, affine=False))
-    if layer.bias is not None and layer.bias.requires_grad:
-        ret[layer.bias] = torch.einsum("ni...->ni", g)
-    return ret
+    Forward: z by ``F.batch_norm`` in evaluation mode (the plain forward's values, bit for bit), x̂ the
+    input normalised without the affine map, y = act(z). Backward: ∂L/∂z = ∂L/∂y masked where the
+    activation is flat (by y: ReLU's y > 0 and ReLU6's 0 < y < 6 are z's own conditions), then per sample
+    n and channel c Σ_positions ∂L/∂z·x̂ (γ) and Σ_positions ∂L/∂z (β), left on the layer with the
+    input they belong to; the parameters' batch gradients are their sums over samples and the input's
+    ∂L/∂z·γ/√(σ² + ε). Compared with the plain backward and a sampler that recomputes x̂, z and the
+    activation, it saves five passes over the layer's activations."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, layer):
+        z = layer.normalise(x)
+        kind = _mask_kind(layer.act)
+        y = (
+            z
+            if kind == "identity"
+            else (F.relu(z) if kind == "relu" else F.hardtanh(z, layer.act.min_val, layer.act.max_val))
+        )
+        ctx.save_for_backward(x, layer.normalise(x, affine=False), y, weight)
+        ctx.layer, ctx.kind = layer, kind
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, xhat, y, weight = ctx.saved_tensors
+        layer, kind = ctx.layer, ctx.kind
+        # ATen's own activation backward kernels, on y: torch's autograd runs them on z (ReLU6's in-place
+        # backward on y), and y lies strictly inside the linear range exactly when z does
+        if kind == "relu":
+            g = torch.ops.aten.threshold_backward(g, y, 0.0)
+        elif kind == "hardtanh":
+            g = torch.ops.aten.hardtanh_backward(g, y, layer.act.min_val, layer.act.max_val)
+        n, c = g.shape[0], g.shape[1]
+        ps_w = (g * xhat).reshape(n, c, -1).sum(dim=2)
+        ps_b = g.reshape(n, c, -1).sum(dim=2)
+        layer._per_sample = (x, ps_w, ps_b)  # for the opacus sampler, which checks the input is its own
+        shape = (1, c) + (1,) * (g.dim() - 2)
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gx = g * (weight * torch.rsqrt(layer.running_var + layer.eps)).reshape(shape)
+        return gx, ps_w.sum(dim=0), ps_b.sum(dim=0), None
 
 
-def _register_grad_sampler() -> None:
-    from opacus.grad_sample import register_grad_sampler
+def _frozen_input(layer: FrozenBatchNorm, x: torch.Tensor) -> torch.Tensor:
+    return layer.normalise(x, affine=False)
 
-    register_grad_sampler(FrozenBatchNorm)(_frozen_batchnorm_grad_sample)
+
+_recompute_frozen = norm_samplers.norm_sampler(_frozen_input, channels="first", act=True)
+
+
+def _frozen_batchnorm_grad_sample(layer: FrozenBatchNorm, activations, backprops) -> dict:
+    """The opacus sampler of a :class:`FrozenBatchNorm`: the per-sample sums :class:`_FrozenAffineAct`'s
+    backward left for this very input, else recomputed from opacus's captured input."""
+    stash = layer.__dict__.pop("_per_sample", None)
+    x = activations[0]  # opacus keeps a detached view: the same storage as the input the stash was made for
+    if stash is None or stash[0].data_ptr() != x.data_ptr() or stash[0].shape != x.shape:
+        return _recompute_frozen(layer, activations, backprops)
+    _, ps_w, ps_b = stash
+    return {p: v for p, v in ((layer.weight, ps_w), (layer.bias, ps_b)) if p.requires_grad}
+
+
+def _register_grad_samplers() -> None:
+    """The frozen BatchNorm's sampler and timm's norm classes' (:mod:`dpcl.training.norm_samplers`):
+    ∂L/∂γ of sample n, channel c is Σ over positions of (∂L/∂z)·x̂ with x̂ normalised by the running
+    statistics, ∂L/∂β is Σ ∂L/∂z, after the pull-back through ``BatchNormAct2d``'s activation."""
+    samplers = norm_samplers.timm_samplers()
+    samplers[FrozenBatchNorm] = _frozen_batchnorm_grad_sample
+    norm_samplers.register(samplers)
 
 
 def freeze_batchnorm(model: nn.Module) -> int:
@@ -189,6 +264,32 @@ def check_per_sample(model: nn.Module) -> None:
         raise ValueError(f"FiLM DP-SGD cannot train layers with buffers: {', '.join(buffered[:3])}")
 
 
+@contextmanager
+def private_training(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` set up for FiLM DP-SGD's per-sample gradients inside the context, restored on exit:
+
+    * every in-place module (``inplace=True``: timm's and torchvision's ReLUs) computes out of place, with
+      the same values: opacus's hooks hand a hooked layer's output on as a view of a custom autograd
+      function, which autograd refuses to let an in-place activation after the layer modify (a GroupNorm
+      followed by ``ReLU(inplace=True)``);
+    * every :class:`FrozenBatchNorm` computes its per-sample gradients in its own backward
+      (:class:`_FrozenAffineAct`)."""
+    flipped = [m for m in model.modules() if getattr(m, "inplace", None) is True]
+    frozen = [m for m in model.modules() if isinstance(m, FrozenBatchNorm)]
+    for m in flipped:
+        m.inplace = False
+    for m in frozen:
+        m.per_sample = True
+    try:
+        yield model
+    finally:
+        for m in flipped:
+            m.inplace = True
+        for m in frozen:
+            m.per_sample = False
+            m.__dict__.pop("_per_sample", None)
+
+
 def film_grad_sample_module(backbone: nn.Module):
     """opacus's hooks-mode ``GradSampleModule`` around the backbone (per-sample FiLM gradients).
 
@@ -200,7 +301,7 @@ def film_grad_sample_module(backbone: nn.Module):
     from opacus import GradSampleModule
 
     check_per_sample(backbone)
-    _register_grad_sampler()
+    _register_grad_samplers()
     # non-strict mode logs the validator's errors (the frozen statistics, checked above) at INFO, with
     # every FrozenBatchNorm's repr, once per trained member: keep that out of job logs
     opacus_log = logging.getLogger("opacus.grad_sample.grad_sample_module")
