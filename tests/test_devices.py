@@ -1,10 +1,12 @@
 """The device a config names (dpcl.devices): auto falls back to the CPU, cuda without a GPU fails at once
 naming the key and the fix, and what outputs record about the device."""
 
+import os
+
 import pytest
 import torch
 
-from dpcl.devices import device_record, resolve_device
+from dpcl.devices import device_record, nondeterministic_error, resolve_device, use_deterministic
 
 
 @pytest.fixture
@@ -35,6 +37,27 @@ def test_an_unknown_device_is_refused_by_its_key():
 def test_the_cpu_record_is_its_type():
     assert device_record("cpu") == {"type": "cpu"}
     assert device_record(torch.device("cpu")) == {"type": "cpu"}
+    assert device_record("cpu", deterministic=True) == {"type": "cpu"}  # a CUDA setting: not recorded
+
+
+def test_determinism_leaves_the_cpu_as_it_is(monkeypatch):
+    """film.deterministic configures CUDA only: on the CPU no global torch setting changes."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.allow_tf32)
+    use_deterministic(torch.device("cpu"), True)
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.allow_tf32) == before
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+
+
+def test_a_missing_deterministic_kernel_is_explained_by_its_key():
+    torch_msg = (
+        "adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation, but you set "
+        "'torch.use_deterministic_algorithms(True)'."
+    )
+    err = nondeterministic_error(RuntimeError(torch_msg))
+    assert isinstance(err, RuntimeError) and "film.deterministic: false" in str(err)
+    assert "adaptive_avg_pool2d_backward_cuda" in str(err)
+    assert nondeterministic_error(RuntimeError("CUDA out of memory")) is None
 
 
 def test_a_film_run_asked_for_cuda_fails_before_reading_anything(no_gpu, tmp_path):

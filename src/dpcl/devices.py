@@ -6,7 +6,9 @@ asked for ``cuda`` that sees no GPU fails at once, naming the config key and the
 falling back to the CPU: the paper grid's FiLM fine-tuning (``config/paper.yaml``: ``film.device:
 cuda``) would otherwise run for days on a node's CPU and land with nothing saying so. What a run
 computed on goes into its provenance (:func:`device_record`): outputs are bit-identical across reruns on
-the same CPU or GPU model and software, not across different ones.
+the same CPU or GPU model and software, not across different ones. On CUDA that needs deterministic
+kernels (:func:`use_deterministic`, config key ``film.deterministic``, on by default): fp32 attention's
+backward and cuBLAS's split reductions otherwise vary from run to run, and cuDNN would use TF32.
 """
 
 from __future__ import annotations
@@ -40,9 +42,39 @@ def resolve_device(name: str, *, key: str = "film.device"):
     return dev
 
 
-def device_record(device) -> dict:
+def use_deterministic(device, on: bool) -> None:
+    """On a CUDA ``device`` with ``on``: deterministic algorithms only (an op without one raises, see
+    :func:`nondeterministic_error`), cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, set before the
+    job's first CUDA call), no cuDNN autotuning and no TF32 in cuDNN or matrix products. On the CPU it
+    does nothing: the kernels dpcl runs there are deterministic (reruns are compared bit for bit in the
+    tests). Process-wide: call it once per job, after :func:`resolve_device`."""
+    import torch
+
+    if not on or torch.device(device).type != "cuda":
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def nondeterministic_error(err: BaseException, key: str = "film.deterministic") -> RuntimeError | None:
+    """A clearer error for torch's refusal of an op without a deterministic CUDA kernel, naming ``key``;
+    None for any other error."""
+    if "does not have a deterministic implementation" not in str(err):
+        return None
+    return RuntimeError(
+        f"{str(err).splitlines()[0]} With {key}: true (the default) every CUDA kernel must be deterministic, "
+        f"so that reruns are bit-identical; set {key}: false to run with this op (reruns on the GPU may then "
+        "differ in the last bits), or use a backbone without it"
+    )
+
+
+def device_record(device, *, deterministic: bool | None = None) -> dict:
     """What an output records about the device it was computed on: its type and, on CUDA, the GPU's name
-    and compute capability and the CUDA and cuDNN versions torch runs with."""
+    and compute capability, the CUDA and cuDNN versions torch runs with and (when given) whether
+    :func:`use_deterministic` was on."""
     import torch
 
     dev = torch.device(device)
@@ -56,4 +88,6 @@ def device_record(device) -> dict:
             "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
         }
+        if deterministic is not None:
+            rec["deterministic"] = bool(deterministic)
     return rec

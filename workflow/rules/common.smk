@@ -308,6 +308,7 @@ FILM_PARAMS = dict(
     dpsgd=FILM_DPSGD,
     physical_batch=config["film"]["physical_batch"],
     device=config["film"]["device"],
+    deterministic=config["film"]["deterministic"],
     targets=lambda w: {w.eps: TARGETS[w.eps]},  # this run's (ε, δ) from the config
 )
 

@@ -42,6 +42,7 @@ rule tune_film:
         dpsgd=FILM_DPSGD,  # epochs and normaliser of the FiLM learners
         physical_batch=config["film"]["physical_batch"],
         device=config["film"]["device"],
+        deterministic=config["film"]["deterministic"],
     script:
         "../scripts/tune_film.py"
 

@@ -23,6 +23,7 @@ film_run_stage(
     dpsgd_cfg=dict(p.dpsgd),
     physical_batch=int(p.physical_batch),
     device=p.device,
+    deterministic=p.deterministic,
     out_metrics=sm.output.metrics,
     out_privacy=sm.output.privacy,
     out_diagnostics=sm.output.diagnostics,

@@ -25,5 +25,6 @@ tune_film_stage(
     dpsgd_cfg=dict(p.dpsgd),
     physical_batch=int(p.physical_batch),
     device=p.device,
+    deterministic=p.deterministic,
     protocol=p.protocol,
 )

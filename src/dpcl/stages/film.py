@@ -34,7 +34,7 @@ import numpy as np
 from ..config import eps_tag
 from ..data.label_space import evaluation_labels, remap_task_data
 from ..data.scenarios import Scenario
-from ..devices import device_record, resolve_device
+from ..devices import device_record, nondeterministic_error, resolve_device, use_deterministic
 from ..io import log, read_json, write_json, write_npz
 from .common import (
     NON_PRIVATE,
@@ -171,6 +171,7 @@ def film_run_stage(
     physical_batch: int,
     device: str,
     out_metrics: str | Path,
+    deterministic: bool = True,
     out_privacy: str | Path,
     out_diagnostics: str | Path | None = None,
     out_model: str | Path | None = None,
@@ -194,6 +195,7 @@ def film_run_stage(
     if spec.job not in registry.FILM_JOBS:
         raise ValueError(f"learner {learner!r} is run by the {spec.job!r} job, not by a FiLM job")
     dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
+    use_deterministic(dev, deterministic)
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
@@ -221,9 +223,12 @@ def film_run_stage(
         job=job,
     )
     t0 = time.perf_counter()
-    metrics, privacy, diag, result = run_contract(
-        inputs, labels=labels, target=config_target(labels, targets), job_name=spec.job
-    )
+    try:
+        metrics, privacy, diag, result = run_contract(
+            inputs, labels=labels, target=config_target(labels, targets), job_name=spec.job
+        )
+    except RuntimeError as err:
+        raise (nondeterministic_error(err) or err) from err
     if result.members:
         if out_members is None:
             raise ValueError(f"learner {learner!r} returned ensemble members: its job must name out_members")
@@ -245,7 +250,7 @@ def film_run_stage(
         metrics,
         privacy,
         diag,
-        device=device_record(dev),
+        device=device_record(dev, deterministic=deterministic),
     )
 
 
@@ -264,6 +269,7 @@ def tune_film_stage(
     physical_batch: int,
     device: str,
     protocol: str = "public",
+    deterministic: bool = True,
 ) -> None:
     """Tune the FiLM learners' DP-SGD hyperparameters once per (ε, seed) (App. D.1).
 
@@ -278,6 +284,7 @@ def tune_film_stage(
     from .data import dataset_subset
 
     dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
+    use_deterministic(dev, deterministic)
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
@@ -312,7 +319,10 @@ def tune_film_stage(
             log=log_tuning,
             journal=f"{outputs[tag]}.optuna-journal",
         )  # a requeued job resumes its search
-        res = with_run_configs(res, plan) | {"seed": sc.seed, "device": device_record(dev)}
+        res = with_run_configs(res, plan) | {
+            "seed": sc.seed,
+            "device": device_record(dev, deterministic=deterministic),
+        }
         write_json(outputs[tag], res)
         log_tuning(
             f"best validation accuracy {100 * res['best_validation_accuracy']:.1f} % "
