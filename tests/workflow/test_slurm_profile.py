@@ -113,3 +113,11 @@ def test_profile_names_only_existing_rules_and_keeps_cluster_keys():
     default = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     clash = {k for k in set(default) & set(prof) if default[k] != prof[k]}
     assert not clash, clash
+
+
+def test_film_and_feature_jobs_use_every_cpu_they_are_given():
+    """On the cluster a FiLM or feature job's torch threads are its whole SLURM allocation: set-threads
+    equals cpus_per_task for each (the rules' own threads are the local film.threads)."""
+    prof = yaml.safe_load(PROFILE.read_text())
+    for rule in ("features", "tune_film", "film_ensemble", "film_baseline"):
+        assert prof["set-threads"][rule] == prof["set-resources"][rule]["cpus_per_task"], rule
