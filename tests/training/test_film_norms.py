@@ -55,6 +55,14 @@ def _randomise_batchnorm_stats(model: nn.Module, seed: int) -> None:
                 m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
 
 
+def _nontrivial_affine(model: nn.Module) -> None:
+    """Non-trivial affine values for the norms torch initialises to 1, 0 (GroupNorm, LayerNorm)."""
+    for m in model.modules():
+        if isinstance(m, nn.GroupNorm | nn.LayerNorm):
+            nn.init.uniform_(m.weight, 0.5, 1.5)
+            nn.init.normal_(m.bias, 0.0, 0.1)
+
+
 def lite0(seed: int = 0) -> nn.Module:
     """A random-weight EfficientNet-Lite0 (the embedded backbone's architecture), eval mode."""
     with torch.random.fork_rng(devices=[]):
@@ -65,8 +73,8 @@ def lite0(seed: int = 0) -> nn.Module:
 
 
 class MixedNorms(nn.Module):
-    """Every kind of normalisation layer FiLM trains: GroupNorm, timm's GroupNormAct (functorch
-    per-layer fallback in opacus), timm's BatchNormAct2d with SiLU, BatchNorm1d, LayerNorm."""
+    """Every kind of normalisation layer FiLM trains: GroupNorm, timm's GroupNormAct, timm's
+    BatchNormAct2d with SiLU (the frozen BatchNorm's recomputing sampler), BatchNorm1d, LayerNorm."""
 
     num_features = 16
 
@@ -88,10 +96,7 @@ class MixedNorms(nn.Module):
                 nn.BatchNorm1d(16),
                 nn.LayerNorm(16),
             )
-            for m in self.modules():  # non-trivial affine values for the norms torch initialises to 1, 0
-                if isinstance(m, nn.GroupNorm | nn.LayerNorm):
-                    nn.init.uniform_(m.weight, 0.5, 1.5)
-                    nn.init.normal_(m.bias, 0.0, 0.1)
+            _nontrivial_affine(self)
         _randomise_batchnorm_stats(self, seed)
         self.eval()
 
@@ -101,8 +106,8 @@ class MixedNorms(nn.Module):
 
 class TimmNorms(nn.Module):
     """Every timm norm class with a sampler of :mod:`dpcl.training.norm_samplers`: LayerNorm2d, GroupNorm,
-    GroupNorm1, GroupNorm1Act (GELU: a vector-Jacobian pull-back), LayerNormAct2d (ReLU: its mask),
-    BatchNormAct2d with ReLU (frozen), LayerNorm over tokens and LayerNormAct (Hardtanh)."""
+    GroupNorm1, GroupNorm1Act (GELU), LayerNormAct2d (ReLU), BatchNormAct2d with ReLU (frozen: its fused
+    backward), LayerNorm over tokens and LayerNormAct (Hardtanh)."""
 
     num_features = 8
 
@@ -128,10 +133,7 @@ class TimmNorms(nn.Module):
             self.tokens = nn.Sequential(
                 layers.LayerNorm(8), nn.Linear(8, 8), layers.LayerNormAct(8, act_layer=nn.Hardtanh)
             )
-            for m in self.modules():
-                if isinstance(m, nn.GroupNorm | nn.LayerNorm):
-                    nn.init.uniform_(m.weight, 0.5, 1.5)
-                    nn.init.normal_(m.bias, 0.0, 0.1)
+            _nontrivial_affine(self)
         _randomise_batchnorm_stats(self, seed)
         self.eval()
 
