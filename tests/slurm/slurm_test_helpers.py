@@ -57,11 +57,6 @@ def tiny_config(raw: Path, weights: str = "random") -> dict:
         "epsilons": [1, "inf"],
         "delta": 1e-5,
         "label_methods": ["oracle", "base", "public-x10", "release-f0.1"],
-        # one learner without and one with DP-SGD (and its tuning job): what runs under SLURM is the rules'
-        # job mechanics, the same for every learner; the memory-buffer learners' tuning (the default's
-        # costliest jobs) would double this test's time beside the audits and the test suite in CI
-        "learners": ["cosine", "peft_head"],
-        "tuning": {"trials": 2},
         "datasets": {
             "fashion_mnist": {
                 "source": "local",
