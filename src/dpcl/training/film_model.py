@@ -89,25 +89,13 @@ class FrozenBatchNorm(nn.Module):
             and x.requires_grad  # else opacus's hook fires before this layer's backward: it recomputes
             and self.weight is not None
             and self.bias is not None
-            and _mask_kind(self.act) is not None
+            and norm_samplers.activation_kind(self.act) is not None
         ):
             return _FrozenAffineAct.apply(x, self.weight, self.bias, self)
         return self.act(self.drop(self.normalise(x)))
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, affine={self.weight is not None}, frozen statistics"
-
-
-def _mask_kind(act: nn.Module) -> str | None:
-    """How :class:`_FrozenAffineAct` pulls a gradient back through ``act``: none, ReLU's threshold or
-    Hardtanh's (ReLU6's) bounds; None for any other activation (the plain forward)."""
-    if norm_samplers.is_identity(act):
-        return "identity"
-    if type(act) is nn.ReLU:
-        return "relu"
-    if type(act) in (nn.ReLU6, nn.Hardtanh):
-        return "hardtanh"
-    return None
 
 
 class _FrozenAffineAct(torch.autograd.Function):
@@ -124,7 +112,7 @@ class _FrozenAffineAct(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, layer):
         z = layer.normalise(x)
-        kind = _mask_kind(layer.act)
+        kind = norm_samplers.activation_kind(layer.act)
         y = (
             z
             if kind == "identity"

@@ -36,6 +36,18 @@ def is_identity(module: nn.Module | None) -> bool:
     )
 
 
+def activation_kind(act: nn.Module | None) -> str | None:
+    """``"identity"``, ``"relu"`` or ``"hardtanh"`` (ReLU6 included) for the activations whose gradient
+    is a mask computed by torch's own backward kernels; None for any other."""
+    if is_identity(act):
+        return "identity"
+    if type(act) is nn.ReLU:
+        return "relu"
+    if type(act) in (nn.ReLU6, nn.Hardtanh):
+        return "hardtanh"
+    return None
+
+
 def pull_back(layer: nn.Module, z: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """∂L/∂z from ∂L/∂act(drop(z)) for ``layer.act`` (and an identity ``layer.drop``): one
     vector-Jacobian product of the activation at z. ReLU, ReLU6 and Hardtanh run as their out-of-place
@@ -43,13 +55,14 @@ def pull_back(layer: nn.Module, z: torch.Tensor, g: torch.Tensor) -> torch.Tenso
     act = getattr(layer, "act", None)
     if not is_identity(getattr(layer, "drop", None)):
         raise ValueError(f"{type(layer).__name__} has a stochastic drop layer: no per-sample gradient")
-    if is_identity(act):
+    kind = activation_kind(act)
+    if kind == "identity":
         return g
     with torch.enable_grad():
         z = z.detach().requires_grad_(True)
-        if type(act) is nn.ReLU:
+        if kind == "relu":
             out = F.relu(z)
-        elif type(act) in (nn.ReLU6, nn.Hardtanh):
+        elif kind == "hardtanh":
             out = F.hardtanh(z, act.min_val, act.max_val)
         else:
             out = act(z.clone())  # clone: an in-place activation would overwrite the leaf z
