@@ -213,3 +213,24 @@ def test_adam_is_the_textbook_update():
         assert np.allclose(head.w, w, rtol=1e-12, atol=1e-15) and np.allclose(
             head.b, b, rtol=1e-12, atol=1e-15
         )
+
+
+def test_adam_blocks_a_wide_head_bit_for_bit(monkeypatch):
+    """A flat array longer than a block is updated block by block: the same bits as in one pass."""
+    from dpcl.training import adam as adam_module
+
+    g = np.random.default_rng(1)
+    cfg = DPSGDConfig(lr=0.05, normaliser=4.0)
+    dim, n_out = 700, 3 * adam_module.BLOCK // 700 + 2  # params span four blocks, the last one partial
+    blocked, whole = LinearHead(dim, n_out), LinearHead(dim, n_out)
+    grads = [g.normal(size=blocked.params.size) for _ in range(4)]
+    assert blocked.params.size > 3 * adam_module.BLOCK
+    a = Adam.for_head(blocked, cfg)
+    for gr in grads:
+        a.step([gr.copy()])
+    monkeypatch.setattr(adam_module, "BLOCK", 10 * blocked.params.size)  # one pass over the whole array
+    b = Adam.for_head(whole, cfg)
+    for gr in grads:
+        b.step([gr.copy()])
+    assert np.array_equal(blocked.params, whole.params) and np.array_equal(a.v[0], b.v[0])
+    assert not np.array_equal(blocked.params, 0.0)
