@@ -26,6 +26,9 @@ layer with buffers): the peer then reports opacus's error. Prints JSON: step tim
 private / non-private and opacus / dpcl private, images/s and peak memory (``ru_maxrss`` after the
 non-private runs, after the private ones; on CUDA ``torch.cuda.max_memory_allocated`` of each).
 
+``--precision`` (``film.precision``: the private step and its twin alike) and ``--prefetch`` (the input
+threads of :class:`dpcl.training.film_input.StepInputs`; auto: on CUDA only) are recorded in the output.
+
 Run: ``python benchmarks/bench_film.py [--arch vit_base_patch16_224 --batch 64 --peer]``,
 ``python benchmarks/bench_film.py --arch tf_efficientnet_lite0 --image-size 64 --batch 32``.
 """
@@ -122,6 +125,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--weights", default="random", help="a dpcl weight source (config key weights)")
     ap.add_argument("--peer", action="store_true", help="also time opacus's stock make_private")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32", help="film.precision")
+    ap.add_argument(
+        "--prefetch",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="background input threads (auto: CUDA)",
+    )
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -163,6 +173,8 @@ def main() -> None:
             pre=pre,
             physical_batch=physical,
             device=device,
+            precision=args.precision,
+            prefetch=None if args.prefetch == "auto" else args.prefetch == "on",
         )
         return (time.perf_counter() - t0) / cfg.steps  # train_film copies the member to the CPU: synced
 
@@ -199,6 +211,8 @@ def main() -> None:
         "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
         "threads": torch.get_num_threads(),
         "weights": args.weights,
+        "precision": args.precision,
+        "prefetch": args.prefetch,
         "frozen_batchnorms": n_frozen,
         "film_parameters": film_parameter_count(backbone),
         "private_step_s": round(tp, 4),

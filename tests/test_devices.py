@@ -38,6 +38,8 @@ def test_the_cpu_record_is_its_type():
     assert device_record("cpu") == {"type": "cpu"}
     assert device_record(torch.device("cpu")) == {"type": "cpu"}
     assert device_record("cpu", deterministic=True) == {"type": "cpu"}  # a CUDA setting: not recorded
+    # the passes' precision is recorded on every device (film.precision: bf16 runs on CPUs too)
+    assert device_record("cpu", precision="bf16") == {"type": "cpu", "precision": "bf16"}
 
 
 def test_determinism_leaves_the_cpu_as_it_is(monkeypatch):

@@ -71,10 +71,11 @@ def nondeterministic_error(err: BaseException, key: str = "film.deterministic") 
     )
 
 
-def device_record(device, *, deterministic: bool | None = None) -> dict:
+def device_record(device, *, deterministic: bool | None = None, precision: str | None = None) -> dict:
     """What an output records about the device it was computed on: its type and, on CUDA, the GPU's name
     and compute capability, the CUDA and cuDNN versions torch runs with and (when given) whether
-    :func:`use_deterministic` was on."""
+    :func:`use_deterministic` was on; and (when given) the precision of the model's passes
+    (:mod:`dpcl.training.precision`)."""
     import torch
 
     dev = torch.device(device)
@@ -90,4 +91,6 @@ def device_record(device, *, deterministic: bool | None = None) -> dict:
         }
         if deterministic is not None:
             rec["deterministic"] = bool(deterministic)
+    if precision is not None:
+        rec["precision"] = precision
     return rec

@@ -151,7 +151,7 @@ def _unclipped(branch: str):
     per-sample gradients e_i f_iᵀ, e_i without their factor; "film" the FiLM parameters' (the other
     branch is clipped by its own norm alone)."""
 
-    def broken(gsm, head, params, x, y, *, clip, active=None):
+    def broken(gsm, head, params, x, y, *, clip, active=None, precision="fp32"):
         feats = gsm(x)
         logits = head(feats)
         logits.retain_grad()

@@ -309,6 +309,7 @@ FILM_PARAMS = dict(
     physical_batch=config["film"]["physical_batch"],
     device=config["film"]["device"],
     deterministic=config["film"]["deterministic"],
+    precision=config["film"]["precision"],
     targets=lambda w: {w.eps: TARGETS[w.eps]},  # this run's (ε, δ) from the config
 )
 

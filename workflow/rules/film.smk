@@ -43,6 +43,7 @@ rule tune_film:
         physical_batch=config["film"]["physical_batch"],
         device=config["film"]["device"],
         deterministic=config["film"]["deterministic"],
+        precision=config["film"]["precision"],
     script:
         "../scripts/tune_film.py"
 

@@ -25,6 +25,7 @@ film_run_stage(
     physical_batch=int(p.physical_batch),
     device=p.device,
     deterministic=p.deterministic,
+    precision=p.precision,
     out_metrics=sm.output.metrics,
     out_privacy=sm.output.privacy,
     out_diagnostics=sm.output.diagnostics,

@@ -26,5 +26,6 @@ tune_film_stage(
     physical_batch=int(p.physical_batch),
     device=p.device,
     deterministic=p.deterministic,
+    precision=p.precision,
     protocol=p.protocol,
 )

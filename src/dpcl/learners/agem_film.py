@@ -78,6 +78,7 @@ def run_agem_film(
     physical_batch: int = 32,
     device: str = "auto",
     progress: bool = False,
+    precision: str = "fp32",
 ) -> tuple[list[list[np.ndarray]], list[list[dict]], list[dict], FilmMember]:
     """Train FiLM DP-A-GEM through the tasks: (predictions[t][i], ledger entries per task, task
     stats, final model over the label universe).
@@ -129,6 +130,7 @@ def run_agem_film(
             device=device,
             progress=progress,
             buffer=buffer,
+            precision=precision,
         )
         info = {**info, "projected_fraction": info.get("projected_fraction", 0.0)}
         records.append(
@@ -205,6 +207,7 @@ def run(inputs):
         physical_batch=job.physical_batch,
         device=job.device,
         progress=job.progress,
+        precision=job.precision,
     )
     extra = {
         "noise_multiplier": noise["noise_multiplier"],

@@ -298,6 +298,7 @@ def train_film_members(
     physical_batch: int = 32,
     device: str = "auto",
     progress: bool = False,
+    precision: str = "fp32",
 ) -> tuple[list[FilmMember], list[dict]]:
     """The PEFT ensemble's FiLM members (Alg. 2): per task t a member (FiLM values + a fresh head over
     O_t) trained with DP-SGD on task t's images whose label is in O_t; (members, one ledger record per
@@ -325,6 +326,7 @@ def train_film_members(
             physical_batch=physical_batch,
             device=device,
             progress=progress,
+            precision=precision,
         )
         members.append(member)
         records.append(
@@ -389,7 +391,12 @@ def run_film(inputs):
     tuned = job.protocol is not None
     extra = {"noise_multiplier": noise["noise_multiplier"], "dpsgd": job.dpsgd_cfg, "tuned": tuned}
     note = hyperparameters_note(job.dpsgd_cfg, job.protocol)
-    kw = {"physical_batch": job.physical_batch, "device": job.device, "progress": job.progress}
+    kw = {
+        "physical_batch": job.physical_batch,
+        "device": job.device,
+        "progress": job.progress,
+        "precision": job.precision,
+    }
     if inputs.learner == "peft_film":
         members, records = train_film_members(
             task_data,
@@ -461,6 +468,7 @@ def run_film_learner(
     physical_batch: int = 32,
     device: str = "auto",
     progress: bool = False,
+    precision: str = "fp32",
 ) -> tuple[list[list[np.ndarray | None]], list[dict], list[tuple[FilmMember, np.ndarray]]]:
     """Train a FiLM learner through the tasks on images (mirrors ``run_head_learner``).
 
@@ -477,7 +485,7 @@ def run_film_learner(
         raise ValueError(f"unknown FiLM learner {learner!r}; allowed: {list(FILM_LEARNERS)}")
     sigma = float(noise["noise_multiplier"])
     n_tasks = len(task_data)
-    kw = {"physical_batch": physical_batch, "device": device, "progress": progress}
+    kw = {"physical_batch": physical_batch, "device": device, "progress": progress, "precision": precision}
 
     def logits(member: FilmMember, images: np.ndarray) -> np.ndarray:
         return film_logits(backbone, member, images, pre, device=device)

@@ -119,6 +119,7 @@ class FilmJob:
     physical_batch: int = 32
     device: str = "auto"
     progress: bool = False  #: per-step progress in the job's log
+    precision: str = "fp32"  #: the backbone's passes' (:mod:`dpcl.training.precision`)
 
 
 def film_inputs(
@@ -172,6 +173,7 @@ def film_run_stage(
     device: str,
     out_metrics: str | Path,
     deterministic: bool = True,
+    precision: str = "fp32",
     out_privacy: str | Path,
     out_diagnostics: str | Path | None = None,
     out_model: str | Path | None = None,
@@ -189,6 +191,7 @@ def film_run_stage(
     diagnostics; an ensemble's members to ``out_members`` (``task{t}.npz``: FiLM values + head, and
     ``task{t}.json``: its raw training record, marked non-private), a single model to ``out_model``."""
     from ..learners import registry
+    from ..training.precision import check_precision
     from .learner import run_contract
 
     spec = registry.get(learner)
@@ -196,6 +199,7 @@ def film_run_stage(
         raise ValueError(f"learner {learner!r} is run by the {spec.job!r} job, not by a FiLM job")
     dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
     use_deterministic(dev, deterministic)
+    check_precision(precision, dev, key="film.precision")
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     labels = read_json(labels_path)
@@ -211,6 +215,7 @@ def film_run_stage(
         physical_batch=physical_batch,
         device=str(dev),
         progress=True,
+        precision=precision,
     )
     inputs = film_inputs(
         learner,
@@ -250,7 +255,7 @@ def film_run_stage(
         metrics,
         privacy,
         diag,
-        device=device_record(dev, deterministic=deterministic),
+        device=device_record(dev, deterministic=deterministic, precision=precision),
     )
 
 
@@ -270,6 +275,7 @@ def tune_film_stage(
     device: str,
     protocol: str = "public",
     deterministic: bool = True,
+    precision: str = "fp32",
 ) -> None:
     """Tune the FiLM learners' DP-SGD hyperparameters once per (ε, seed) (App. D.1).
 
@@ -279,12 +285,14 @@ def tune_film_stage(
     are the FiLM learners' own (``dpsgd`` overridden by ``film.dpsgd``). One result file per ε tag
     in ``outputs``, with the configs scaled to the runs.
     """
+    from ..training.precision import check_precision
     from ..training.tuning import tune_film
     from ..training.tuning_protocol import tuning_plan, tuning_rows, with_run_configs
     from .data import dataset_subset
 
     dev = resolve_device(device)  # a job asked for a GPU it cannot see fails here, before any work
     use_deterministic(dev, deterministic)
+    check_precision(precision, dev, key="film.precision")
     sc = Scenario.from_dict(read_json(scenario_path))
     _refuse_permuted(sc)
     eps_values = [math.inf if str(e).lower() in ("inf", ".inf") else float(e) for e in epsilons]
@@ -316,12 +324,13 @@ def tune_film_stage(
             normaliser=float(dpsgd_cfg["normaliser"]),
             physical_batch=physical_batch,
             device=str(dev),
+            precision=precision,
             log=log_tuning,
             journal=f"{outputs[tag]}.optuna-journal",
         )  # a requeued job resumes its search
         res = with_run_configs(res, plan) | {
             "seed": sc.seed,
-            "device": device_record(dev, deterministic=deterministic),
+            "device": device_record(dev, deterministic=deterministic, precision=precision),
         }
         write_json(outputs[tag], res)
         log_tuning(

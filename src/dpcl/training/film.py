@@ -37,12 +37,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..backbones import Preprocessing
-from ..features import preprocess_batch
+from ..devices import resolve_device
 from ..io import progress_stream
 from ..privacy import releases
+from .clipped_sum import CLIP_MARGIN
+from .film_input import StepInputs, gaussian_noise_like
 from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
 from .film_model import check_per_sample, film_grad_sample_module, private_training
 from .heads import DPSGDConfig
+from .precision import check_precision, full_precision, reduced_precision
 from .projection import project
 
 IN_PLACE_OUTPUT = (
@@ -68,8 +71,10 @@ def clipped_grad_sum(
     *,
     clip: float,
     active: torch.Tensor | None = None,
+    precision: str = "fp32",
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Σ_i min(1, C/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖.
+    """Σ_i min(1, C′/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖, with
+    C′ = C·(1 − 2⁻²⁰) (the margin for float32 rounding, :data:`dpcl.training.clipped_sum.CLIP_MARGIN`).
 
     ``gsm`` is an opacus ``GradSampleModule`` (hooks mode, ``loss_reduction="sum"``) around the
     *backbone*: its hooks give the FiLM parameters' per-sample gradients. The ``head``'s are
@@ -80,17 +85,22 @@ def clipped_grad_sum(
     ×1000: 100,000 outputs × 769 × 32 samples would be 10 GB per chunk for ViT-B/16).
     ``params`` are the FiLM parameters followed by the head's weight and bias; ‖g_i‖ is the
     L2 norm over all of them jointly, so no sample changes the sum by more than C (DP-SGD's
-    sensitivity).
+    sensitivity). The backbone's passes run at ``precision`` (:mod:`dpcl.training.precision`); the head,
+    the norms and the clipped sums in full precision whatever it is.
     """
-    feats = gsm(x)
-    # the head's weights enter detached: autograd then skips their gradient (B x |O_t| x d
-    # multiply-adds and a |O_t| x d write per chunk, never used: the clipped sum below is ghost)
-    logits = F.linear(feats, head.weight.detach(), head.bias.detach())
-    if not logits.requires_grad:  # no FiLM parameter in the graph: the logits are the only leaf
-        logits.requires_grad_()
-    logits.retain_grad()
-    loss = F.cross_entropy(_masked_logits(logits, active), y, reduction="sum")
-    with warnings.catch_warnings():
+    dev = x.device
+    with reduced_precision(precision, dev):
+        feats = gsm(x)
+    with full_precision(dev):
+        # the head's weights enter detached: autograd then skips their gradient (B x |O_t| x d
+        # multiply-adds and a |O_t| x d write per chunk, never used: the clipped sum below is ghost)
+        feats = feats.to(head.weight.dtype)  # float32 (the tests' float64 models: float64)
+        logits = F.linear(feats, head.weight.detach(), head.bias.detach())
+        if not logits.requires_grad:  # no FiLM parameter in the graph: the logits are the only leaf
+            logits.requires_grad_()
+        logits.retain_grad()
+        loss = F.cross_entropy(_masked_logits(logits, active), y, reduction="sum")
+    with warnings.catch_warnings(), reduced_precision(precision, dev, forward=False):
         # "Full backward hook is firing ... no inputs require gradients": the input is data, as expected.
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
         loss.backward()
@@ -103,32 +113,30 @@ def clipped_grad_sum(
         gs = p.grad_sample
         if gs is None:  # no hook fired: the parameter is outside this loss's graph, zero gradient
             gs = torch.zeros((n, *p.shape), device=p.device, dtype=p.dtype)
-        grads.append(gs.reshape(n, -1))
+        grads.append(gs.reshape(n, -1).to(p.dtype))
         p.grad_sample = None
         p.grad = None
-    # one (B, P) matrix of the FiLM parameters' per-sample gradients: their squared norms and their
-    # clipped sum are one kernel each, not two per parameter tensor
-    g = torch.cat(grads, dim=1) if grads else torch.zeros((n, 0), device=x.device, dtype=x.dtype)
-    del grads
-    e, f = logits.grad, feats.detach()  # (B, |O_t|) logit gradients, (B, d) features
-    w.grad = b.grad = None
-    sq = e.pow(2).sum(dim=1) * (f.pow(2).sum(dim=1) + 1.0) + (g * g).sum(dim=1)
-    norms = torch.sqrt(sq)
-    factor = torch.clamp(clip / torch.clamp(norms, min=1e-12), max=1.0)
-    flat = factor @ g
-    sums = [s.view_as(p) for s, p in zip(flat.split([p.numel() for p in film]), film, strict=True)]
-    ce = e * factor[:, None]
-    return sums + [ce.T @ f, ce.sum(dim=0)], norms
+    with full_precision(dev):
+        # one (B, P) matrix of the FiLM parameters' per-sample gradients: their squared norms and their
+        # clipped sum are one kernel each, not two per parameter tensor
+        g = torch.cat(grads, dim=1) if grads else torch.zeros((n, 0), device=dev, dtype=w.dtype)
+        del grads
+        e, f = logits.grad, feats.detach()  # (B, |O_t|) logit gradients, (B, d) features
+        w.grad = b.grad = None
+        # squares in float32 (each rounded by at most 2⁻²⁴), sums in float64: the norms are exact to a
+        # relative 2⁻²⁵, which the clipping margin covers with the roundings of the factor and the products
+        sq = _sq_sum(e) * (_sq_sum(f) + 1.0) + _sq_sum(g)
+        norms = torch.sqrt(sq)
+        factor = torch.clamp((clip * CLIP_MARGIN) / torch.clamp(norms, min=1e-12), max=1.0).to(g.dtype)
+        flat = factor @ g
+        sums = [s.view_as(p) for s, p in zip(flat.split([p.numel() for p in film]), film, strict=True)]
+        ce = e * factor[:, None]
+        return sums + [ce.T @ f, ce.sum(dim=0)], norms.to(g.dtype)
 
 
-def gaussian_noise_like(
-    tensors: list[torch.Tensor], std: float, generator: torch.Generator
-) -> list[torch.Tensor]:
-    """N(0, std²) noise shaped like ``tensors``, drawn on the CPU from ``generator`` (device-independent)."""
-    return [
-        (torch.randn(t.shape, generator=generator, dtype=torch.float32) * std).to(t.device, t.dtype)
-        for t in tensors
-    ]
+def _sq_sum(t: torch.Tensor) -> torch.Tensor:
+    """Row-wise sums of squares of a (B, k) tensor, accumulated in float64."""
+    return (t * t).sum(dim=1, dtype=torch.float64)
 
 
 def _check_inputs(images: np.ndarray, rows: np.ndarray, n_out: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,30 +176,37 @@ def _poisson_grad_sum(
     pre: Preprocessing,
     act_t,
     physical_batch: int,
-) -> tuple[list[torch.Tensor], np.ndarray, int]:
+    inputs: StepInputs,
+    precision: str,
+) -> tuple[list[torch.Tensor], np.ndarray, torch.Tensor]:
     """(Σ of clipped per-sample gradients, the sample's indices, clipped count) of one Poisson sample at
-    ``rate`` (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk. The count is a
-    tensor on the model's device, summed there: reading it per chunk would wait for the device."""
+    ``rate`` (``gsm is None``: the non-private twin, plain gradient sum), chunk by chunk from ``inputs``.
+    The count is a tensor on the model's device, summed there: reading it per chunk would wait for the
+    device."""
     n = len(rows)
     dev = net.head.weight.device
     batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)
     sums = [torch.zeros_like(p) for p in params]
     n_clipped = torch.zeros((), dtype=torch.int64, device=dev)
-    for start in range(0, batch.size, physical_batch):
-        idx = batch[start : start + physical_batch]
-        x = preprocess_batch(images[idx], pre).to(dev)
-        y = torch.as_tensor(rows[idx], device=dev)
+    for x, y in inputs.chunks(images, rows, batch, pre=pre, physical_batch=physical_batch):
         if gsm is not None:
             try:
-                chunk, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip, active=act_t)
+                chunk, norms = clipped_grad_sum(
+                    gsm, net.head, params, x, y, clip=clip, active=act_t, precision=precision
+                )
             except RuntimeError as err:
                 if "BackwardHookFunction is a view and is being modified inplace" not in str(err):
                     raise
                 raise RuntimeError(IN_PLACE_OUTPUT) from err
             n_clipped += (norms > clip).sum()
         else:
-            loss = F.cross_entropy(_masked_logits(net(x), act_t), y, reduction="sum")
-            chunk = torch.autograd.grad(loss, params, allow_unused=True)
+            with reduced_precision(precision, dev):
+                logits = net(x)
+            loss = F.cross_entropy(
+                _masked_logits(logits.to(net.head.weight.dtype), act_t), y, reduction="sum"
+            )
+            with reduced_precision(precision, dev, forward=False):
+                chunk = torch.autograd.grad(loss, params, allow_unused=True)
             chunk = [torch.zeros_like(p) if g is None else g for g, p in zip(chunk, params, strict=True)]
         for s, g in zip(sums, chunk, strict=True):
             s.add_(g)
@@ -213,21 +228,27 @@ def noisy_grad_sum(
     pre: Preprocessing,
     act_t,
     physical_batch: int,
+    inputs: StepInputs | None = None,
+    precision: str = "fp32",
 ) -> tuple[list[torch.Tensor], int, torch.Tensor]:
     """One release of FiLM DP-SGD, the mechanism primitive of :func:`train_film`: the clipped gradient sum
     of a Poisson sample at ``rate`` (drawn from ``rng``) plus N(0, ``std``² I) from ``gen`` (none when
-    ``std`` is 0), one tensor per trainable parameter; also the sample's size and clipped count
-    (diagnostics, not private; the count a 0-dim tensor on the model's device). The release is reported
-    to an audit that listens (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the
-    noise, the released value flat in parameter order), whatever the caller does with it."""
-    sums, batch, n_clipped = _poisson_grad_sum(
-        net, gsm, params, images, rows, rate, clip, rng, pre, act_t, physical_batch
-    )
-    grads = (
-        sums
-        if std <= 0
-        else [s + z for s, z in zip(sums, gaussian_noise_like(params, std, gen), strict=True)]
-    )
+    ``std`` is 0; one draw over all parameters, :func:`dpcl.training.film_input.gaussian_noise_like`),
+    one tensor per trainable parameter; also the sample's size and clipped count (diagnostics, not
+    private; the count a 0-dim tensor on the model's device). ``inputs`` prepares the chunks and the
+    noise (default: in this thread); the backbone computes at ``precision``. The release is reported to an audit that listens
+    (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the noise, the released value
+    flat in parameter order), whatever the caller does with it."""
+    with (
+        nullcontext(inputs)
+        if inputs is not None
+        else StepInputs(net.head.weight.device, prefetch=False) as io
+    ):
+        noise = io.noise(params, std, gen, draw=gaussian_noise_like) if std > 0 else None
+        sums, batch, n_clipped = _poisson_grad_sum(
+            net, gsm, params, images, rows, rate, clip, rng, pre, act_t, physical_batch, io, precision
+        )
+        grads = sums if noise is None else [s + z for s, z in zip(sums, noise(), strict=True)]
     if releases.listening():
         releases.report(
             "film_clipped_gradient_sum",
@@ -255,6 +276,8 @@ def train_film(
     device: str = "auto",
     progress: bool = False,
     buffer: BufferMechanism | None = None,
+    precision: str = "fp32",
+    prefetch: bool | None = None,
 ) -> tuple[FilmMember, dict]:
     """Train one FiLM member with DP-SGD (σ = 0 and clip = inf: the non-private twin).
 
@@ -271,6 +294,11 @@ def train_film(
 
     Every release (g, and g_ref with a ``buffer``) is made, and reported to an audit that listens, by
     the mechanism primitive :func:`noisy_grad_sum`, before any projection, the normaliser and Adam.
+
+    ``precision`` is the backbone's passes' (:mod:`dpcl.training.precision`: fp32, tf32 on CUDA, bf16);
+    ``prefetch`` prepares the chunks and the noise in background threads
+    (:class:`dpcl.training.film_input.StepInputs`; None: on CUDA only). Neither changes the privacy
+    guarantee; prefetching changes no bit.
     """
     cfg.validate()
     if not (noise_multiplier >= 0 and math.isfinite(noise_multiplier)):
@@ -281,6 +309,7 @@ def train_film(
         raise ValueError(f"physical_batch must be a positive integer, got {physical_batch!r}")
     images, rows = _check_inputs(images, rows, n_out)
     check_per_sample(backbone)  # a BatchNorm in training mode would mix samples
+    check_precision(precision, resolve_device(device))
     member = init if init is not None else pretrained_member(backbone, n_out)
     if member.n_out != n_out:
         raise ValueError(f"init member has {member.n_out} outputs but n_out = {n_out}")
@@ -317,6 +346,7 @@ def train_film(
         if private
         else nullcontext(),  # opacus's hooks refuse in-place outputs
         torch.random.fork_rng(devices=[]),
+        StepInputs(net.head.weight.device, prefetch=prefetch) as inputs,
     ):
         torch.manual_seed(torch_seed)  # any stochastic layer (drop-path) is seeded too
         dev = net.head.weight.device
@@ -327,7 +357,14 @@ def train_film(
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
             bar_out = progress_stream()  # the terminal only, never a job's log file
-            common = {"pre": pre, "act_t": act_t, "physical_batch": physical_batch, "clip": cfg.clip}
+            common = {
+                "pre": pre,
+                "act_t": act_t,
+                "physical_batch": physical_batch,
+                "clip": cfg.clip,
+                "inputs": inputs,
+                "precision": precision,
+            }
             for _ in tqdm(
                 range(cfg.steps), desc="FiLM DP-SGD", disable=not progress or bar_out is None, file=bar_out
             ):

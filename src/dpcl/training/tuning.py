@@ -354,6 +354,7 @@ def tune_film(
     normaliser: float = 128.0,
     physical_batch: int = 32,
     device: str = "auto",
+    precision: str = "fp32",
     log: Callable[[str], None] | None = None,
     journal: str | Path | None = None,
 ) -> dict:
@@ -361,7 +362,7 @@ def tune_film(
     the labels in ``y``) on uint8 ``images`` through the shared ``backbone`` (App. D.1).
 
     Each trial trains a member from the pre-trained FiLM values with :func:`dpcl.training.film.train_film`
-    (``physical_batch`` images per chunk on ``device``) and scores it with
+    (``physical_batch`` images per chunk on ``device``, the backbone's passes at ``precision``) and scores it with
     :func:`dpcl.training.film_inference.film_logits`; the search, noise and scaling are :func:`tune_dpsgd`'s.
     """
     from .film import train_film
@@ -385,6 +386,7 @@ def tune_film(
             pre=pre,
             physical_batch=physical_batch,
             device=device,
+            precision=precision,
         )
         z = film_logits(backbone, member, images[va], pre, device=device)
         return float(np.mean(z.argmax(1) == yy[va]))
