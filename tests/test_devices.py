@@ -85,3 +85,42 @@ def test_a_film_run_asked_for_cuda_fails_before_reading_anything(no_gpu, tmp_pat
             out_members=tmp_path / "members",
         )
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("stage", ["film_run_stage", "tune_film_stage"])
+def test_a_film_job_asked_for_tf32_on_a_cpu_fails_before_reading_anything(tmp_path, stage):
+    """film.precision tf32 is a CUDA mode: a FiLM job on the CPU refuses it, naming the key, before it
+    reads a file or loads a backbone (it would otherwise run in fp32 while its record said tf32)."""
+    from dpcl.stages import film
+
+    missing = tmp_path / "absent.json"
+    common = {"scenario_path": missing, "dpsgd_cfg": {}, "physical_batch": 8, "device": "cpu"}
+    with pytest.raises(ValueError, match="film.precision tf32 is a CUDA mode"):
+        if stage == "film_run_stage":
+            film.film_run_stage(
+                "peft_film",
+                "fashion_mnist",
+                tmp_path,
+                {},
+                {"arch": "vit_tiny_patch16_224", "weights": "random"},
+                labels_path=missing,
+                out_metrics=tmp_path / "m.json",
+                out_privacy=tmp_path / "p.json",
+                out_members=tmp_path / "members",
+                precision="tf32",
+                **common,
+            )
+        else:
+            film.tune_film_stage(
+                "fashion_mnist",
+                tmp_path,
+                {},
+                {"arch": "vit_tiny_patch16_224", "weights": "random"},
+                epsilons=[1],
+                delta=1e-5,
+                outputs={"1": tmp_path / "t.json"},
+                n_trials=1,
+                precision="tf32",
+                **common,
+            )
+    assert not list(tmp_path.iterdir())

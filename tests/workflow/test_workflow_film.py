@@ -111,17 +111,20 @@ def test_film_ledgers_hold_the_target(film_run):
     assert sorted(peft["final_accuracy_by_aggregation"]) == ["argmax", "entropy", "median"]
 
 
+CPU_FP32 = {"type": "cpu", "precision": "fp32"}  # film.device cpu, film.precision's default
+
+
 def test_film_outputs_record_the_device_they_computed_on(film_run):
-    """film.device: cpu -> every FiLM run's metrics and ledger and every tuning result say so
-    (provenance.device; feature caches: tests/workflow/test_workflow.py)."""
+    """film.device: cpu -> every FiLM run's metrics and ledger and every tuning result say so, with the
+    passes' precision (provenance.device; feature caches: tests/workflow/test_workflow.py)."""
     work, _ = film_run
     res = work / "results"
     for learner in FILM:
         for name in ("metrics.json", "privacy.json"):
             for p in sorted((res / "runs" / learner).rglob(name)):
-                assert json.loads(p.read_text())["provenance"]["device"] == {"type": "cpu"}, p
+                assert json.loads(p.read_text())["provenance"]["device"] == CPU_FP32, p
     tuned = sorted((res / "tuning_film").rglob("eps*.json"))
-    assert tuned and all(json.loads(p.read_text())["device"] == {"type": "cpu"} for p in tuned)
+    assert tuned and all(json.loads(p.read_text())["device"] == CPU_FP32 for p in tuned)
 
 
 def test_film_runs_use_the_tuned_config_of_their_epsilon(film_run):
