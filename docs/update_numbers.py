@@ -40,8 +40,8 @@ STEPS = {
     "docs": "docs (sphinx-build -W)",
     "default": "embedded default pipeline, clean `results/`",
     "paper_mini": "miniature paper run (`.ci/paper_mini.sh`)",
-    "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`)",
-    "audit": "strong privacy audits (`.ci/audit.sh`)",
+    "audit": "strong privacy audits (`.ci/audit.sh`), the FiLM CPU slice beside them",
+    "film_cpu": "FiLM CPU slice (`.ci/film_cpu.sh`, beside the audits)",
     "pytest": "test suite (`python -m pytest -n auto`)",
     "slurm": "SLURM integration test (runs beside the audits and the test suite)",
     "total": "all of `.ci/run`",
@@ -144,8 +144,8 @@ def timings_page(
     if cpu:
         text += (
             "\nCPU time: the time the machine's cores spent busy during the step, all processes together "
-            "(the SLURM test's counts in the steps it runs beside); the step's wall time on these cores is at "
-            "least its CPU time divided by their number.\n"
+            "(the SLURM test's and the FiLM slice's count in the steps they run beside); the step's wall time "
+            "on these cores is at least its CPU time divided by their number.\n"
         )
     return text
 
