@@ -236,9 +236,9 @@ def noisy_grad_sum(
     ``std`` is 0; one draw over all parameters, :func:`dpcl.training.film_input.gaussian_noise_like`),
     one tensor per trainable parameter; also the sample's size and clipped count (diagnostics, not
     private; the count a 0-dim tensor on the model's device). ``inputs`` prepares the chunks and the
-    noise (default: in this thread); the backbone computes at ``precision``. The release is reported to an audit that listens
-    (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the noise, the released value
-    flat in parameter order), whatever the caller does with it."""
+    noise (default: in this thread); the backbone computes at ``precision``. The release is reported to
+    an audit that listens (:mod:`dpcl.privacy.releases`: the images read, the clipping bound, the noise,
+    the released value flat in parameter order), whatever the caller does with it."""
     with (
         nullcontext(inputs)
         if inputs is not None
