@@ -54,22 +54,24 @@ def reduced_precision(precision: str, device, *, forward: bool = True) -> Iterat
         return
     if precision != "tf32":
         raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
-    old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    try:
+    with _tf32(True):
         yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
 
 
 @contextmanager
 def full_precision(device) -> Iterator[None]:
     """float32 products inside, whatever encloses it: autocast off and TF32 off (restored on exit). The
     head, the norms and the clipped sums run here."""
+    with _tf32(False), torch.autocast(torch.device(device).type, enabled=False):
+        yield
+
+
+@contextmanager
+def _tf32(on: bool) -> Iterator[None]:
+    """torch's public TF32 flags (matrix products and cuDNN) set to ``on`` inside, restored on exit."""
     old = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = on
     try:
-        with torch.autocast(torch.device(device).type, enabled=False):
-            yield
+        yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
