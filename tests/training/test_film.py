@@ -21,6 +21,7 @@ from dpcl.privacy.ledger import Ledger, split_public
 from dpcl.privacy.sgd_accounting import SIGMA_RTOL
 from dpcl.privacy.sgd_accounting import epsilon as sgd_epsilon
 from dpcl.seeding import rng
+from dpcl.training.clipped_sum import CLIP_MARGIN
 from dpcl.training.film import clipped_grad_sum, gaussian_noise_like, train_film
 from dpcl.training.film_inference import film_logits
 from dpcl.training.film_member import FilmMember, film_net, pretrained_member
@@ -125,12 +126,17 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, mas
         for m, f in zip(attn, old, strict=True):
             m.fused_attn = f
     torch.testing.assert_close(norms, ref_norms, rtol=1e-4, atol=1e-6)
-    factors = torch.clamp(clip / ref_norms, max=1.0)
+    factors = torch.clamp(clip * CLIP_MARGIN / ref_norms, max=1.0)
     contributions = manual * factors[:, None]
     assert bool((contributions.norm(dim=1) <= clip * (1 + 1e-5)).all())  # no sample exceeds C
     assert int((ref_norms > clip).sum()) >= 1 and int((ref_norms < clip).sum()) >= 1
     got = torch.cat([s.flatten() for s in sums])
-    torch.testing.assert_close(got, contributions.sum(dim=0), rtol=1e-4, atol=1e-6)
+    # each summand agrees to the norms' relative 1e-4 (batched against one-sample float32 passes), so a
+    # coordinate of the sum agrees to 1e-4 of the sum of its summands' magnitudes: a coordinate where
+    # the samples cancel keeps the summands' absolute error, not a relative error of its small sum
+    err = (got - contributions.sum(dim=0)).abs()
+    bound = 1e-4 * contributions.abs().sum(dim=0) + 1e-7
+    assert bool((err <= bound).all()), f"worst excess {float((err - bound).max()):.3g}"
 
 
 # ----------------------------------------------------------------------------- noise and accounting
