@@ -27,6 +27,8 @@ from dpcl.training.film_inference import film_logits
 from dpcl.training.film_member import FilmMember, film_net, pretrained_member
 from dpcl.training.film_model import (
     FrozenBatchNorm,
+    HookFreePerSample,
+    _register_grad_samplers,
     check_per_sample,
     film_grad_sample_module,
     film_parameter_count,
@@ -245,7 +247,10 @@ def test_per_sample_clipping_matches_one_backward_per_sample(arch):
         try:
             with private_training(net.backbone):
                 sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip)
-            functorch = [type(m).__name__ for m in gsm.modules() if hasattr(m, "ft_compute_sample_grad")]
+            # Lite0 (frozen BatchNorms only): the layers' own backward, no hooks; the others: opacus's
+            assert isinstance(gsm, HookFreePerSample) == (arch == "lite0")
+            modules = [] if arch == "lite0" else list(gsm.modules())
+            functorch = [type(m).__name__ for m in modules if hasattr(m, "ft_compute_sample_grad")]
         finally:
             gsm.cleanup()
     assert int((ref_norms > clip).sum()) >= 1 and int((ref_norms < clip).sum()) >= 1
@@ -257,6 +262,67 @@ def test_per_sample_clipping_matches_one_backward_per_sample(arch):
     got = torch.cat([s.flatten() for s in sums])
     torch.testing.assert_close(got, (manual * factors[:, None]).sum(dim=0), rtol=RTOL, atol=ATOL)
     assert hook_free(backbone)
+
+
+def test_hook_free_per_sample_gradients_equal_opacus_bit_for_bit():
+    """On Lite0 (float32, as trained), the per-sample gradients the frozen BatchNorms' own backward sets
+    without hooks and those of opacus's hooks mode with the registered sampler: the same bits, so the
+    clipped sums and norms are too. The first layer, whose input needs no gradient, is opacus's recomputing
+    sampler on one side and the fused backward on the other."""
+    from opacus import GradSampleModule
+
+    backbone = lite0()
+    freeze_batchnorm(backbone)
+    x = x64(6, seed=3).float()
+    y = torch.tensor([0, 1, 2, 1, 0, 2])
+    member = random_head(backbone, 3, seed=4)
+    out = {}
+    with film_net(backbone, member, device="cpu", trainable=True) as net, private_training(net.backbone):
+        net.train()
+        params = [p for p in net.parameters() if p.requires_grad]
+        for mode in ("hook-free", "opacus"):
+            if mode == "hook-free":
+                gsm = film_grad_sample_module(net.backbone)
+                assert isinstance(gsm, HookFreePerSample)
+            else:
+                _register_grad_samplers()
+                gsm = GradSampleModule(net.backbone, batch_first=True, loss_reduction="sum", strict=False)
+            try:
+                out[mode] = clipped_grad_sum(gsm, net.head, params, x, y, clip=0.5)
+            finally:
+                gsm.cleanup()
+            assert hook_free(net.backbone)
+    (sums_a, norms_a), (sums_b, norms_b) = out["hook-free"], out["opacus"]
+    assert float(norms_a.min()) > 0.5  # every sample clipped: the factors use every coordinate
+    assert torch.equal(norms_a, norms_b)
+    assert all(torch.equal(a, b) for a, b in zip(sums_a, sums_b, strict=True))
+    assert float(torch.cat([a.flatten() for a in sums_a[:-2]]).abs().max()) > 0
+
+
+def test_hook_free_applies_only_where_every_film_layer_is_a_fusable_frozen_batchnorm():
+    """A frozen BatchNorm with SiLU (no mask gradient) or any other norm layer: opacus's hooks instead."""
+    from opacus import GradSampleModule
+
+    def film_only(model: nn.Module) -> nn.Module:  # as film_net leaves it: only the FiLM parameters train
+        freeze_batchnorm(model)
+        names = set(film_parameter_names(model))
+        for name, p in model.named_parameters():
+            p.requires_grad_(name in names)
+        return model
+
+    assert HookFreePerSample.applies(film_only(lite0()))
+    assert not HookFreePerSample.applies(lite0())  # its convolutions train too: not FiLM
+    silu = film_only(nn.Sequential(nn.Conv2d(3, 8, 3), layers.BatchNormAct2d(8, act_layer=nn.SiLU)))
+    assert not HookFreePerSample.applies(silu)
+    mixed = film_only(MixedNorms())
+    assert not HookFreePerSample.applies(mixed)
+    with pytest.raises(ValueError, match="fusable"):
+        HookFreePerSample(mixed)
+    gsm = film_grad_sample_module(silu)
+    try:
+        assert isinstance(gsm, GradSampleModule)
+    finally:
+        gsm.cleanup()
 
 
 # ----------------------------------------------------------------------------- refusals

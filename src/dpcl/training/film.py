@@ -9,11 +9,11 @@ predictions are :mod:`dpcl.training.film_inference`'s.
 
 DP-SGD: per logical step every sample is taken independently with probability
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
-physical chunks of at most ``physical_batch`` images (bounded memory); opacus's *hooks*
-grad-sample mode (``GradSampleModule(force_functorch=False)`` around the backbone, which
-hooks only the trainable normalisation layers, so timm's fused attention is fine; a frozen
-BatchNorm's sampler is registered in :mod:`dpcl.training.film_model`) gives the FiLM
-parameters' per-sample gradients and the head's per-sample norms come in closed form (ghost
+physical chunks of at most ``physical_batch`` images (bounded memory);
+:func:`dpcl.training.film_model.film_grad_sample_module` gives the FiLM parameters' per-sample
+gradients (on a backbone of frozen BatchNorms their own backward, without hooks; on any other
+opacus's *hooks* grad-sample mode, ``GradSampleModule(force_functorch=False)`` around the backbone,
+which hooks only the trainable normalisation layers, so timm's fused attention is fine) and the head's per-sample norms come in closed form (ghost
 clipping, :func:`clipped_grad_sum`); each sample's gradient is clipped to L2 norm C over all
 trainable parameters jointly; the clipped sum
 gets N(0, σ²C²) noise from a seeded CPU ``torch.Generator`` (drawn at *every* step, also
@@ -76,8 +76,9 @@ def clipped_grad_sum(
     """Σ_i min(1, C′/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖, with
     C′ = C·(1 − 2⁻²⁰) (the margin for float32 rounding, :data:`dpcl.training.clipped_sum.CLIP_MARGIN`).
 
-    ``gsm`` is an opacus ``GradSampleModule`` (hooks mode, ``loss_reduction="sum"``) around the
-    *backbone*: its hooks give the FiLM parameters' per-sample gradients. The ``head``'s are
+    ``gsm`` is :func:`dpcl.training.film_model.film_grad_sample_module`'s (or an opacus
+    ``GradSampleModule`` in hooks mode, ``loss_reduction="sum"``) around the *backbone*: it leaves the
+    FiLM parameters' per-sample gradients in their ``grad_sample``. The ``head``'s are
     never materialised (ghost clipping): sample i's head gradient is the outer product of its
     logit gradient e_i and its features f_i (weight) and e_i (bias), so its squared norm is
     ‖e_i‖²(‖f_i‖² + 1) and its clipped sum Σ_i c_i e_i f_iᵀ is one matrix product. That is the
@@ -110,8 +111,8 @@ def clipped_grad_sum(
     n = len(y)
     grads = []
     for p in film:
-        gs = p.grad_sample
-        if gs is None:  # no hook fired: the parameter is outside this loss's graph, zero gradient
+        gs = getattr(p, "grad_sample", None)
+        if gs is None:  # no per-sample gradient: the parameter is outside this loss's graph, zero gradient
             gs = torch.zeros((n, *p.shape), device=p.device, dtype=p.dtype)
         grads.append(gs.reshape(n, -1).to(p.dtype))
         p.grad_sample = None

@@ -5,10 +5,12 @@ FiLM trains every normalisation layer's scale and bias (LayerNorm, GroupNorm, Ba
 :func:`film_parameter_names`) plus a linear head; everything else is frozen. A BatchNorm trains only
 with frozen running statistics (:func:`freeze_batchnorm`, :class:`FrozenBatchNorm`): a fixed
 per-channel affine map in which no sample influences another; a BatchNorm that would use the batch's
-statistics is refused (:func:`check_per_sample`). :func:`film_grad_sample_module` wraps the backbone
-in opacus's hooks-mode ``GradSampleModule``, with the per-sample gradients of the frozen BatchNorm and
-of timm's norm classes (:mod:`dpcl.training.norm_samplers`) registered through opacus's public
-``register_grad_sampler``.
+statistics is refused (:func:`check_per_sample`). :func:`film_grad_sample_module` gives the per-sample
+gradients: on a backbone whose FiLM layers are all frozen BatchNorms (EfficientNet-Lite0, the embedded
+default) without hooks (:class:`HookFreePerSample`: the layers' own backward sets them), on any other in
+opacus's hooks-mode ``GradSampleModule``, with the per-sample gradients of the frozen BatchNorm and of
+timm's norm classes (:mod:`dpcl.training.norm_samplers`) registered through opacus's public
+``register_grad_sampler``. Both give the same values, bit for bit (tested).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class FrozenBatchNorm(nn.Module):
     :class:`_FrozenAffineAct`, whose backward computes the per-sample sums of ∂L/∂z·x̂ and ∂L/∂z from
     the tensors the backward computes anyway and leaves them to the opacus sampler
     (:func:`_frozen_batchnorm_grad_sample`); every other forward is the plain one, and the sampler
-    recomputes x̂ and z from opacus's captured input (:mod:`dpcl.training.norm_samplers`).
+    recomputes x̂ and z from opacus's captured input (:mod:`dpcl.training.norm_samplers`). Under
+    :class:`HookFreePerSample` (``hook_free``) every training-mode forward of a layer with such an
+    activation runs as :class:`_FrozenAffineAct`, whose backward sets the parameters' ``grad_sample``.
     """
 
     def __init__(self, bn: nn.Module) -> None:
@@ -74,22 +78,32 @@ class FrozenBatchNorm(nn.Module):
         act = getattr(bn, "act", None)
         self.act = act if act is not None else nn.Identity()
         self.per_sample = False  # set by private_training: the fused forward and backward
+        self.hook_free = False  # set by HookFreePerSample: the fused backward sets the grad_sample itself
         self.train(bn.training)
 
     def normalise(self, x: torch.Tensor, affine: bool = True) -> torch.Tensor:
         w, b = (self.weight, self.bias) if affine else (None, None)
         return F.batch_norm(x, self.running_mean, self.running_var, w, b, False, 0.0, self.eps)
 
+    def fusable(self) -> bool:
+        """Whether :class:`_FrozenAffineAct` can compute this layer: a scale and a shift, and an
+        activation whose gradient is a mask (identity, ReLU, ReLU6/Hardtanh)."""
+        return (
+            self.weight is not None
+            and self.bias is not None
+            and norm_samplers.activation_kind(self.act) is not None
+        )
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.__dict__.pop("_per_sample", None)  # a stash is only ever read for the latest forward
         if (
-            self.per_sample
+            (self.per_sample or self.hook_free)
             and self.training
             and torch.is_grad_enabled()
-            and x.requires_grad  # else opacus's hook fires before this layer's backward: it recomputes
-            and self.weight is not None
-            and self.bias is not None
-            and norm_samplers.activation_kind(self.act) is not None
+            # with opacus's hooks, an input that needs no gradient lets opacus's hook fire before this
+            # layer's backward: its sampler recomputes; without hooks the layer delivers in any case
+            and (x.requires_grad or self.hook_free)
+            and self.fusable()
         ):
             return _FrozenAffineAct.apply(x, self.weight, self.bias, self)
         return self.act(self.drop(self.normalise(x)))
@@ -135,12 +149,23 @@ class _FrozenAffineAct(torch.autograd.Function):
         n, c = g.shape[0], g.shape[1]
         ps_w = (g * xhat).reshape(n, c, -1).sum(dim=2)
         ps_b = g.reshape(n, c, -1).sum(dim=2)
-        layer._per_sample = (x, ps_w, ps_b)  # for the opacus sampler, which checks the input is its own
         shape = (1, c) + (1,) * (g.dim() - 2)
         gx = None
         if ctx.needs_input_grad[0]:
             gx = g * (weight * torch.rsqrt(layer.running_var + layer.eps)).reshape(shape)
+        if layer.hook_free:  # no opacus hooks: the per-sample gradients are this backward's output
+            _add_grad_sample(layer.weight, ps_w)
+            _add_grad_sample(layer.bias, ps_b)
+            return gx, None, None, None
+        layer._per_sample = (x, ps_w, ps_b)  # for the opacus sampler, which checks the input is its own
         return gx, ps_w.sum(dim=0), ps_b.sum(dim=0), None
+
+
+def _add_grad_sample(param: nn.Parameter, per_sample: torch.Tensor) -> None:
+    """``param.grad_sample`` (samples × the parameter's shape), as opacus keeps it: set, or added to when
+    the layer ran more than once in the forward."""
+    before = getattr(param, "grad_sample", None)
+    param.grad_sample = per_sample if before is None else before + per_sample
 
 
 def _frozen_input(layer: FrozenBatchNorm, x: torch.Tensor) -> torch.Tensor:
@@ -278,8 +303,49 @@ def private_training(model: nn.Module) -> Iterator[nn.Module]:
             m.__dict__.pop("_per_sample", None)
 
 
+class HookFreePerSample:
+    """Per-sample FiLM gradients without opacus's hooks, for a backbone whose every trainable parameter
+    belongs to a :class:`FrozenBatchNorm` that :class:`_FrozenAffineAct` computes (EfficientNet(-Lite),
+    the embedded default): each such layer's backward sets its parameters' ``grad_sample`` itself, as
+    opacus's ``GradSampleModule`` would, with the same per-sample sums. It saves opacus's forward and
+    backward hooks (a Python call per layer and pass) and its activation captures; for the first layer,
+    whose input needs no gradient, it also saves opacus's recomputation. Called as the backbone; its
+    ``cleanup()`` restores the layers and removes every ``grad_sample``."""
+
+    def __init__(self, backbone: nn.Module) -> None:
+        if not self.applies(backbone):
+            raise ValueError(
+                "HookFreePerSample needs a backbone whose FiLM layers are all fusable FrozenBatchNorms"
+            )
+        self.backbone = backbone
+        self.layers = [m for m in backbone.modules() if isinstance(m, FrozenBatchNorm)]
+        for m in self.layers:
+            m.hook_free = True
+
+    @staticmethod
+    def applies(backbone: nn.Module) -> bool:
+        """Every module that owns a trainable parameter is a :class:`FrozenBatchNorm` that
+        :class:`_FrozenAffineAct` computes, and there is one."""
+        owners = [m for m in backbone.modules() if any(p.requires_grad for p in m.parameters(recurse=False))]
+        return bool(owners) and all(isinstance(m, FrozenBatchNorm) and m.fusable() for m in owners)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+    def cleanup(self) -> None:
+        for m in self.layers:
+            m.hook_free = False
+            m.__dict__.pop("_per_sample", None)
+        for p in self.backbone.parameters():
+            if hasattr(p, "grad_sample"):
+                del p.grad_sample
+
+
 def film_grad_sample_module(backbone: nn.Module):
-    """opacus's hooks-mode ``GradSampleModule`` around the backbone (per-sample FiLM gradients).
+    """The per-sample FiLM gradients of ``backbone``: :class:`HookFreePerSample` where it applies (every
+    FiLM layer a frozen BatchNorm with a mask-gradient activation), else opacus's hooks-mode
+    ``GradSampleModule`` around the backbone. Either leaves each FiLM parameter's per-sample gradients in
+    its ``grad_sample`` after a backward, is called as the backbone, and is undone by ``cleanup()``.
 
     opacus's validator refuses every trainable layer with buffers; the only ones that
     :func:`check_per_sample` lets through are :class:`FrozenBatchNorm` layers, whose buffers are
@@ -289,6 +355,8 @@ def film_grad_sample_module(backbone: nn.Module):
     from opacus import GradSampleModule
 
     check_per_sample(backbone)
+    if HookFreePerSample.applies(backbone):
+        return HookFreePerSample(backbone)
     _register_grad_samplers()
     # non-strict mode logs the validator's errors (the frozen statistics, checked above) at INFO, with
     # every FrozenBatchNorm's repr, once per trained member: keep that out of job logs
