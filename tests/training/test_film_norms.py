@@ -75,6 +75,15 @@ def lite0(seed: int = 0) -> nn.Module:
     return model.eval()
 
 
+def resnet(seed: int = 0) -> nn.Module:
+    """A random-weight timm ResNet-18: BatchNorms whose outputs get the shortcut added in place."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = timm.create_model("resnet18", pretrained=False, num_classes=0)
+    _randomise_batchnorm_stats(model, seed)
+    return model.eval()
+
+
 class MixedNorms(nn.Module):
     """Every kind of normalisation layer FiLM trains: GroupNorm, timm's GroupNormAct, timm's
     BatchNormAct2d with SiLU (the frozen BatchNorm's recomputing sampler), BatchNorm1d, LayerNorm."""
@@ -220,11 +229,13 @@ def test_frozen_batchnorm_is_eval_batchnorm_in_every_mode_and_mixes_no_samples()
 # ----------------------------------------------------------------------------- per-sample gradients
 
 
-@pytest.mark.parametrize("arch", ["lite0", "mixed", "timm"])
+@pytest.mark.parametrize("arch", ["lite0", "resnet", "mixed", "timm"])
 def test_per_sample_clipping_matches_one_backward_per_sample(arch):
-    """opacus hooks (the frozen-BatchNorm and timm norm samplers, opacus's GroupNorm / LayerNorm
-    samplers) + the head's closed form vs plain autograd one sample at a time, float64."""
-    backbone = {"lite0": lite0, "mixed": MixedNorms, "timm": TimmNorms}[arch]()
+    """The frozen BatchNorms' own backward without hooks (Lite0; a ResNet, whose shortcut is added to a
+    norm's output in place) or opacus hooks (the frozen-BatchNorm and timm norm samplers, opacus's
+    GroupNorm / LayerNorm samplers) + the head's closed form vs plain autograd one sample at a time,
+    float64."""
+    backbone = {"lite0": lite0, "resnet": resnet, "mixed": MixedNorms, "timm": TimmNorms}[arch]()
     freeze_batchnorm(backbone)
     backbone.double()
     x = x64(5, seed=1)
@@ -247,9 +258,10 @@ def test_per_sample_clipping_matches_one_backward_per_sample(arch):
         try:
             with private_training(net.backbone):
                 sums, norms = clipped_grad_sum(gsm, net.head, params, x, y, clip=clip)
-            # Lite0 (frozen BatchNorms only): the layers' own backward, no hooks; the others: opacus's
-            assert isinstance(gsm, HookFreePerSample) == (arch == "lite0")
-            modules = [] if arch == "lite0" else list(gsm.modules())
+            # frozen BatchNorms only: the layers' own backward, no hooks; the others: opacus's
+            hookless = arch in ("lite0", "resnet")
+            assert isinstance(gsm, HookFreePerSample) == hookless
+            modules = [] if hookless else list(gsm.modules())
             functorch = [type(m).__name__ for m in modules if hasattr(m, "ft_compute_sample_grad")]
         finally:
             gsm.cleanup()

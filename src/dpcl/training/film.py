@@ -50,8 +50,10 @@ from .projection import project
 
 IN_PLACE_OUTPUT = (
     "this backbone modifies a normalisation layer's output in place (timm's ResNets add the shortcut with "
-    "`x += shortcut`), which opacus's per-sample hooks cannot follow, so FiLM DP-SGD cannot train it. "
-    "Backbones whose norm outputs are not modified in place train: ViTs, EfficientNet(-Lite), BiT's ResNetV2"
+    "`x += shortcut`), which opacus's per-sample hooks cannot follow, so FiLM DP-SGD cannot train it with "
+    "GroupNorm or LayerNorm layers. Backbones whose norm outputs are not modified in place train (ViTs, "
+    "BiT's ResNetV2), and so does every backbone whose FiLM layers are all BatchNorms (EfficientNet(-Lite), "
+    "ResNets with BatchNorm: frozen, without hooks)"
 )
 
 

@@ -115,13 +115,15 @@ class FrozenBatchNorm(nn.Module):
 class _FrozenAffineAct(torch.autograd.Function):
     """y = act(γ·x̂ + β) of a :class:`FrozenBatchNorm`, with its per-sample parameter gradients.
 
-    Forward: z by ``F.batch_norm`` in evaluation mode (the plain forward's values, bit for bit), x̂ the
-    input normalised without the affine map, y = act(z). Backward: ∂L/∂z = ∂L/∂y masked where the
-    activation is flat (by y: ReLU's y > 0 and ReLU6's 0 < y < 6 are z's own conditions), then per sample
-    n and channel c Σ_positions ∂L/∂z·x̂ (γ) and Σ_positions ∂L/∂z (β), left on the layer with the
-    input they belong to; the parameters' batch gradients are their sums over samples and the input's
-    ∂L/∂z·γ/√(σ² + ε). Compared with the plain backward and a sampler that recomputes x̂, z and the
-    activation, it saves five passes over the layer's activations."""
+    Forward: z by ``F.batch_norm`` in evaluation mode (the plain forward's values, bit for bit), y = act(z);
+    it keeps x and (for ReLU and Hardtanh) y, as the plain backward would. Backward: ∂L/∂z = ∂L/∂y masked
+    where the activation is flat (by y: ReLU's y > 0 and ReLU6's 0 < y < 6 are z's own conditions), x̂ the
+    input normalised without the affine map, then per sample n and channel c Σ_positions ∂L/∂z·x̂ (γ) and
+    Σ_positions ∂L/∂z (β), left on the layer with the input they belong to (or, ``hook_free``, set as the
+    parameters' ``grad_sample``); the parameters' batch gradients are their sums over samples and the
+    input's ∂L/∂z·γ/√(σ² + ε). Compared with the plain backward and a sampler that recomputes x̂, z and
+    the activation, it saves the recomputation of z and of the activation's mask. With the identity it
+    keeps no output, so a later in-place change of the output (a ResNet's ``x += shortcut``) is allowed."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, layer):
@@ -132,13 +134,15 @@ class _FrozenAffineAct(torch.autograd.Function):
             if kind == "identity"
             else (F.relu(z) if kind == "relu" else F.hardtanh(z, layer.act.min_val, layer.act.max_val))
         )
-        ctx.save_for_backward(x, layer.normalise(x, affine=False), y, weight)
+        # x̂ is recomputed in the backward, not kept: a kept x̂ is one more activation-sized tensor per layer
+        # (peak memory), and the backward computes it with the same kernel, so the same bits
+        ctx.save_for_backward(x, y if kind != "identity" else None, weight)
         ctx.layer, ctx.kind = layer, kind
         return y
 
     @staticmethod
     def backward(ctx, g):
-        x, xhat, y, weight = ctx.saved_tensors
+        x, y, weight = ctx.saved_tensors
         layer, kind = ctx.layer, ctx.kind
         # ATen's own activation backward kernels, on y: torch's autograd runs them on z (ReLU6's in-place
         # backward on y), and y lies strictly inside the linear range exactly when z does
@@ -147,6 +151,7 @@ class _FrozenAffineAct(torch.autograd.Function):
         elif kind == "hardtanh":
             g = torch.ops.aten.hardtanh_backward(g, y, layer.act.min_val, layer.act.max_val)
         n, c = g.shape[0], g.shape[1]
+        xhat = layer.normalise(x, affine=False)
         ps_w = (g * xhat).reshape(n, c, -1).sum(dim=2)
         ps_b = g.reshape(n, c, -1).sum(dim=2)
         shape = (1, c) + (1,) * (g.dim() - 2)
