@@ -1,4 +1,4 @@
-"""FiLM DP-SGD step time: private (opacus hooks per-sample gradients, clipping, noise) against the
+"""FiLM DP-SGD step time: private (per-sample gradients, clipping, noise) against the
 non-private twin (plain backward, no clipping, no noise) on the same batches, through the workflow's
 real input path, and optionally against opacus's stock ``PrivacyEngine.make_private`` on the same FiLM
 model and batches.
@@ -8,7 +8,9 @@ The input path is the workflow's: uint8 images stored at ``--stored-size`` (defa
 (resize to ``--image-size``, normalisation) chunk by chunk inside :func:`dpcl.training.film.train_film`,
 with the backbone's preprocessing as :func:`dpcl.backbones.backbone_from_config` builds it from a config
 entry (``--interpolation``, ``crop_pct`` 1). BatchNorms are frozen to their running statistics
-(:func:`dpcl.training.film_model.freeze_batchnorm`), as the workflow does.
+(:func:`dpcl.training.film_model.freeze_batchnorm`), as the workflow does. The per-sample gradients are
+:func:`dpcl.training.film_model.film_grad_sample_module`'s, as in the workflow: the frozen BatchNorms' own
+backward without hooks where every FiLM layer is one (Lite0), else opacus's hooks mode.
 
 Backbones: any timm name (``--model-kwargs`` JSON for its constructor); the default is
 ``vit_base_patch16_224`` at batch 64 on CUDA when available (the paper's setting, App. D), else a tiny
