@@ -66,22 +66,23 @@ def _nontrivial_affine(model: nn.Module) -> None:
             nn.init.normal_(m.bias, 0.0, 0.1)
 
 
-def lite0(seed: int = 0) -> nn.Module:
-    """A random-weight EfficientNet-Lite0 (the embedded backbone's architecture), eval mode."""
+def _random_timm(arch: str, seed: int) -> nn.Module:
+    """A random-weight timm backbone with non-trivial BatchNorm statistics, eval mode."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=0)
+        model = timm.create_model(arch, pretrained=False, num_classes=0)
     _randomise_batchnorm_stats(model, seed)
     return model.eval()
+
+
+def lite0(seed: int = 0) -> nn.Module:
+    """EfficientNet-Lite0 (the embedded backbone's architecture)."""
+    return _random_timm("tf_efficientnet_lite0", seed)
 
 
 def resnet(seed: int = 0) -> nn.Module:
-    """A random-weight timm ResNet-18: BatchNorms whose outputs get the shortcut added in place."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = timm.create_model("resnet18", pretrained=False, num_classes=0)
-    _randomise_batchnorm_stats(model, seed)
-    return model.eval()
+    """ResNet-18: BatchNorms whose outputs get the shortcut added in place."""
+    return _random_timm("resnet18", seed)
 
 
 class MixedNorms(nn.Module):
