@@ -1,6 +1,7 @@
 """FiLM on every normalisation layer: LayerNorm, GroupNorm and BatchNorm with frozen
 running statistics. Per-sample gradients from opacus's hooks (and the registered frozen-BatchNorm
-sampler) against one backward pass per sample; a BatchNorm that would use batch statistics is
+sampler), and from the frozen BatchNorms' own backward without hooks, against one backward pass per
+sample and against each other; a BatchNorm that would use batch statistics is
 refused; members of a BatchNorm backbone (EfficientNet-Lite0) save, load and swap; the shared
 backbone is left without hooks or opacus attributes.
 
