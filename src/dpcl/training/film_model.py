@@ -340,7 +340,6 @@ class HookFreePerSample:
     def cleanup(self) -> None:
         for m in self.layers:
             m.hook_free = False
-            m.__dict__.pop("_per_sample", None)
         for p in self.backbone.parameters():
             if hasattr(p, "grad_sample"):
                 del p.grad_sample
