@@ -15,7 +15,8 @@ from dpcl.seeding import rng
 from dpcl.training.film import BufferMechanism, clipped_grad_sum, train_film
 from dpcl.training.film_input import StepInputs
 from dpcl.training.film_member import FilmMember, film_net, pretrained_member
-from dpcl.training.film_model import film_grad_sample_module, private_training
+from dpcl.training.film_model import private_training
+from dpcl.training.film_per_sample import film_grad_sample_module
 from dpcl.training.heads import DPSGDConfig
 from dpcl.training.precision import check_precision
 

@@ -3,16 +3,17 @@ learners drive (:func:`dpcl.learners.peft.run_film`: ensemble, Naive, Non-CL; wi
 :class:`BufferMechanism`, the DP-A-GEM step of :mod:`dpcl.learners.agem_film`), and its mechanism
 primitives (per-sample clipping, the noise, the noisy clipped sum).
 
-The FiLM parameters and their per-sample gradients are :mod:`dpcl.training.film_model`'s; a trained
+The FiLM parameters are :mod:`dpcl.training.film_model`'s, their per-sample gradients
+:mod:`dpcl.training.film_per_sample`'s; a trained
 member's format and its swap into the shared backbone are :mod:`dpcl.training.film_member`'s;
 predictions are :mod:`dpcl.training.film_inference`'s.
 
 DP-SGD: per logical step every sample is taken independently with probability
 q (Poisson sampling, from the task's seeded generator); the logical batch is processed in
 physical chunks of at most ``physical_batch`` images (bounded memory);
-:func:`dpcl.training.film_model.film_grad_sample_module` gives the FiLM parameters' per-sample
-gradients (on a backbone of frozen BatchNorms their own backward, without hooks; on any other
-opacus's *hooks* grad-sample mode, ``GradSampleModule(force_functorch=False)`` around the backbone,
+:func:`dpcl.training.film_per_sample.film_grad_sample_module` gives the FiLM parameters' per-sample
+gradients (on a backbone whose FiLM layers are all frozen BatchNorms, GroupNorms or LayerNorms their
+own backward, without hooks; on any other opacus's *hooks* grad-sample mode, ``GradSampleModule(force_functorch=False)`` around the backbone,
 which hooks only the trainable normalisation layers, so timm's fused attention is fine) and the
 head's per-sample norms come in closed form (ghost clipping, :func:`clipped_grad_sum`); each
 sample's gradient is clipped to L2 norm C over all trainable parameters jointly; the clipped sum
@@ -43,7 +44,8 @@ from ..privacy import releases
 from .clipped_sum import CLIP_MARGIN
 from .film_input import StepInputs, gaussian_noise_like
 from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
-from .film_model import check_per_sample, film_grad_sample_module, private_training
+from .film_model import check_per_sample, private_training
+from .film_per_sample import film_grad_sample_module
 from .heads import DPSGDConfig
 from .precision import check_precision, full_precision, reduced_precision
 from .projection import project
@@ -78,7 +80,7 @@ def clipped_grad_sum(
     """Σ_i min(1, C′/‖g_i‖) g_i over one physical chunk and the per-sample norms ‖g_i‖, with
     C′ = C·(1 − 2⁻²⁰) (the margin for float32 rounding, :data:`dpcl.training.clipped_sum.CLIP_MARGIN`).
 
-    ``gsm`` is :func:`dpcl.training.film_model.film_grad_sample_module`'s (or an opacus
+    ``gsm`` is :func:`dpcl.training.film_per_sample.film_grad_sample_module`'s (or an opacus
     ``GradSampleModule`` in hooks mode, ``loss_reduction="sum"``) around the *backbone*: it leaves the
     FiLM parameters' per-sample gradients in their ``grad_sample``. The ``head``'s are
     never materialised (ghost clipping): sample i's head gradient is the outer product of its
@@ -355,7 +357,7 @@ def train_film(
         dev = net.head.weight.device
         params = trainable_parameters(net)
         act_t = torch.as_tensor(active, device=dev) if active is not None else None
-        gsm = film_grad_sample_module(net.backbone) if private else None
+        gsm = film_grad_sample_module(net.backbone, precision=precision) if private else None
         net.train()  # opacus captures activations only in training mode
         opt = torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps)
         try:
