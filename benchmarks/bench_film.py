@@ -9,8 +9,12 @@ The input path is the workflow's: uint8 images stored at ``--stored-size`` (defa
 with the backbone's preprocessing as :func:`dpcl.backbones.backbone_from_config` builds it from a config
 entry (``--interpolation``, ``crop_pct`` 1). BatchNorms are frozen to their running statistics
 (:func:`dpcl.training.film_model.freeze_batchnorm`), as the workflow does. The per-sample gradients are
-:func:`dpcl.training.film_model.film_grad_sample_module`'s, as in the workflow: the frozen BatchNorms' own
-backward without hooks where every FiLM layer is one (Lite0), else opacus's hooks mode.
+:func:`dpcl.training.film_per_sample.film_grad_sample_module`'s, as in the workflow: the norm layers' own
+backward without hooks where every FiLM layer has a twin (frozen BatchNorms, GroupNorms, LayerNorms with
+a mask activation), else opacus's hooks mode; the output says which (``per_sample``). The process runs
+with glibc's allocator settings of the workflow's jobs (``--allocator workflow``, the Snakefile's
+``KEEP_FREED_MEMORY``: the benchmark re-executes itself with them) or with glibc's defaults
+(``--allocator glibc``).
 
 Backbones: any timm name (``--model-kwargs`` JSON for its constructor); the default is
 ``vit_base_patch16_224`` at batch 64 on CUDA when available (the paper's setting, App. D), else a tiny
@@ -40,8 +44,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -52,7 +58,21 @@ from dpcl.features import preprocess_batch
 from dpcl.training.film import train_film
 from dpcl.training.film_member import film_net, pretrained_member, trainable_parameters
 from dpcl.training.film_model import film_parameter_count, freeze_batchnorm
+from dpcl.training.film_per_sample import HookFreePerSample
 from dpcl.training.heads import DPSGDConfig
+
+#: the Snakefile's KEEP_FREED_MEMORY: glibc's mallopt(3) environment variables of the workflow's jobs
+KEEP_FREED = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+
+
+def _with_allocator(choice: str) -> None:
+    """Re-execute this process with the workflow's allocator settings (``workflow``) or without them
+    (``glibc``) unless it already runs so: glibc reads them when a process starts."""
+    want = dict(KEEP_FREED) if choice == "workflow" else {}
+    have = {k: os.environ[k] for k in KEEP_FREED if k in os.environ}
+    if have != want:
+        env = {k: v for k, v in os.environ.items() if k not in KEEP_FREED} | want
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
 def _sync(device: str) -> None:
@@ -134,7 +154,14 @@ def main() -> None:
         default="auto",
         help="background input threads (auto: CUDA)",
     )
+    ap.add_argument(
+        "--allocator",
+        choices=("workflow", "glibc"),
+        default="workflow",
+        help="glibc's settings of the workflow's jobs (default) or its defaults",
+    )
     args = ap.parse_args()
+    _with_allocator(args.allocator)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = ("cuda" if cuda else "cpu") if args.device == "auto" else args.device
@@ -161,6 +188,9 @@ def main() -> None:
     private = DPSGDConfig(sample_rate=1.0, epochs=float(args.steps), clip=1.0)
     public = DPSGDConfig(sample_rate=1.0, epochs=float(args.steps), clip=math.inf)
     physical = args.physical_batch or args.batch
+    with film_net(backbone, pretrained_member(backbone, args.classes), device="cpu", trainable=True) as net:
+        why = HookFreePerSample.refusal(net.backbone, precision=args.precision)
+    per_sample = "hook-free" if why is None else f"opacus hooks ({why})"
 
     def step_time(cfg: DPSGDConfig, sigma: float) -> float:
         t0 = time.perf_counter()
@@ -215,6 +245,8 @@ def main() -> None:
         "weights": args.weights,
         "precision": args.precision,
         "prefetch": args.prefetch,
+        "allocator": args.allocator,
+        "per_sample": per_sample,
         "frozen_batchnorms": n_frozen,
         "film_parameters": film_parameter_count(backbone),
         "private_step_s": round(tp, 4),

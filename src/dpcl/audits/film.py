@@ -19,11 +19,11 @@ coin. Training starts from the backbone's pre-trained FiLM values and a seeded r
 N(0, :data:`HEAD_STD`²), bias 0): from the zero head of Alg. 2 the FiLM parameters' gradients are exactly
 zero at the first step (the loss reaches the features through the head's zero weights), so only a
 non-zero head, a public starting point ``train_film`` accepts (``init``; the Naive baseline starts from
-its previous member), exercises the FiLM branch (opacus hooks, the frozen BatchNorms' sampler) and its
+its previous member), exercises the FiLM branch (the frozen BatchNorms' per-sample gradients) and its
 clipping jointly with the head's.
 
 The adversary computes each canary's clipped gradient ĝ_k at the initial model with its own code
-(per-sample autograd, one canary at a time; not the pipeline's opacus hooks and ghost clipping): the
+(per-sample autograd, one canary at a time; not the pipeline's per-sample gradients and ghost clipping): the
 FiLM part φ_k and the head part, which is rank one (e_k f_kᵀ and e_k, e_k = softmax − one-hot, f_k the
 features), clipped jointly to C. It never materialises m × m × d head gradients: the Gram matrix is
 ⟨ĝ_j, ĝ_k⟩ = c_j c_k (⟨φ_j, φ_k⟩ + ⟨e_j, e_k⟩(⟨f_j, f_k⟩ + 1)) and Gᵀo has entries
