@@ -28,9 +28,11 @@ images; each configuration runs once untimed first. ``--peer`` also times opacus
 Adam, the same preprocessing in the data loader's collate function) on a FiLM network of the same
 backbone; it runs first, before dpcl registers its samplers with opacus, so it uses opacus's own
 registry (functorch for layers it has no sampler for). opacus refuses a frozen BatchNorm (a trainable
-layer with buffers): the peer then reports opacus's error. Prints JSON: step times, the ratios
-private / non-private and opacus / dpcl private, images/s and peak memory (``ru_maxrss`` after the
-non-private runs, after the private ones; on CUDA ``torch.cuda.max_memory_allocated`` of each).
+layer with buffers), and a norm's output modified in place (``resnet50_gn``'s shortcut) fails under its
+hooks: the peer then reports opacus's error. Prints JSON: step times, the ratios private / non-private
+and opacus / dpcl private, images/s and peak memory (``ru_maxrss`` after the non-private runs, after the
+private ones: the process's peak, so with ``--peer`` it includes the peer's; on CUDA
+``torch.cuda.max_memory_allocated`` of each).
 
 ``--precision`` (``film.precision``: the private step and its twin alike) and ``--prefetch`` (the input
 threads of :class:`dpcl.training.film_input.StepInputs`; auto: on CUDA only) are recorded in the output.
@@ -119,9 +121,11 @@ def opacus_step_time(backbone, images, labels, n_out, pre, *, steps, repeats, de
                 _sync(device)
                 return (time.perf_counter() - t0) / steps
 
-            run()
-            t = statistics.median(run() for _ in range(repeats))
-            model.remove_hooks()
+            try:
+                run()
+                t = statistics.median(run() for _ in range(repeats))
+            finally:  # the backbone is shared with the timed dpcl runs: never leave opacus's hooks on it
+                model.remove_hooks()
         return {"opacus_step_s": round(t, 4)}
     except Exception as err:  # noqa: BLE001 - a peer that refuses the model is a result, reported as such
         return {"opacus_error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
@@ -256,6 +260,7 @@ def main() -> None:
         "nonprivate_images_per_s": round(args.batch / tn, 1),
         "nonprivate_peak": peak_public,
         "private_peak": peak_private,
+        "peaks_include_peer": bool(args.peer),  # ru_maxrss is the process's: the peer runs first
     }
     if "opacus_step_s" in peer:
         peer["opacus_over_dpcl"] = round(peer["opacus_step_s"] / tp, 3)
