@@ -9,8 +9,9 @@
   backbone trains (:class:`_Twin`: the same Parameter objects, hence the same names; the layers are put
   back by ``cleanup()``). In training mode the twin computes the layer as one autograd function
   (:class:`_NormAct`): the forward calls torch's own normalisation kernel, so the layer's output is the
-  same; the backward returns the input's gradient from torch's own backward kernel and sets the
-  parameters' ``grad_sample`` from the tensors it has anyway. This saves opacus's two hooks per layer and
+  same; the backward returns the input's gradient (from torch's own backward kernel; for the frozen
+  BatchNorm, whose statistics are constants, one product) and sets the parameters' ``grad_sample`` from
+  the tensors it has anyway. This saves opacus's two hooks per layer and
   pass (Python calls), its captured activations and its samplers' recomputation of each layer's forward.
 * **With opacus's hooks** (its ``GradSampleModule`` in hooks mode) on any other backbone, with the
   samplers of :mod:`dpcl.training.norm_samplers` and of the frozen BatchNorm registered through opacus's
@@ -69,8 +70,8 @@ def _constant_stats_per_sample(g, x, mean, rstd, weight, bias, *, overwrite: boo
     ps_b = _channel_sums(g)
     ps_w = None
     if weight is not None:
-        gx = g.mul_(x) if overwrite else g * x
-        ps_w = (_channel_sums(gx) - mean * ps_b) * rstd
+        prod = g.mul_(x) if overwrite else g * x
+        ps_w = (_channel_sums(prod) - mean * ps_b) * rstd
     return ps_w, ps_b if bias is not None else None
 
 
