@@ -13,8 +13,9 @@ q (Poisson sampling, from the task's seeded generator); the logical batch is pro
 physical chunks of at most ``physical_batch`` images (bounded memory);
 :func:`dpcl.training.film_per_sample.film_grad_sample_module` gives the FiLM parameters' per-sample
 gradients (on a backbone whose FiLM layers are all frozen BatchNorms, GroupNorms or LayerNorms their
-own backward, without hooks; on any other opacus's *hooks* grad-sample mode, ``GradSampleModule(force_functorch=False)`` around the backbone,
-which hooks only the trainable normalisation layers, so timm's fused attention is fine) and the
+own backward, without hooks; on any other opacus's *hooks* grad-sample mode,
+``GradSampleModule(force_functorch=False)`` around the backbone, which hooks only the trainable
+normalisation layers, so timm's fused attention is fine) and the
 head's per-sample norms come in closed form (ghost clipping, :func:`clipped_grad_sum`); each
 sample's gradient is clipped to L2 norm C over all trainable parameters jointly; the clipped sum
 gets N(0, σ²C²) noise from a seeded CPU ``torch.Generator`` (drawn at *every* step, also
