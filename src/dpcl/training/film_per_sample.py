@@ -250,7 +250,7 @@ class _NormAct(torch.autograd.Function):
     place on z; it keeps what the rule's backward needs and, for ReLU and Hardtanh, y. Backward: ∂L/∂z from
     ∂L/∂y by ATen's activation backward kernels on y (torch's autograd runs them on z, and y lies strictly
     inside the linear range exactly when z does); the input's gradient from the rule (torch's backward
-    kernel); the parameters' per-sample sums set as their ``grad_sample``, their batch gradients left
+    kernel; the frozen BatchNorm's one product); the parameters' per-sample sums set as their ``grad_sample``, their batch gradients left
     unset (``None``: nothing reads them). With no activation it keeps no output, so a later in-place change
     of the output (a ResNet's ``x += shortcut``) is allowed."""
 
