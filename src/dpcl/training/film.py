@@ -46,17 +46,16 @@ from .clipped_sum import CLIP_MARGIN
 from .film_input import StepInputs, gaussian_noise_like
 from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
 from .film_model import check_per_sample, private_training
-from .film_per_sample import film_grad_sample_module
+from .film_per_sample import HookFreePerSample, film_grad_sample_module
 from .heads import DPSGDConfig
 from .precision import check_precision, full_precision, reduced_precision
 from .projection import project
 
 IN_PLACE_OUTPUT = (
     "this backbone modifies a normalisation layer's output in place (timm's ResNets add the shortcut with "
-    "`x += shortcut`), which opacus's per-sample hooks cannot follow, so FiLM DP-SGD cannot train it with "
-    "GroupNorm or LayerNorm layers. Backbones whose norm outputs are not modified in place train (ViTs, "
-    "BiT's ResNetV2), and so does every backbone whose FiLM layers are all BatchNorms (EfficientNet(-Lite), "
-    "ResNets with BatchNorm: frozen, without hooks)"
+    "`x += shortcut`), which opacus's per-sample hooks cannot follow. FiLM DP-SGD trains such a backbone "
+    "without hooks when every FiLM layer is a frozen BatchNorm, GroupNorm or LayerNorm with no activation or "
+    "ReLU, ReLU6 or Hardtanh (dpcl.training.film_per_sample); this one keeps the hooks because {why}"
 )
 
 
@@ -203,7 +202,8 @@ def _poisson_grad_sum(
             except RuntimeError as err:
                 if "BackwardHookFunction is a view and is being modified inplace" not in str(err):
                     raise
-                raise RuntimeError(IN_PLACE_OUTPUT) from err
+                why = HookFreePerSample.refusal(net.backbone, precision=precision)
+                raise RuntimeError(IN_PLACE_OUTPUT.format(why=why)) from err
             n_clipped += (norms > clip).sum()
         else:
             with reduced_precision(precision, dev):

@@ -60,13 +60,19 @@ def _channel_sums(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(t.shape[0], t.shape[1], -1).sum(dim=2)
 
 
+def _summable(g: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``g`` and ``x`` in float32 when lower (bfloat16): the per-sample sums and the cancellation of the
+    frozen BatchNorm's and GroupNorm's ∂L/∂γ need float32's bits."""
+    if g.dtype in (torch.float32, torch.float64):
+        return g, x
+    return g.float(), x.float()
+
+
 def _constant_stats_per_sample(g, x, mean, rstd, weight, bias, *, overwrite: bool = False):
     """(∂L/∂γ, ∂L/∂β) per sample of a channel-indexed norm with statistics ``mean`` and ``rstd`` constant
     over each sample's positions ((C,) or (N, C)): ρ·(Σ g·x − μ·Σ g) and Σ g, without x̂; ``overwrite``:
-    g may be overwritten (with g·x). Low-precision inputs (bfloat16) are summed in float32, whose
-    cancellation the subtraction needs."""
-    if g.dtype not in (torch.float32, torch.float64):
-        g, x = g.float(), x.float()
+    g may be overwritten (with g·x)."""
+    g, x = _summable(g, x)
     ps_b = _channel_sums(g)
     ps_w = None
     if weight is not None:
@@ -181,8 +187,7 @@ class _LayerNormRule:
                 g, x, norm.normalized_shape, mean, rstd, norm.weight, norm.bias, mask
             )[0]
             gx = self._back(gx)
-        if g.dtype not in (torch.float32, torch.float64):
-            g, x = g.float(), x.float()
+        g, x = _summable(g, x)
         shape = tuple(norm.normalized_shape)
         n = x.shape[0]
         ps_b = g.reshape(n, -1, *shape).sum(dim=1) if norm.bias is not None else None
