@@ -28,8 +28,9 @@ import numpy as np
 from _timing import median_time
 from threadpoolctl import threadpool_limits
 
+from dpcl.privacy.sampling import by_gaps
 from dpcl.training.adam import Adam
-from dpcl.training.clipped_sum import CLIP_MARGIN, FLOOR, poisson_sample
+from dpcl.training.clipped_sum import CLIP_MARGIN, FLOOR
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
 
@@ -50,7 +51,7 @@ def train_lockstep(
     )  # elementwise
     noise_w, noise_b = np.empty_like(w), np.empty_like(b)
     for _ in range(cfg.steps):
-        batches = [poisson_sample(g, n, cfg.sample_rate) for g in gens]
+        batches = [by_gaps(g, n, cfg.sample_rate, population=x) for g in gens]
         width = max(1, max(len(bt) for bt in batches))
         idx = np.zeros((r_count, width), dtype=np.int64)
         live = np.zeros((r_count, width), dtype=bool)

@@ -7,7 +7,7 @@ and one Adam step. This script takes the step apart with the functions the relea
 order, and times each part over ``--steps`` consecutive steps of a real run (the head moves, the batches
 are fresh Poisson samples):
 
-* ``sample``: the Poisson sample (``poisson_sample``, geometric gaps);
+* ``sample``: the Poisson sample (``dpcl.privacy.sampling.by_gaps``, geometric gaps);
 * ``gather``: the batch's float32 feature rows (``HeadData.rows``);
 * ``logits``: the float32 logits, softmax and δ = p − e_y (``logit_grads32``);
 * ``clip``: the per-example gradient norms and clipping factors (``clip_factors``) and δ scaled by them;
@@ -36,8 +36,9 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from dpcl.privacy.sampling import by_gaps
 from dpcl.training.adam import Adam
-from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32, poisson_sample
+from dpcl.training.clipped_sum import HeadData, clip_factors, logit_grads32
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
 PARTS = ("sample", "gather", "logits", "clip", "sums", "noise", "add", "adam")
@@ -59,7 +60,7 @@ def parts_per_step(
     clock = time.perf_counter
     for _ in range(steps):
         t0 = clock()
-        idx = poisson_sample(gen, n, cfg.sample_rate)
+        idx = by_gaps(gen, n, cfg.sample_rate, population=data.x)
         t1 = clock()
         xb = data.rows(idx)
         t2 = clock()

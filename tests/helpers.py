@@ -72,17 +72,16 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
     arithmetic), with clipping optional, for the white-box audits' broken variants."""
     import numpy as np
 
-    from dpcl.privacy import releases
+    from dpcl.privacy import releases, sampling
     from dpcl.training.clipped_sum import (
         HeadData,
         clip_factors,
         head_attribution,
         logit_grads32,
-        poisson_sample,
     )
 
     data = HeadData(x, y)
-    batch = poisson_sample(gen, len(data), rate)
+    batch = sampling.by_gaps(gen, len(data), rate, population=data.x)
     s_w, s_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
     if batch.size:
         xb = data.x[batch]
@@ -97,12 +96,12 @@ def noisy_head_sum(head, x, y, rate, clip, sigma, gen, active, *, clipped=True):
         g_w, g_b = s_w.astype(np.float64), s_b
     # a copy of the primitive reports its release as the primitive does (what it read, its noise, the
     # attribution a correct implementation's adversary computes), so that the audits see the bug
-    releases.report(
+    releases.publish(
         "clipped_gradient_sum",
+        np.r_[g_w.ravel(), g_b],
         rows=data.x[batch],
         sensitivity=clip,
         noise_scale=sigma * clip,
-        value=np.r_[g_w.ravel(), g_b],
         attribution=head_attribution(head.w, head.b, clip=clip, active=active),
         state=(head.w, head.b),
     )

@@ -96,7 +96,7 @@ def test_laplace_selection_noise_has_the_right_scale():
     scale = sel.laplace_scale(c, eps_sel, t)
     assert scale == pytest.approx(0.8 * 4 / 2.0)  # C_Sel / (ε_Sel / T)
     n = 200_000
-    noise = sel.noisy(np.zeros(n), scale, np.random.default_rng(3))
+    noise = sel.noisy(np.zeros(n), scale, np.random.default_rng(3), rows=np.zeros((n, 1)), sensitivity=1.0)
     # E|Lap(b)| = b, Var|Lap(b)| = b²; Var Lap(b) = 2b²
     assert abs(np.mean(np.abs(noise)) - scale) < 5 * scale / math.sqrt(n)
     assert np.var(noise) == pytest.approx(2 * scale**2, rel=0.03)

@@ -21,9 +21,9 @@ from dpcl.audits.whitebox import (
     audit_head_poisson,
     audit_head_weights,
 )
-from dpcl.privacy import releases
+from dpcl.privacy import releases, sampling
 from dpcl.training.adam import Adam
-from dpcl.training.clipped_sum import HeadData, clip_factors, head_attribution, logit_grads32, poisson_sample
+from dpcl.training.clipped_sum import HeadData, clip_factors, head_attribution, logit_grads32
 from dpcl.training.heads import LinearHead, train_head
 
 DELTA = 1e-5
@@ -39,7 +39,7 @@ def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: flo
         data = HeadData(x, y)
         adam = Adam.for_head(head, cfg)
         for _ in range(cfg.steps):
-            batch = poisson_sample(gen, len(data), cfg.sample_rate)
+            batch = sampling.by_gaps(gen, len(data), cfg.sample_rate, population=data.x)
             s_w, s_b = np.zeros(head.w.shape, dtype=np.float32), np.zeros_like(head.b)
             if batch.size:
                 xb = data.x[batch]
@@ -50,12 +50,12 @@ def _step(*, clip_weights: bool = True, clip_bias: bool = True, noise_scale: flo
             std = noise_scale * sigma * cfg.clip
             g_w = std * gen.standard_normal(head.w.shape) + s_w
             g_b = std * gen.standard_normal(head.b.shape) + s_b
-            releases.report(
+            releases.publish(
                 "clipped_gradient_sum",
+                np.r_[g_w.ravel(), g_b],
                 rows=data.x[batch],
                 sensitivity=cfg.clip,
                 noise_scale=sigma * cfg.clip,
-                value=np.r_[g_w.ravel(), g_b],
                 attribution=head_attribution(head.w, head.b, clip=cfg.clip, active=None),
                 state=(head.w, head.b),
             )
@@ -157,9 +157,9 @@ def test_a_branch_escaping_clipping_is_caught(branch):
 def test_the_audit_refuses_a_function_that_releases_another_number_of_steps():
     def two_steps(head, x, y, cfg, sigma, gen):
         for _ in range(2):
-            releases.report(
-                "clipped_gradient_sum", rows=x, sensitivity=cfg.clip, noise_scale=sigma * cfg.clip,
-                value=head.params, state=(head.params,),
+            releases.publish(
+                "clipped_gradient_sum", head.params, rows=x, sensitivity=cfg.clip,
+                noise_scale=sigma * cfg.clip, state=(head.params,),
             )  # fmt: skip
 
     with pytest.raises(RuntimeError, match="released 2 steps"):

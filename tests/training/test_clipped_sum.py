@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpcl.privacy.sampling import by_gaps
 from dpcl.training.adam import Adam
 from dpcl.training.clipped_sum import (
     CLIP_MARGIN,
@@ -21,7 +22,6 @@ from dpcl.training.clipped_sum import (
     clipped_sum,
     logit_grads32,
     noisy_clipped_sum,
-    poisson_sample,
 )
 from dpcl.training.heads import DPSGDConfig, LinearHead, logit_grads, per_sample_grad_norms
 
@@ -37,7 +37,7 @@ def test_the_gap_sample_is_a_poisson_sample(n, rate, chunk):
     counts = np.zeros(n)
     sizes = np.zeros(n + 1)
     for _ in range(reps):
-        b = poisson_sample(gen, n, rate, chunk=chunk)
+        b = by_gaps(gen, n, rate, chunk=chunk, population=np.zeros((n, 0)))
         assert np.all(np.diff(b) > 0) and (b.size == 0 or (b[0] >= 0 and b[-1] < n))
         counts[b] += 1
         sizes[b.size] += 1
@@ -56,9 +56,9 @@ def test_the_gap_sample_is_a_poisson_sample(n, rate, chunk):
 
 def test_the_gap_sample_edge_rates():
     gen = np.random.default_rng(0)
-    assert poisson_sample(gen, 0, 0.5).size == 0
-    assert poisson_sample(gen, 10, 0.0).size == 0
-    assert poisson_sample(gen, 10, 1.0).tolist() == list(range(10))
+    assert by_gaps(gen, 0, 0.5, population=np.zeros((0, 0))).size == 0
+    assert by_gaps(gen, 10, 0.0, population=np.zeros((10, 0))).size == 0
+    assert by_gaps(gen, 10, 1.0, population=np.zeros((10, 0))).tolist() == list(range(10))
 
 
 def _data(n=64, dim=40, k=5, scale=30.0, seed=0):
@@ -120,7 +120,7 @@ def test_noise_has_the_configured_scale_and_the_draw_order_is_sample_then_weight
         data, w, b, rate=0.5, clip=0.5, sigma=2.0, gen=np.random.default_rng(9)
     )
     gen = np.random.default_rng(9)
-    batch2 = poisson_sample(gen, 30, 0.5)
+    batch2 = by_gaps(gen, 30, 0.5, population=np.zeros((30, 0)))
     s_w, s_b, _ = clipped_sum(data, w, b, batch2, clip=0.5, active=None)
     assert batch.tolist() == batch2.tolist()
     assert np.array_equal(g_w, 1.0 * gen.standard_normal(w.shape) + s_w)

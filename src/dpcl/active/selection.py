@@ -38,21 +38,21 @@ def noisy(
     scale: float,
     rng: np.random.Generator,
     *,
-    rows: np.ndarray | None = None,
+    rows: np.ndarray,
+    sensitivity: float,
     take: np.ndarray | None = None,
-    sensitivity: float | None = None,
 ) -> np.ndarray:
-    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves). ``rows[take]`` (the
-    records the scores were computed from, one each; ``take`` None: all of ``rows``) and ``sensitivity``
-    (the scores' clip bound C_Sel): the release is reported to an audit (:mod:`dpcl.privacy.releases`);
-    the records are gathered only when an audit listens."""
+    """scores + Lap(scale) i.i.d. (scale 0: the non-private scores themselves): the selection's release,
+    reported to an audit that listens (:mod:`dpcl.privacy.releases`, which may replay it). ``rows[take]``
+    are the records the scores were computed from, one each (``take`` None: all of ``rows``), gathered only
+    when an audit listens; ``sensitivity`` is the scores' clip bound C_Sel."""
     out = scores + rng.laplace(0.0, scale, size=scores.shape) if scale > 0 else scores.astype(float)
-    if rows is not None and releases.listening():
+    if releases.listening():
         read = rows if take is None else rows[take]
-        if sensitivity is None or len(read) != len(scores):
-            raise ValueError("a reported selection needs its scores' sensitivity and one row per score")
-        releases.report(
-            "laplace_scores", rows=read, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
+        if len(read) != len(scores):
+            raise ValueError(f"a selection needs one row per score, got {len(read)} rows for {len(scores)}")
+        out = releases.publish(
+            "laplace_scores", out, rows=read, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
         )
     return out
 

@@ -228,10 +228,11 @@ def release_coefficients(
         noise = noise + np.triu(noise, 1).T
         a = a + noise
         b = b + sigma * gen.standard_normal(b.shape)
-    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
+    if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
         iu = np.triu_indices(a.shape[0])
-        releases.report(
+        a, b = releases.publish(
             "taylor_coefficients",
+            (a, b),
             rows=z,
             sensitivity=SENSITIVITY,
             noise_scale=sigma,

@@ -49,13 +49,13 @@ def noisy_class_sums(
         data_sums = np.zeros((len(present), dim), dtype=np.float64)
         np.add.at(data_sums, inverse, normalize_rows(features))
         task_sums[np.searchsorted(o_t, present)] += data_sums.astype(np.float32)
-    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
-        releases.report(
+    if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
+        task_sums = releases.publish(
             "class_sums",
+            task_sums,
             rows=features,
-            sensitivity=1.0,  # one record adds one unit vector to one sum
+            sensitivity=SENSITIVITY,  # one record adds one unit vector to one sum
             noise_scale=sigma,
-            value=task_sums,
             attribution=lambda rows, labels, value: class_sum_attribution(rows, labels, value, o_t, dim),
         )
     return o_t, task_sums

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import releases
+
 
 def _check(epsilon: float, delta: float) -> None:
     if not (epsilon > 0 and math.isfinite(epsilon)):
@@ -289,6 +291,15 @@ def release_labels(
             "delta_achieved": laplace_delta(threshold, epsilon),
         }
     released = sorted(ys[(cs > 0) & (cs + noise[ys] > threshold)].tolist())
+    if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
+        released = releases.publish(
+            "label_release",
+            np.asarray(released, dtype=np.int64),
+            rows=None,  # it reads the labels' counts: one individual changes one count by one
+            sensitivity=1.0,
+            noise_scale=1.0 / epsilon,
+            noise=mechanism,
+        ).tolist()
     record.update(
         epsilon=float(epsilon),
         delta=float(delta),

@@ -1,23 +1,41 @@
-"""Every release of private data, reported by the mechanism primitive that makes it.
+"""Every release of private data, reported by the mechanism primitive that makes it, and every sample drawn
+for one, reported by the sampling primitive that draws it.
 
-A release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s
-blocks; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients; DP active
-learning's Laplace-noised acquisition scores) calls
-:func:`report` with what it read and how it was noised. Outside an audit nothing listens: :func:`report`
-returns after one context-variable read. An audit opens :func:`recording`, runs a learner's ordinary
-code, and receives every release of the run, in order, whether or not the learner's ledger expects it
-and whether or not the learner cooperates: the report is made by the primitive, not by the learner.
+A release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s blocks; FiLM's
+noisy clipped gradient sums; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients;
+DP active learning's Laplace-noised acquisition scores; a task's released label space) goes through
+:func:`publish` with what it read, how it was noised and what it returns. A Poisson sample of the records
+that a release will read is drawn by :mod:`dpcl.privacy.sampling`, which reports it with :func:`sampled`
+(the population it drew from and the rate it used). Outside an audit nothing listens: both return after
+one context-variable read (and :func:`publish` returns what it was given). An audit opens
+:func:`recording`, runs a learner's ordinary code, and receives every release and sample of the run, in
+order, whether or not the learner's ledger expects it and whether or not the learner cooperates: the
+report is made by the primitive, not by the learner.
+
+**Replay.** A recording opened with ``replay=`` (the releases of an earlier recording, kept with their
+payloads) makes every primitive return, in order, what the earlier run released instead of what it just
+computed: the post-processing check runs a learner on other private data with the same public inputs and
+compares every released byte (:mod:`dpcl.stages.postprocessing`). The primitive still computes (and
+draws its randomness) as usual, so every random stream advances as it would; a release that differs
+from the recorded one in anything public (its primitive, its sensitivity, its noise, the shape and type
+of what it returns), or one more than was recorded, raises :class:`ReplayDiverged`, and the recording
+keeps the reason even if the learner catches the error.
 
 What a release states is what the adversary of the accountant needs and nothing the learner chooses to
 say: the records it read (their rows, as the primitive read them, so that an audit can tell which
 individuals they are by their content), the L2 sensitivity its clipping or normalisation enforces, the
 noise's standard deviation, and the released value.
+
+**Threads.** A recording sees the releases of its own thread and context. While one is open anywhere in
+the process, a primitive called outside it (a worker thread the learner started) refuses to release
+rather than go unrecorded.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -29,11 +47,12 @@ class Release:
     """One release of private data, as its primitive made it."""
 
     mechanism: str  #: the primitive, e.g. "clipped_gradient_sum", "class_sums", "taylor_coefficients"
-    #: the records read, one row each, as the primitive read them (None: the recording keeps no rows)
+    #: the records read, one row each, as the primitive read them (None: the recording keeps no rows, or
+    #: the release reads no rows of features: a label release reads the labels' counts)
     rows: np.ndarray | None
     sensitivity: float  #: the bound on one record's contribution (L2 for Gaussian noise, L1 for Laplace)
     noise_scale: float  #: the noise's scale on every released coordinate: a Gaussian's σ, a Laplace's b
-    noise: str = "gaussian"  #: "gaussian" or "laplace"
+    noise: str = "gaussian"  #: "gaussian", "laplace" or "tsgd" (k-TSGD label release)
     value: np.ndarray | None = None  #: the released (noisy) values, flat, when the audit keeps them
     #: the parameters the release was computed at (a head's weight row by row, then its bias), flat, when
     #: the audit keeps values: what an update-integrity check replays the optimiser against
@@ -44,6 +63,9 @@ class Release:
     attribution: Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = field(
         default=None, repr=False
     )
+    #: what the primitive returned, exactly (a copy: arrays, tensors, or a tuple or list of them), when the
+    #: recording keeps payloads: what a replay returns
+    payload: object = field(default=None, repr=False)
 
     @property
     def noise_multiplier(self) -> float:
@@ -59,69 +81,217 @@ class Release:
         return self.attribution(np.asarray(rows), np.asarray(labels), self.value)
 
 
-class Recorder:
-    """The releases of the code run inside :func:`recording`, in order (``keep_values``: with their
-    released values, states and attributions, for a statistical audit; without, counts only;
-    ``keep_rows``: with the rows they read, which an audit that knows where its canaries are skips)."""
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    """One sample of records drawn for a release, as its sampling primitive drew it."""
 
-    def __init__(self, *, keep_values: bool = False, keep_rows: bool = True) -> None:
+    mechanism: str  #: "poisson" (one rate for every record) or "poisson_per_record"
+    #: the population drawn from, one row per record, as the primitive saw it (None: not kept)
+    rows: np.ndarray | None
+    #: the inclusion probability the primitive used: one rate, or one per record of the population
+    rate: float | np.ndarray
+    drawn: np.ndarray  #: the positions (into ``rows``) of the records drawn
+
+    def rates(self) -> np.ndarray:
+        """One inclusion probability per record of the population."""
+        n = len(self.rows) if self.rows is not None else 0
+        return np.broadcast_to(np.asarray(self.rate, dtype=np.float64), (n,))
+
+
+class ReplayDiverged(RuntimeError):
+    """A replayed run made a release that the recorded run did not make (or made differently in public)."""
+
+
+class Recorder:
+    """The releases and samples of the code run inside :func:`recording`, in order (``keep_values``: with
+    their released values, states and attributions, for a statistical audit; ``keep_rows``: with the rows
+    they read, which an audit that knows where its canaries are skips; ``keep_payloads``: with what each
+    primitive returned, for a later replay; ``replay``: the releases a replayed run returns, in order)."""
+
+    def __init__(
+        self,
+        *,
+        keep_values: bool = False,
+        keep_rows: bool = True,
+        keep_payloads: bool = False,
+        replay: Sequence[Release] | None = None,
+    ) -> None:
         self.keep_values = keep_values
         self.keep_rows = keep_rows
+        self.keep_payloads = keep_payloads
+        self.replay = None if replay is None else list(replay)
+        if self.replay is not None and any(r.payload is None for r in self.replay):
+            raise ValueError("a replay needs releases recorded with their payloads (keep_payloads=True)")
         self.releases: list[Release] = []
+        self.samples: list[Sample] = []
+        #: why the replayed run left the recorded one (the first divergence), None while it follows it
+        self.diverged: str | None = None
 
     def add(self, release: Release) -> None:
         self.releases.append(release)
 
+    def unreplayed(self) -> int:
+        """How many recorded releases a replayed run has not made (0 when it made them all)."""
+        return 0 if self.replay is None else max(0, len(self.replay) - len(self.releases))
+
 
 _RECORDER: ContextVar[Recorder | None] = ContextVar("dpcl_release_recorder", default=None)
+_OPEN = 0  # recordings open in this process, any thread
+_OPEN_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def recording(*, keep_values: bool = False, keep_rows: bool = True) -> Iterator[Recorder]:
-    """Record every release made inside the ``with`` block (this thread and context only)."""
-    rec = Recorder(keep_values=keep_values, keep_rows=keep_rows)
+def recording(
+    *,
+    keep_values: bool = False,
+    keep_rows: bool = True,
+    keep_payloads: bool = False,
+    replay: Sequence[Release] | None = None,
+) -> Iterator[Recorder]:
+    """Record every release and sample made inside the ``with`` block (this thread and context; a
+    primitive called from another thread meanwhile refuses); with ``replay`` every primitive returns the
+    recorded release's payload instead of its own (module docstring)."""
+    global _OPEN
+    rec = Recorder(keep_values=keep_values, keep_rows=keep_rows, keep_payloads=keep_payloads, replay=replay)
     token = _RECORDER.set(rec)
+    with _OPEN_LOCK:
+        _OPEN += 1
     try:
         yield rec
     finally:
+        with _OPEN_LOCK:
+            _OPEN -= 1
         _RECORDER.reset(token)
+
+
+def _current() -> Recorder | None:
+    rec = _RECORDER.get()
+    if rec is None and _OPEN:
+        raise RuntimeError(
+            "a release or sample outside the audit's recording (another thread?): while an audit records, "
+            "every mechanism primitive must run in the thread that opened the recording"
+        )
+    return rec
 
 
 def listening() -> bool:
     """Whether a :func:`recording` is open (a primitive may skip building a report when not)."""
-    return _RECORDER.get() is not None
+    return _current() is not None
 
 
-def report(
+def _copy(x: object) -> object:
+    """An exact copy of a payload (arrays, tensors, and tuples or lists of them)."""
+    if isinstance(x, tuple | list):
+        return type(x)(_copy(v) for v in x)
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True)
+    if hasattr(x, "detach") and hasattr(x, "clone"):  # a torch tensor (privacy/ imports no torch)
+        return x.detach().clone()
+    raise TypeError(f"a release's payload must be arrays or tensors, got {type(x).__name__}")
+
+
+def _describe(x: object) -> object:
+    """The public form of a payload: its structure, shapes and element types (and a tensor's device)."""
+    if isinstance(x, tuple | list):
+        return (type(x).__name__, tuple(_describe(v) for v in x))
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.shape, str(x.dtype))
+    return ("tensor", tuple(x.shape), str(x.dtype))
+
+
+def _like(recorded: object, computed: object) -> object:
+    """A copy of ``recorded`` placed as ``computed`` is (a tensor on the computed one's device)."""
+    if isinstance(recorded, tuple | list):
+        return type(recorded)(_like(r, c) for r, c in zip(recorded, computed, strict=True))
+    if isinstance(recorded, np.ndarray):
+        return np.array(recorded, copy=True)
+    return recorded.detach().clone().to(computed.device)
+
+
+def publish(
     mechanism: str,
+    payload,
     *,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     sensitivity: float,
     noise_scale: float,
     noise: str = "gaussian",
     value: np.ndarray | None = None,
     attribution: Callable | None = None,
     state: tuple[np.ndarray, ...] = (),
-) -> None:
-    """Report one release to the open :func:`recording`, if any (copies what it keeps: the caller's
-    buffers are reused across steps); ``state``: the parameter arrays the release was computed at, in
-    order (kept flat, joined, when the recording keeps values)."""
-    rec = _RECORDER.get()
+):
+    """Report one release to the open :func:`recording`, if any, and return what the primitive returns:
+    ``payload`` itself, or under a replay the recorded release's payload (a copy, shaped and placed as
+    ``payload``). ``value`` is the released vector a statistical audit reads (default: the payload, flat);
+    ``state`` the parameter arrays the release was computed at, in order; ``rows`` the records read (None:
+    none, e.g. a label release, which reads counts). What the recording keeps is copied (the caller's
+    buffers are reused across steps)."""
+    rec = _current()
+    if rec is None:
+        return payload
+    release = Release(
+        mechanism=mechanism,
+        rows=np.array(rows, copy=True) if rec.keep_rows and rows is not None else None,
+        sensitivity=float(sensitivity),
+        noise_scale=float(noise_scale),
+        noise=noise,
+        value=_flat(payload if value is None else value) if rec.keep_values else None,
+        attribution=attribution if rec.keep_values else None,
+        state=np.concatenate([np.ravel(a).astype(np.float64) for a in state])
+        if rec.keep_values and state
+        else None,
+        payload=_copy(payload) if rec.keep_payloads else None,
+    )
+    if rec.replay is None:
+        rec.add(release)
+        return payload
+    k = len(rec.releases)
+    why = _divergence(rec.replay[k] if k < len(rec.replay) else None, release, payload, k)
+    if why is not None:
+        rec.diverged = rec.diverged or why
+        raise ReplayDiverged(why)
+    replayed = _like(rec.replay[k].payload, payload)
+    rec.add(release)
+    return replayed
+
+
+def _divergence(recorded: Release | None, release: Release, payload, k: int) -> str | None:
+    """Why ``release`` (the k-th of a replayed run) is not the recorded one in public, or None."""
+    if recorded is None:
+        return f"release {k + 1} ({release.mechanism}) was not made on the recorded data"
+    for what, a, b in (
+        ("primitive", recorded.mechanism, release.mechanism),
+        ("sensitivity", recorded.sensitivity, release.sensitivity),
+        ("noise scale", recorded.noise_scale, release.noise_scale),
+        ("noise", recorded.noise, release.noise),
+        ("shape and type", _describe(recorded.payload), _describe(payload)),
+    ):
+        if a != b:
+            return f"release {k + 1} ({recorded.mechanism}) has another {what}: {a!r} on the recorded data, {b!r} here"
+    return None
+
+
+def _flat(x) -> np.ndarray:
+    """A payload's values as one flat float64 vector (tensors through their CPU copy)."""
+    if isinstance(x, tuple | list):
+        return np.concatenate([_flat(v) for v in x]) if len(x) else np.zeros(0)
+    if isinstance(x, np.ndarray):
+        return np.array(x, dtype=np.float64, copy=True).ravel()
+    return np.asarray(x.detach().to("cpu").double().reshape(-1).numpy(), dtype=np.float64).copy()
+
+
+def sampled(mechanism: str, drawn: np.ndarray, *, population: np.ndarray, rate: float | np.ndarray) -> None:
+    """Report one sample to the open :func:`recording`, if any: the ``population`` it was drawn from
+    (one row per record, read only when an audit listens), the inclusion probability ``rate`` (one, or
+    one per record) and the positions ``drawn``."""
+    rec = _current()
     if rec is None:
         return
-    rec.add(
-        Release(
+    rec.samples.append(
+        Sample(
             mechanism=mechanism,
-            rows=np.array(rows, copy=True) if rec.keep_rows else None,
-            sensitivity=float(sensitivity),
-            noise_scale=float(noise_scale),
-            noise=noise,
-            value=np.array(value, dtype=np.float64, copy=True).ravel()
-            if rec.keep_values and value is not None
-            else None,
-            attribution=attribution if rec.keep_values else None,
-            state=np.concatenate([np.ravel(a).astype(np.float64) for a in state])
-            if rec.keep_values and state
-            else None,
+            rows=np.array(population, copy=True) if rec.keep_rows else None,
+            rate=float(rate) if np.ndim(rate) == 0 else np.array(rate, dtype=np.float64, copy=True),
+            drawn=np.array(drawn, dtype=np.int64, copy=True),
         )
     )

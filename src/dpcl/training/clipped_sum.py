@@ -3,8 +3,9 @@
 One release of the subsampled Gaussian mechanism on cached features, shared by every head-only learner
 (:func:`dpcl.training.heads.train_head`, DP-A-GEM's two parts, Desai et al.'s buffer):
 
-1. a Poisson sample of the records (:func:`poisson_sample`: each record joins independently with
-   probability q);
+1. a Poisson sample of the records (:func:`dpcl.privacy.sampling.by_gaps`, or with a rate per record
+   :func:`~dpcl.privacy.sampling.by_coins`: each record joins independently with probability q), drawn
+   and reported to an audit by the sampling primitive;
 2. the per-example gradients of the cross-entropy loss, clipped to norm C in closed form (for a linear
    head the gradient of example i is δ_i x_iᵀ and δ_i, so ‖g_i‖² = (‖x_i‖² + 1)‖δ_i‖²; no per-example
    gradient is materialised), summed;
@@ -36,32 +37,10 @@ import math
 
 import numpy as np
 
-from ..privacy import releases
+from ..privacy import releases, sampling
 
 #: clipping factor margin: a float32 rounding of the clipped δ_i lengthens it by at most 2⁻²⁴ (relative)
 CLIP_MARGIN = 1.0 - 2.0**-20
-
-
-def poisson_sample(gen: np.random.Generator, n: int, rate: float, *, chunk: int | None = None) -> np.ndarray:
-    """Sorted indices of a Poisson sample of ``range(n)``: each index independently with probability ``rate``.
-
-    Drawn by geometric gaps (the positions of a Bernoulli(rate) process's successes), ``chunk`` gaps at a
-    time (default: the expected sample size plus four standard deviations, so one chunk nearly always).
-    """
-    if n <= 0 or rate <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if rate >= 1:
-        return np.arange(n, dtype=np.int64)
-    chunk = chunk or int(n * rate + 4.0 * math.sqrt(n * rate) + 16)
-    pos = np.cumsum(gen.geometric(rate, chunk)) - 1
-    while pos[-1] < n:  # the sample ran past the chunk (rare): continue from its last position
-        pos = np.concatenate([pos, pos[-1] + np.cumsum(gen.geometric(rate, chunk))])
-    return pos[: np.searchsorted(pos, n)]
-
-
-def record_sample(gen: np.random.Generator, rates: np.ndarray) -> np.ndarray:
-    """Sorted indices of a Poisson sample with a rate per record (record i joins with probability rates[i])."""
-    return np.flatnonzero(gen.random(len(rates)) < rates)
 
 
 #: logits more than this far below their row's maximum are raised to it before exp: their probabilities
@@ -171,7 +150,11 @@ def noisy_clipped_sum(
     flat array (the same normals, in the same order, as one call for the weight and one for the bias).
     """
     n = len(data)
-    batch = poisson_sample(gen, n, rate) if np.ndim(rate) == 0 else record_sample(gen, rate)
+    batch = (
+        sampling.by_gaps(gen, n, rate, population=data.x)
+        if np.ndim(rate) == 0
+        else sampling.by_coins(gen, n, rate, population=data.x)
+    )
     s_w, s_b, n_clipped = clipped_sum(data, w, b, batch, clip=clip, active=active)
     g = np.empty(w.size + b.size) if out is None else out
     g_w, g_b = g[: w.size].reshape(w.shape), g[w.size :]
@@ -183,16 +166,18 @@ def noisy_clipped_sum(
     else:
         g_w[...] = s_w
         g_b[...] = s_b
-    if releases.listening():  # an audit sees every release (dpcl.privacy.releases)
-        releases.report(
+    if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
+        released = releases.publish(
             "clipped_gradient_sum",
+            g,
             rows=data.x[batch],
             sensitivity=clip,
             noise_scale=sigma * clip,
-            value=g,
             attribution=head_attribution(w, b, clip=clip, active=active),
             state=(w, b),
         )
+        if released is not g:  # a replay: the recorded release, in the caller's buffer
+            g[...] = released
     return g_w, g_b, batch, n_clipped
 
 

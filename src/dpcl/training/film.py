@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from ..backbones import Preprocessing
 from ..devices import resolve_device
 from ..io import progress_stream
-from ..privacy import releases
+from ..privacy import releases, sampling
 from .clipped_sum import CLIP_MARGIN
 from .film_input import StepInputs, gaussian_noise_like
 from .film_member import FilmMember, film_net, member_from_net, pretrained_member, trainable_parameters
@@ -190,7 +190,7 @@ def _poisson_grad_sum(
     device."""
     n = len(rows)
     dev = net.head.weight.device
-    batch = np.flatnonzero(rng.random(n) < rate) if n else np.zeros(0, np.int64)
+    batch = sampling.by_coins(rng, n, rate, population=images)  # drawn and reported by the primitive
     sums = [torch.zeros_like(p) for p in params]
     n_clipped = torch.zeros((), dtype=torch.int64, device=dev)
     for x, y in inputs.chunks(images, rows, batch, pre=pre, physical_batch=physical_batch):
@@ -255,13 +255,13 @@ def noisy_grad_sum(
             net, gsm, params, images, rows, rate, clip, rng, pre, act_t, physical_batch, io, precision
         )
         grads = sums if noise is None else [s + z for s, z in zip(sums, noise(), strict=True)]
-    if releases.listening():
-        releases.report(
+    if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
+        grads = releases.publish(
             "film_clipped_gradient_sum",
+            grads,
             rows=images[batch],
             sensitivity=clip,
             noise_scale=std,
-            value=torch.cat([g.detach().reshape(-1).to("cpu", torch.float64) for g in grads]).numpy(),
         )
     return grads, int(batch.size), n_clipped
 
