@@ -21,16 +21,21 @@ from helpers import broken_copy
 from dpcl.audits.exposure import RecordIndex, check_exposure
 from dpcl.learners import registry
 from dpcl.privacy import releases
-from dpcl.privacy.releases import Release
+from dpcl.privacy.releases import Release, Sample
 from dpcl.stages.exposure import exposure_rows
 
 DELTA = 1e-5
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "my_learner.py"
 
 
-def _row(learner: str) -> dict:
-    (row,) = exposure_rows([1.0], DELTA, seed=0, learners=[learner])
-    return row
+def _rows(learner: str, setting=None) -> dict[str, dict]:
+    """The learner's rows at ε = 1, by kind: "exposure" and "post-processing"."""
+    rows = exposure_rows([1.0], DELTA, seed=0, learners=[learner], setting=setting)
+    return {r["mechanism"].rsplit("(", 1)[1].rstrip(")"): r for r in rows}
+
+
+def _row(learner: str, setting=None) -> dict:
+    return _rows(learner, setting)["exposure"]
 
 
 def _broken(module, function: str, monkeypatch, *changes: tuple[str, str]) -> None:
@@ -40,7 +45,9 @@ def _broken(module, function: str, monkeypatch, *changes: tuple[str, str]) -> No
 
 def test_every_learner_is_not_refuted_or_marked_as_published():
     rows = exposure_rows([1.0], DELTA, seed=0)
-    by = {r["learner"]: r for r in rows}
+    by = {r["learner"]: r for r in rows if r["mechanism"].endswith("(exposure)")}
+    post = {r["learner"]: r for r in rows if r["mechanism"].endswith("(post-processing)")}
+    assert set(post) == set(by)
     assert set(by) == set(registry.names())  # a row per registered learner, none skipped
     for name, row in by.items():
         spec = registry.get(name)
@@ -48,13 +55,15 @@ def test_every_learner_is_not_refuted_or_marked_as_published():
             assert row["verdict"].startswith("not auditable: a method reproduced as published"), name
         else:
             assert row["verdict"] == "not refuted", (name, row["setting"])
-            assert "exact, q = 1" in row["setting"]
-    # DP-A-GEM over three tasks: a reference record of task 0 is reread by tasks 1 and 2 (2 steps each)
-    assert "at most 4 reads of one record" in by["agem_head"]["setting"]
+            assert post[name]["verdict"] == "not refuted", (name, post[name]["setting"])
+    # the learners that sample run at the pipeline's rates (the default dpsgd block's q = 0.25): their
+    # samples are checked exactly and their reads binomially
+    for name in ("peft_head", "naive_head", "noncl_head", "agem_head", "desai_head"):
+        assert "q = 0.25, 40 epochs" in by[name]["setting"] and "samples exact" in by[name]["setting"]
     # the learners on images read each record as its own image, through train_film's primitive
     for name in ("peft_film", "naive_film", "noncl_film", "agem_film"):
         assert "each an image of its own" in by[name]["setting"] and "records read" in by[name]["setting"]
-    assert "at most 4 reads of one record" in by["agem_film"]["setting"]
+        assert "q = 0.25" in by[name]["setting"]
 
 
 def test_the_whole_task_in_the_film_buffer_is_refuted(monkeypatch):
@@ -74,7 +83,7 @@ def test_the_whole_task_in_the_film_buffer_is_refuted(monkeypatch):
     )
     row = _row("agem_film")
     assert row["verdict"] == "refuted", row["setting"]
-    assert "read more than the ledger accounts" in row["setting"]
+    assert "read or sampled more than the ledger accounts" in row["setting"]
 
 
 def test_one_extra_film_step_is_refuted(monkeypatch):
@@ -94,7 +103,7 @@ def test_the_whole_task_in_the_buffer_is_refuted(monkeypatch):
     _broken(agem, "run_agem_head", monkeypatch, ("x[keep & ref]", "x[keep]"), ("y[keep & ref]", "y[keep]"))
     row = _row("agem_head")
     assert row["verdict"] == "refuted", row["setting"]
-    assert "read more than the ledger accounts" in row["setting"]
+    assert "read or sampled more than the ledger accounts" in row["setting"]
 
 
 def test_one_extra_release_per_task_is_refuted(monkeypatch):
@@ -123,7 +132,7 @@ def test_the_documented_example_is_audited_without_audit_code(user_learners):
     assert spec.audit is None and spec.whitebox is None  # no audit code of its own
     row = _row("my_sums")
     assert row["verdict"] == "not refuted", row["setting"]
-    assert "3 releases, 60 records read" in row["setting"]
+    assert "3 releases, 0 samples, 60 records read" in row["setting"]
 
 
 def test_a_learner_drawing_its_own_noise_is_not_auditable(user_learners, tmp_path):
@@ -200,10 +209,36 @@ def test_reads_below_rate_one_are_tested_against_their_binomial():
     index = RecordIndex()
     index.add(x, np.arange(2), 0)
     ledger = _ledger([{"mechanism": "dpsgd", "noise_multiplier": 1.5, "sample_rate": 0.1, "steps": 100}])
+    samples = [Sample(mechanism="poisson", rows=x, rate=0.1, drawn=np.arange(2))] * 100
     typical = int(binom.ppf(0.9, 100, 0.1))
-    res = check_exposure([_release(x, 1.5)] * typical, ledger, index)
+    res = check_exposure([_release(x, 1.5)] * typical, ledger, index, samples=samples)
     assert res.verdict == "not refuted" and not res.exact
-    assert check_exposure([_release(x, 1.5)] * 30, ledger, index).verdict == "refuted"
+    assert check_exposure([_release(x, 1.5)] * 30, ledger, index, samples=samples).verdict == "refuted"
+    # a read at q < 1 must come from a sample: none drawn, none may be read
+    assert check_exposure([_release(x, 1.5)], ledger, index).verdict == "refuted"
+
+
+def test_samples_are_checked_exactly_and_a_task_total_binomially():
+    """Every sample's stated rate must be an entry's, at most its steps; and a sampler that states q and
+    draws 2q shows in the task's total: 20 records x 8 samples at q = 0.25 give 40 reads in expectation
+    (a per-record count of at most 8 reads says little), 80 refute the claim."""
+    x = np.arange(60, dtype=np.float32).reshape(20, 3)
+    index = RecordIndex()
+    index.add(x, np.arange(20), 0)
+    ledger = _ledger([{"mechanism": "dpsgd", "noise_multiplier": 1.5, "sample_rate": 0.25, "steps": 8}])
+    at = lambda q, k=8: [Sample(mechanism="poisson", rows=x, rate=q, drawn=np.arange(0)) for _ in range(k)]  # noqa: E731
+    gen = np.random.default_rng(0)
+
+    def reads(q):  # 8 steps of a release of each record drawn at rate q
+        return [_release(x[gen.random(20) < q], 1.5) for _ in range(8)]
+
+    assert check_exposure(reads(0.25), ledger, index, samples=at(0.25)).verdict == "not refuted"
+    assert check_exposure(reads(0.25), ledger, index, samples=at(0.5)).verdict == "refuted"  # rate stated
+    assert (
+        check_exposure(reads(0.25), ledger, index, samples=at(0.25, 9)).verdict == "refuted"
+    )  # one too many
+    res = check_exposure(reads(0.5), ledger, index, samples=at(0.25))  # drawn at 2q, stated q
+    assert res.verdict == "refuted" and res.unaccounted[-1]["record"] == "all"
 
 
 def test_the_primitives_report_only_inside_a_recording():

@@ -1,4 +1,4 @@
-from dpcl.stages.privacy import audit_parts
+from dpcl.stages.privacy import audit_parts, audit_setting
 
 # Data-independent privacy figures: label drop probability (Fig. 2) and its lower bound (Fig. A1).
 
@@ -61,6 +61,9 @@ rule label_space_attack:
 # the audit table's independent parts (dpcl.stages.privacy.audit_parts: the mechanisms, the learners'
 # canary audits, each white-box audit over every claimed ε), one job each, merged by privacy_audit
 AUDIT_PARTS = audit_parts(config["audit"])
+# the pipeline's setting the learners are audited in: their DP-SGD, memory-buffer and learner blocks, a
+# user's learner_options and the label methods each learner's jobs run (dpcl.stages.audit_runs)
+AUDIT_SETTING = audit_setting(config, {name: methods_for(name) for name in learners.names()})
 
 
 rule privacy_audit_part:
@@ -80,6 +83,7 @@ rule privacy_audit_part:
     params:
         cfg=config["audit"],
         delta=config["delta"],
+        setting=AUDIT_SETTING,
     script:
         "../scripts/privacy_audit_part.py"
 

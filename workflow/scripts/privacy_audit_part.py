@@ -9,4 +9,4 @@ from dpcl.stages.privacy import audit_part
 
 sm = snakemake  # noqa: F821
 tee_stderr(sm.log[0])
-audit_part(sm.params.cfg, sm.params.delta, sm.wildcards.part, sm.output[0])
+audit_part(sm.params.cfg, sm.params.delta, sm.wildcards.part, sm.output[0], setting=sm.params.setting)

@@ -1,23 +1,34 @@
-"""The exposure check: every read of a record, counted, against what its run's ledger accounts for it.
+"""The exposure check: every read of a record, and every sample that could draw it, counted against what
+its run's ledger accounts for it.
 
-An audit run records every Gaussian release its primitives make (:mod:`dpcl.privacy.releases`), with the
-rows each read. The records are identified by their content (the audit's data has distinct rows), so
-the count needs nothing from the learner: a read that its ledger does not expect is counted like any
-other. For every record of task t, its reads are grouped by the release's noise multiplier σ and
-compared with task t's ledger entries (``noise_multiplier`` or ``sigma`` / ``sensitivity``, the
-``sample_rate`` q, ``steps``; an entry without steps is one release): under the hypothesis that the
-record belongs to part p of its task (an entry's ``part``; entries without one are shared by every
-part), the entries of p with that σ allow ``steps`` reads at rate q each. The record is accounted for
-when some part's hypothesis covers all its reads:
+An audit run records every release its primitives make, with the rows each read, and every Poisson sample
+its sampling primitive draws, with the population and the rate it used (:mod:`dpcl.privacy.releases`,
+:mod:`dpcl.privacy.sampling`). The records are identified by their content (the audit's data has
+distinct rows), so the count needs nothing from the learner: a read or a sample that its ledger does not
+expect is counted like any other. For every record of task t, its reads are grouped by the release's
+noise multiplier σ and its samples by their rate, and compared with task t's ledger entries
+(``noise_multiplier`` or ``sigma`` / ``sensitivity``, the ``sample_rate`` q, ``steps``; an entry without
+steps is one release): under the hypothesis that the record belongs to part p of its task (an entry's
+``part``; entries without one are shared by every part), the entries of p allow ``steps`` samples at
+rate q and ``steps`` reads at σ. The record is accounted for when some part's hypothesis covers all its
+samples and reads:
 
-- **at q = 1, exactly**: reads at σ ≤ the steps of the part's entries at σ;
-- **at q < 1, by a binomial test**: under the claim the reads at σ are a sum of independent reads at
-  the entries' rates, whose upper tail is bounded by the Binomial with the same mean [Hoeffding1956];
-  a count whose tail bound is below α / (records × noise levels) (Bonferroni over the run) refutes it.
+- **every sample exactly**: each rate a sample stated is the rate of one of the part's entries, and the
+  record was in the population of at most as many samples at that rate as those entries have steps;
+- **reads at q = 1, exactly**: reads at σ ≤ the steps of the part's entries at σ;
+- **reads at q < 1, exactly and by a binomial test**: a read at σ must come from a sample at the rate of
+  an entry at σ (reads ≤ those samples), and under the claim the reads are independent draws at the
+  entries' rates, whose upper tail is bounded by the Binomial with the same mean [Hoeffding1956]: a count
+  whose tail bound is below α / (2 × records × noise levels) refutes it (Bonferroni over the run);
+- **the task's totals, by a binomial test**: per task and σ, the reads of all its records against the
+  samples that could have drawn them (Binomial(samples, q) under the claim), at α / (2 × tasks × levels).
+  A sampler that draws at 2q while stating q escapes a per-record test on few steps, not this one.
 
-A read at a σ that no entry of any hypothesis states is unaccounted outright, whatever the rate. The
-check refutes, never certifies: a read the ledger accounts for may still be noised wrongly (the
-statistical audits test that), and a record the code reads fewer times than stated is on the safe side.
+A read at a σ that no entry of any hypothesis states is unaccounted outright, whatever the rate: so is
+a release at noise multiplier 0 in a private run (a "non-private reference"), and a sample at a rate the
+ledger does not state. The check refutes, never certifies: a read the ledger accounts for may still be
+noised wrongly (the statistical audits test that), and a record the code reads fewer times than stated
+is on the safe side.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import binom
 
-from ..privacy.releases import Release
+from ..privacy.releases import Release, Sample
 
 #: relative tolerance when matching a release's σ with a ledger entry's (both are the same float, up to
 #: the division noise_scale / sensitivity)
@@ -120,7 +131,8 @@ def ledger_entries(task: dict) -> list[Entry]:
 class Exposure:
     """The exposure check of one run."""
 
-    releases: int = 0  #: private releases the run made
+    releases: int = 0  #: releases of records the run made
+    samples: int = 0  #: samples the run drew
     records_read: int = 0  #: distinct records some release read
     max_reads: int = 0  #: most reads of one record
     unattributed_rows: int = 0  #: rows read that are none of the run's records (transformed, or foreign)
@@ -142,13 +154,24 @@ class Exposure:
         if self.unaccounted:
             u = self.unaccounted[0]
             return (
-                f"{len(self.unaccounted)} record(s) read more than the ledger accounts, e.g. record {u['record']} "
-                f"of task {u['task']}: {u['reads']}"
+                f"{len(self.unaccounted)} record(s) read or sampled more than the ledger accounts, e.g. record "
+                f"{u['record']} of task {u['task']}: {u['reads']}"
             )
+        how = "exact, q = 1" if self.exact else f"samples exact, reads binomial, alpha {self.alpha:g}"
         return (
-            f"{self.releases} releases, {self.records_read} records read, at most {self.max_reads} reads of one record; "
-            f"every read accounted for by its part ({'exact, q = 1' if self.exact else f'binomial, alpha {self.alpha:g}'})"
+            f"{self.releases} releases, {self.samples} samples, {self.records_read} records read, at most "
+            f"{self.max_reads} reads of one record; every read and sample accounted for by its part ({how})"
         )
+
+    def merge(self, other: Exposure) -> None:
+        """Add the check of another run of the same learner (another label method)."""
+        self.releases += other.releases
+        self.samples += other.samples
+        self.records_read = max(self.records_read, other.records_read)
+        self.max_reads = max(self.max_reads, other.max_reads)
+        self.unattributed_rows += other.unattributed_rows
+        self.unaccounted += other.unaccounted
+        self.exact = self.exact and other.exact
 
 
 def _same(a: float, b: float) -> bool:
@@ -156,11 +179,12 @@ def _same(a: float, b: float) -> bool:
 
 
 def _reads(releases: list[Release], index: RecordIndex, out: Exposure) -> dict[tuple[int, int], dict]:
-    """Every private read (0 < noise multiplier < ∞) of every record: {(task, id): {(noise, σ): count}}."""
+    """Every read of every record by a release of rows (a label release reads counts, no rows; a release
+    at noise multiplier 0 counts, at σ 0, which no ledger entry states): {(task, id): {(noise, σ): count}}."""
     reads: dict[tuple[int, int], dict[tuple[str, float], int]] = defaultdict(lambda: defaultdict(int))
     for r in releases:
         sigma = r.noise_multiplier
-        if not (sigma > 0 and math.isfinite(sigma)):
+        if r.rows is None or not (sigma >= 0 and math.isfinite(sigma)):
             continue
         out.releases += 1
         for who in index.lookup(r.rows):
@@ -175,45 +199,103 @@ def _reads(releases: list[Release], index: RecordIndex, out: Exposure) -> dict[t
     return reads
 
 
+def _candidacies(samples: list[Sample], index: RecordIndex, out: Exposure) -> dict[tuple[int, int], dict]:
+    """How often every record was in the population of a sample, by the rate the sample used for it:
+    {(task, id): {rate: count}} (populations of public records, or of rows that are no record, count
+    nothing: the reads of such rows are what the check flags)."""
+    cands: dict[tuple[int, int], dict[float, int]] = defaultdict(lambda: defaultdict(int))
+    for s in samples:
+        if s.rows is None:
+            continue
+        out.samples += 1
+        for who, rate in zip(index.lookup(s.rows), s.rates(), strict=True):
+            if who is None or who == RecordIndex.PUBLIC:
+                continue
+            levels = cands[who]
+            key = next((k for k in levels if _same(k, float(rate))), float(rate))
+            levels[key] += 1
+    return cands
+
+
 def check_exposure(
-    releases: list[Release], ledger: dict, index: RecordIndex, *, alpha: float = 0.05
+    releases: list[Release],
+    ledger: dict,
+    index: RecordIndex,
+    *,
+    alpha: float = 0.05,
+    samples: list[Sample] = (),
 ) -> Exposure:
-    """Count every record's reads in ``releases`` (private ones: 0 < σ < ∞) and compare them with
+    """Count every record's reads in ``releases`` and its samples in ``samples`` and compare them with
     ``ledger``'s accounting of its task (module docstring)."""
     out = Exposure(alpha=alpha)
     reads = {
         who: {s: k for (_, s), k in levels.items()} for who, levels in _reads(releases, index, out).items()
     }
+    cands = _candidacies(list(samples), index, out)
     entries = [ledger_entries(task) for task in ledger.get("tasks", [])]
     out.exact = all(e.rate >= 1.0 for es in entries for e in es)
     out.records_read = len(reads)
-    tests = max(1, sum(len(v) for v in reads.values()))
-    for (t, rid), levels in sorted(reads.items()):
+    who_all = sorted(set(reads) | set(cands))
+    tests = max(1, sum(len(reads.get(w, {})) for w in who_all))
+    for t, rid in who_all:
+        levels, sampled = reads.get((t, rid), {}), cands.get((t, rid), {})
         out.max_reads = max(out.max_reads, sum(levels.values()))
         es = entries[t] if t < len(entries) else []
         parts = sorted({e.part for e in es if e.part is not None}) or [None]
-        if not any(_covered(levels, [e for e in es if e.part in (p, None)], alpha / tests) for p in parts):
-            out.unaccounted.append(
-                {
-                    "task": t,
-                    "record": rid,
-                    "reads": {f"sigma {s:.6g}": k for s, k in sorted(levels.items())},
-                    "ledger": [
-                        {"part": e.part, "sigma": round(e.sigma, 6), "rate": e.rate, "steps": e.steps}
-                        for e in es
-                    ],
-                }
-            )
+        if not any(
+            _covered(levels, [e for e in es if e.part in (p, None)], alpha / (2 * tests), sampled)
+            for p in parts
+        ):
+            out.unaccounted.append(_unaccounted(t, rid, levels, sampled, es))
+    _check_totals(reads, cands, entries, out, alpha / 2)
     return out
 
 
-def upper_tail(k: int, entries: list[Entry]) -> float:
-    """An upper bound on Pr[reads ≥ k] when each entry's ``steps`` releases read a record independently
-    at its ``rate``: 0 past the steps; else the Binomial(N, p̄) tail with the same mean (N the steps,
-    p̄ their mean rate), which bounds the tail of a sum of Bernoullis with unequal rates for
-    k ≥ N·p̄ + 1 [Hoeffding1956]; below that the bound is 1 (no evidence)."""
-    n = sum(e.steps for e in entries)
-    mean = sum(e.steps * min(e.rate, 1.0) for e in entries)
+def _unaccounted(t: int, rid, levels: dict, sampled: dict, es: list[Entry]) -> dict:
+    return {
+        "task": t,
+        "record": rid,
+        "reads": {f"sigma {s:.6g}": k for s, k in sorted(levels.items())}
+        | {f"samples at rate {r:.6g}": k for r, k in sorted(sampled.items())},
+        "ledger": [
+            {"part": e.part, "sigma": round(e.sigma, 6), "rate": e.rate, "steps": e.steps} for e in es
+        ],
+    }
+
+
+def _check_totals(reads: dict, cands: dict, entries: list[list[Entry]], out: Exposure, alpha: float) -> None:
+    """Per task and σ of entries at q < 1: the reads of all the task's records against the samples that
+    could have drawn them (Binomial with the same mean, [Hoeffding1956]); Bonferroni over the tests."""
+    tests = []
+    for t, es in enumerate(entries):
+        for sigma in sorted({e.sigma for e in es if e.rate < 1.0}):
+            rates = sorted({e.rate for e in es if _same(e.sigma, sigma) and e.rate < 1.0})
+            k = n = 0
+            mean = 0.0
+            for (task, _), levels in reads.items():
+                if task == t:
+                    k += sum(v for s, v in levels.items() if _same(s, sigma))
+            for (task, _), sampled in cands.items():
+                if task == t:
+                    for r, c in sampled.items():
+                        if any(_same(r, q) for q in rates):
+                            n += c
+                            mean += c * r
+            tests.append((t, sigma, k, n, mean))
+    for t, sigma, k, n, mean in tests:
+        if n and _tail(k, n, mean) < alpha / len(tests):
+            out.unaccounted.append(
+                {
+                    "task": t,
+                    "record": "all",
+                    "reads": {f"sigma {sigma:.6g}, task total": k, "samples that could draw them": n},
+                    "expected": mean,
+                }
+            )
+
+
+def _tail(k: int, n: int, mean: float) -> float:
+    """Pr[Binomial(n, mean / n) ≥ k]: the bound on the tail of a sum of n Bernoullis with that mean."""
     if k > n:
         return 0.0
     if mean >= n or k < mean + 1:
@@ -221,12 +303,32 @@ def upper_tail(k: int, entries: list[Entry]) -> float:
     return float(binom.sf(k - 1, n, mean / n))
 
 
-def _covered(levels: dict[float, int], entries: list[Entry], alpha: float) -> bool:
-    """Whether ``entries`` (one part's hypothesis) account for reads ``levels`` (σ -> count)."""
+def upper_tail(k: int, entries: list[Entry]) -> float:
+    """An upper bound on Pr[reads ≥ k] when each entry's ``steps`` releases read a record independently
+    at its ``rate``: 0 past the steps; else the Binomial(N, p̄) tail with the same mean (N the steps,
+    p̄ their mean rate), which bounds the tail of a sum of Bernoullis with unequal rates for
+    k ≥ N·p̄ + 1 [Hoeffding1956]; below that the bound is 1 (no evidence)."""
+    return _tail(k, sum(e.steps for e in entries), sum(e.steps * min(e.rate, 1.0) for e in entries))
+
+
+def _covered(
+    levels: dict[float, int], entries: list[Entry], alpha: float, sampled: dict | None = None
+) -> bool:
+    """Whether ``entries`` (one part's hypothesis) account for reads ``levels`` (σ -> count) and samples
+    ``sampled`` (rate -> count)."""
+    sampled = sampled or {}
+    for rate, c in sampled.items():
+        match = [e for e in entries if _same(min(e.rate, 1.0), min(rate, 1.0))]
+        if not match or c > sum(e.steps for e in match):
+            return False
     for sigma, k in levels.items():
         match = [e for e in entries if _same(e.sigma, sigma)]
         if not match or upper_tail(k, match) < alpha:
             return False
+        if all(e.rate < 1.0 for e in match):  # every such read comes from a sample at an entry's rate
+            drawn = sum(c for r, c in sampled.items() if any(_same(r, e.rate) for e in match))
+            if k > drawn:
+                return False
     return True
 
 
@@ -250,7 +352,12 @@ def _group_entries(ledger: dict) -> dict:
 
 
 def check_group_exposure(
-    releases: list[Release], ledger: dict, index: RecordIndex, *, alpha: float = 0.05
+    releases: list[Release],
+    ledger: dict,
+    index: RecordIndex,
+    *,
+    alpha: float = 0.05,
+    samples: list[Sample] = (),
 ) -> dict[str, Exposure]:
     """The exposure check of a DP active-learning run, per group of its ledger: each record is placed in
     the group its count of Laplace selection reads names (a record of group g was scored g times, an
@@ -261,12 +368,14 @@ def check_group_exposure(
     entries = _group_entries(ledger)
     shared = Exposure(alpha=alpha)
     reads = _reads(releases, index, shared)
+    cands = _candidacies(list(samples), index, shared)
     by_group = {str(g): Exposure(alpha=alpha, exact=False) for g in entries} | {"none": Exposure(alpha=alpha)}
     tests = max(1, sum(len(v) for v in reads.values()))
     members: dict[str, list[dict]] = defaultdict(list)  # the training reads of the records each group names
-    for (_, rid), levels in sorted(reads.items()):
+    for who in sorted(set(reads) | set(cands)):
+        rid, levels = who[1], reads.get(who, {})
         n_laplace = sum(k for (noise, _), k in levels.items() if noise == "laplace")
-        trained = any(noise != "laplace" for noise, _ in levels)
+        trained = any(noise != "laplace" for noise, _ in levels) or who in cands
         named = [
             g
             for g, (lap, _) in entries.items()
@@ -274,7 +383,11 @@ def check_group_exposure(
         ]
         sigma_reads = {s: k for (_, s), k in levels.items()}
         group = next(
-            (g for g in named if _covered(sigma_reads, entries[g][0] + entries[g][1], alpha / (2 * tests))),
+            (
+                g
+                for g in named
+                if _covered(sigma_reads, entries[g][0] + entries[g][1], alpha / (2 * tests), cands.get(who))
+            ),
             None,
         )
         name = str(group if group is not None else (named[0] if named else "none"))
@@ -308,5 +421,5 @@ def check_group_exposure(
                     }
                 )
     for e in by_group.values():
-        e.releases, e.unattributed_rows = shared.releases, shared.unattributed_rows
+        e.releases, e.samples, e.unattributed_rows = shared.releases, shared.samples, shared.unattributed_rows
     return by_group

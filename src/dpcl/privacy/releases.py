@@ -102,6 +102,10 @@ class ReplayDiverged(RuntimeError):
     """A replayed run made a release that the recorded run did not make (or made differently in public)."""
 
 
+class OutsideRecording(RuntimeError):
+    """A primitive was called outside the recording open in this process (from another thread)."""
+
+
 class Recorder:
     """The releases and samples of the code run inside :func:`recording`, in order (``keep_values``: with
     their released values, states and attributions, for a statistical audit; ``keep_rows``: with the rows
@@ -167,7 +171,7 @@ def recording(
 def _current() -> Recorder | None:
     rec = _RECORDER.get()
     if rec is None and _OPEN:
-        raise RuntimeError(
+        raise OutsideRecording(
             "a release or sample outside the audit's recording (another thread?): while an audit records, "
             "every mechanism primitive must run in the thread that opened the recording"
         )

@@ -29,6 +29,7 @@ from ..seeding import rng
 from .audit_runs import (
     DIM,
     NOT_RUNNABLE,
+    AuditSetting,
     audit_data,
     audit_target,
     audited,
@@ -40,9 +41,19 @@ from .audit_runs import (
 
 
 def canary_audit_rows(
-    epsilons, delta: float, *, seed: int, runs: int, canaries: int, alpha: float = 0.05, learners=None
+    epsilons,
+    delta: float,
+    *,
+    seed: int,
+    runs: int,
+    canaries: int,
+    alpha: float = 0.05,
+    learners=None,
+    setting: AuditSetting | None = None,
 ) -> list[dict]:
-    """One row per registered learner (or per name in ``learners``) per finite ε in ``epsilons``."""
+    """One row per registered learner (or per name in ``learners``) per finite ε in ``epsilons``, each
+    run in the pipeline's ``setting`` (default: :meth:`AuditSetting.defaults`) with every DP-SGD rate 1
+    (:meth:`AuditSetting.at_rate_one`)."""
     from ..audits.audit import audit_verdict
     from ..audits.gdp import claim_mu, gdp_epsilon
     from ..audits.whitebox import bound_coin_trials
@@ -51,6 +62,7 @@ def canary_audit_rows(
     if runs < 2 or canaries < 2:
         raise ValueError(f"the canary audit needs runs >= 2 and canaries >= 2, got {runs} and {canaries}")
     cx, cy = canary_rows(canaries)
+    at_one = (setting or AuditSetting.defaults()).at_rate_one()
     rows = []
     for eps in [e for e in epsilons if math.isfinite(e)]:
         for spec in audited(learners):
@@ -65,11 +77,13 @@ def canary_audit_rows(
                 data = audit_data(seed, coins)
                 labels = data.labels(eps, delta, stream=f"audit-canaries-{r}")
                 with releases.recording(keep_values=True) as rec:
-                    privacy = run_audited(spec.name, data, labels, audit_target(eps, delta))
+                    privacy = run_audited(spec.name, data, labels, audit_target(eps, delta), at_one).privacy
                 if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
                     why = "a method reproduced as published, whose ledger claims no DP guarantee"
                     break
-                private = [x for x in rec.releases if 0 < x.noise_multiplier < math.inf]
+                private = [
+                    x for x in rec.releases if x.rows is not None and 0 < x.noise_multiplier < math.inf
+                ]
                 if not private:
                     why = "releases outside the mechanism primitives"
                     break

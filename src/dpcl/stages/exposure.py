@@ -1,28 +1,41 @@
-"""The exposure part of the privacy audit (rule ``privacy_audit_part``, parts ``exposure`` and
+"""The release part of the privacy audit (rule ``privacy_audit_part``, parts ``exposure`` and
 ``exposure-active``): every registered learner runs its ordinary code on the audit's data set
-(:mod:`.audit_runs`, every DP-SGD rate 1; the learners on images, FiLM, get each record as an image of its
-own and a tiny public backbone) while the mechanism primitives report every release
-(:mod:`dpcl.privacy.releases`); each record's reads are counted and compared with the run's own verified
-ledger (:func:`dpcl.audits.exposure.check_exposure`). A read identifies its record by content (distinct
-feature rows or images); at rate 1 the count is exact, so a read the ledger does not account for fails
-the row outright. The label method is Base Dataset (a data-independent label space), so the training
-budget is the whole ε. DP active learning gets a row per group of one run's ledger
-(:func:`active_exposure_rows`).
+(:mod:`.audit_runs`) in the pipeline's setting (its DP-SGD rates, config blocks, options and label
+methods; the learners on images, FiLM, get each record as an image of its own and a tiny public
+backbone) while the mechanism and sampling primitives report every release and sample
+(:mod:`dpcl.privacy.releases`). Two rows per learner and claimed ε:
+
+- **exposure**: each record's reads and samples are counted and compared with the run's own verified
+  ledger (:func:`dpcl.audits.exposure.check_exposure`): a read identifies its record by content
+  (distinct feature rows or images), samples are checked exactly, reads at rate 1 exactly and at lower
+  rates by binomial tests, one per record and one per task's total;
+- **post-processing**: the learner runs again on a D′ with the same public inputs and other private
+  values, and on D with one more record in every task, every primitive replaying what it released on D
+  (its label release included); every released byte must be the same
+  (:mod:`dpcl.audits.postprocessing`).
+
+Each runs every label method the learner's jobs run but the Label Oracle (whose label spaces are no DP
+release), at α split over them. DP active learning gets a row per group of one run's ledger
+(:func:`active_exposure_rows`) and a post-processing row of its own.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..privacy.releases import OutsideRecording
 from ..seeding import rng
 from .audit_runs import (
     CLASSES_PER_TASK,
     IMAGE_SIZE,
     N_TASKS,
     PER_CLASS,
+    VARIANTS,
     AuditData,
+    AuditSetting,
     audit_data,
     audit_images,
     audit_target,
@@ -68,41 +81,145 @@ def _image_index(data: AuditData):
     return index
 
 
-def exposure_rows(epsilons, delta: float, *, seed: int, alpha: float = 0.05, learners=None) -> list[dict]:
-    """One row per registered learner (or per name in ``learners``) per finite ε in ``epsilons``: the
-    exposure check of one Base Dataset run on the audit data (module docstring)."""
-    from ..audits.exposure import check_exposure
-    from ..privacy import releases
+def exposure_rows(
+    epsilons,
+    delta: float,
+    *,
+    seed: int,
+    alpha: float = 0.05,
+    learners=None,
+    setting: AuditSetting | None = None,
+) -> list[dict]:
+    """Two rows per registered learner (or per name in ``learners``) per finite ε in ``epsilons``: its
+    exposure check and its post-processing check (module docstring) in ``setting`` (default:
+    :meth:`AuditSetting.defaults`)."""
+    from ..audits.exposure import Exposure, check_exposure
+    from ..audits.postprocessing import PostProcessing
 
-    data = audit_data(seed)
-    index = _index(data)
-    image_index = _image_index(data)
+    setting = setting or AuditSetting.defaults()
+    data = {v: audit_data(seed, variant=v) for v in VARIANTS}
+    index = _index(data["D"])
+    image_index = _image_index(data["D"])
     rows = []
     for eps in [e for e in epsilons if math.isfinite(e)]:
-        labels = data.labels(eps, delta)
         for spec in audited(learners):
-            row = row_head(spec, "exposure", eps, delta, alpha)
-            with releases.recording() as rec:
-                privacy = run_audited(spec.name, data, labels, audit_target(eps, delta))
-            if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
-                verdict, summary = (
-                    "not auditable: a method reproduced as published, whose ledger claims no DP guarantee",
-                    "",
+            methods = setting.methods(spec.name)
+            exposure, post, why = Exposure(alpha=alpha), PostProcessing(), None
+            for method in methods:
+                try:
+                    run = _learner_run(spec.name, data, method, eps, delta, setting)
+                except OutsideRecording:
+                    why = THREADED
+                    break
+                if not spec.dp or not run.privacy.get("private", True):  # (a tuning flag is no reason)
+                    why = "a method reproduced as published, whose ledger claims no DP guarantee"
+                    break
+                exposure.merge(
+                    check_exposure(
+                        run.releases,
+                        run.privacy,
+                        image_index if on_images(spec) else index,
+                        alpha=alpha / len(methods),
+                        samples=run.samples,
+                    )
                 )
-            else:
-                result = check_exposure(
-                    rec.releases, privacy, image_index if on_images(spec) else index, alpha=alpha
-                )
-                verdict, summary = result.verdict, result.summary()
-            rows.append(
-                row
-                | {
-                    "verdict": verdict,
-                    "setting": f"{N_TASKS} tasks x {CLASSES_PER_TASK * PER_CLASS} records"
-                    f"{IMAGES_NOTE if on_images(spec) else ''}, every rate 1, Base Dataset; {summary}",
-                }
+                post.releases += len(run.releases)
+                try:
+                    for variant in ("other", "plus_one"):
+                        replayed, diverged = _replayed_run(
+                            spec.name, data[variant], method, eps, delta, setting, run
+                        )
+                        post.compare(f"{method}, {VARIANT_NAMES[variant]}", run.files, replayed, diverged)
+                except OutsideRecording:
+                    why = THREADED
+                    break
+            setting_text = (
+                f"{N_TASKS} tasks x {CLASSES_PER_TASK * PER_CLASS} records"
+                f"{IMAGES_NOTE if on_images(spec) else ''}, {_rates(spec, setting)}, {', '.join(methods)}; "
             )
+            for kind, check in (("exposure", exposure), ("post-processing", post)):
+                verdict = f"not auditable: {why}" if why else check.verdict
+                rows.append(
+                    row_head(spec, kind, eps, delta, alpha)
+                    | {"verdict": verdict, "setting": setting_text + ("" if why else check.summary())}
+                )
     return rows
+
+
+#: why a learner whose primitives ran outside the audit's recording (in a thread of its own) gets no verdict
+THREADED = "a mechanism primitive ran outside the audit's recording (in another thread), so its releases are not seen"
+
+#: how a post-processing finding names the neighbour it was found on
+VARIANT_NAMES = {"other": "D' (other private values)", "plus_one": "D + 1 record per task"}
+
+
+def _rates(spec, setting: AuditSetting) -> str:
+    """The setting column's account of the rates the learner ran at."""
+    if on_images(spec):
+        d = setting.film_dpsgd
+    elif spec.job in ("heads", "agem"):
+        d = setting.dpsgd
+    elif spec.config_blocks:
+        return f"its {', '.join(spec.config_blocks)} block"
+    else:
+        return "its own code's rates"
+    return f"q = {d['sample_rate']:g}, {d['epochs']:g} epochs"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Recorded:
+    """A learner's run on D, recorded: its release (files), ledger, releases (with payloads) and samples."""
+
+    files: dict
+    privacy: dict
+    releases: list
+    samples: list
+
+
+def _release(labels: dict, run) -> dict:
+    from ..audits.postprocessing import release_files
+
+    return release_files(
+        labels=labels,
+        metrics=run.metrics,
+        privacy=run.privacy,
+        predictions=run.result.predictions,
+        model=run.result.model,
+        members=run.result.members,
+    )
+
+
+def _learner_run(learner: str, data: dict, method: str, eps: float, delta: float, setting) -> _Recorded:
+    """One recorded run on D: the label release, then the learner, as the pipeline's jobs make them."""
+    from ..privacy import releases
+
+    with releases.recording(keep_payloads=True) as rec:
+        labels = data["D"].labels(eps, delta, method=method)
+        run = run_audited(learner, data["D"], labels, audit_target(eps, delta), setting)
+    return _Recorded(
+        files=_release(labels, run), privacy=run.privacy, releases=rec.releases, samples=rec.samples
+    )
+
+
+def _replayed_run(learner: str, variant, method, eps, delta, setting, recorded: _Recorded):
+    """The same run on a neighbouring variant with every primitive replaying the recorded releases:
+    (its release, None) or (None, why the replay left the recorded run)."""
+    from ..privacy import releases
+
+    with releases.recording(replay=recorded.releases, keep_rows=False) as rec:
+        try:
+            labels = variant.labels(eps, delta, method=method)
+            run = run_audited(learner, variant, labels, audit_target(eps, delta), setting)
+        except releases.ReplayDiverged as err:
+            return None, rec.diverged or str(err)
+    if rec.diverged is not None:  # the learner caught the divergence
+        return None, rec.diverged
+    if rec.unreplayed():
+        return (
+            None,
+            f"{rec.unreplayed()} of the {len(recorded.releases)} releases made on D were not made here",
+        )
+    return _release(labels, run), None
 
 
 #: the DP active-learning run the exposure audit makes: step amplification with each group's ε from its
@@ -160,7 +277,7 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
             stream=lambda *k: rng(seed, "audit", "exposure", "active", *k),
             mc_passes=4,
         )
-    checks = check_group_exposure(rec.releases, privacy, index, alpha=alpha)
+    checks = check_group_exposure(rec.releases, privacy, index, alpha=alpha, samples=rec.samples)
     rows = []
     for group, res in checks.items():
         if group == "none" and not res.unaccounted:

@@ -37,6 +37,13 @@ CANARY_PART = "canaries"
 FIXED_PARTS = (MECHANISMS_PART, LEARNERS_PART, EXPOSURE_PART, ACTIVE_EXPOSURE_PART, CANARY_PART)
 
 
+#: the threat model columns of the release part's rows (dpcl.stages.exposure)
+EXPOSURE_THREAT = "exposure: every release's reads and every sample counted against the ledger"
+POST_PROCESSING_THREAT = (
+    "post-processing: every released byte replayed from the primitives' releases on neighbouring data"
+)
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
@@ -68,19 +75,34 @@ def audit_parts(cfg: dict) -> list[str]:
     return parts
 
 
-def audit_part(cfg: dict, delta: float, part: str, out_json: str | Path) -> None:
-    """Compute part ``part`` of the audit table (:func:`audit_parts`) and write its rows to ``out_json``
-    (an intermediate file of :func:`privacy_audit`: Python's JSON with NaN and Infinity, so that every
-    float reads back exactly)."""
+def audit_setting(config: dict, label_methods: dict) -> dict:
+    """The pipeline's setting the learners are audited in (:class:`dpcl.stages.audit_runs.AuditSetting`,
+    as plain values for a rule's params): the validated ``config``'s blocks and ``label_methods``, each
+    learner's list of the label methods its jobs run."""
+    from .audit_runs import AuditSetting
+
+    return AuditSetting.from_config(config, label_methods).to_dict()
+
+
+def audit_part(
+    cfg: dict, delta: float, part: str, out_json: str | Path, *, setting: dict | None = None
+) -> None:
+    """Compute part ``part`` of the audit table (:func:`audit_parts`) in the pipeline's ``setting``
+    (:func:`audit_setting`; None: every block's defaults) and write its rows to ``out_json`` (an
+    intermediate file of :func:`privacy_audit`: Python's JSON with NaN and Infinity, so that every float
+    reads back exactly)."""
     from ..io import write_json_exact
 
-    write_json_exact(out_json, _part_rows(cfg, delta, part))
+    write_json_exact(out_json, _part_rows(cfg, delta, part, setting))
 
 
-def _part_rows(cfg: dict, delta: float, part: str):
+def _part_rows(cfg: dict, delta: float, part: str, setting: dict | None = None):
     """Part ``part``'s rows: a list of row dicts, or for a white-box audit, per claimed ε (in the config's
     order, the infinite skipped) its list of rows."""
     from ..learners import registry
+    from .audit_runs import AuditSetting
+
+    run_setting = AuditSetting.from_dict(setting)
 
     if part == MECHANISMS_PART:
         from ..audits.audit import audit_table
@@ -93,7 +115,7 @@ def _part_rows(cfg: dict, delta: float, part: str):
     if part == EXPOSURE_PART:
         from .exposure import exposure_rows
 
-        return exposure_rows(cfg["epsilons"], delta, seed=cfg["seed"])
+        return exposure_rows(cfg["epsilons"], delta, seed=cfg["seed"], setting=run_setting)
     if part == CANARY_PART:
         from .canary_audit import canary_audit_rows
 
@@ -103,6 +125,7 @@ def _part_rows(cfg: dict, delta: float, part: str):
             seed=cfg["seed"],
             runs=int(cfg.get("canary_runs", 16)),
             canaries=int(cfg.get("canary_count", 1000)),
+            setting=run_setting,
         )
     if part == ACTIVE_EXPOSURE_PART:
         from .exposure import active_exposure_rows
@@ -130,6 +153,7 @@ def privacy_audit(
     *,
     out_figures: list[str | Path] = (),
     parts: dict[str, str | Path] | None = None,
+    setting: dict | None = None,
 ) -> None:
     """The empirical audit table: Clopper-Pearson lower bounds on ε against the claimed ε, for the
     mechanisms, (``learner_trials`` > 0) for whole learners (their canary audits) and (``whitebox_runs`` > 0)
@@ -149,7 +173,8 @@ def privacy_audit(
     if parts is not None and set(parts) != set(names):
         raise ValueError(f"audit parts given {sorted(parts)}, expected {sorted(names)}")
     rows = {
-        name: read_json(parts[name]) if parts is not None else _part_rows(cfg, delta, name) for name in names
+        name: read_json(parts[name]) if parts is not None else _part_rows(cfg, delta, name, setting)
+        for name in names
     }
     df = pd.DataFrame(rows[MECHANISMS_PART])
     df["threat_model"] = "black-box: the mechanism's output, independent runs per world"
@@ -187,7 +212,10 @@ def privacy_audit(
                     tag="",
                     epsilon_lower_bound=math.nan,
                     trials=math.nan,
-                    threat_model="exposure: every release's reads counted against the ledger",
+                    threat_model=[
+                        POST_PROCESSING_THREAT if m.endswith("(post-processing)") else EXPOSURE_THREAT
+                        for m in exposure["mechanism"]
+                    ],
                 ).drop(columns=["learner"]),
             ],
             ignore_index=True,
@@ -216,13 +244,22 @@ def privacy_audit(
     if cfg.get("exposure", True):
         notes.append(
             "Exposure (dpcl.stages.exposure, dpcl.audits.exposure): every registered learner runs its own "
-            "code on a small audit data set (distinct feature rows, every DP-SGD rate 1; the FiLM learners "
-            "get each record as an image of its own and a tiny random-init ViT) while the mechanism "
-            "primitives report every release with the rows it read; each record's reads, by noise "
-            "multiplier, must be covered by the ledger entries of one part of its task. It sees reads the "
-            "ledger does not expect (a record in two parts, an extra release, one reread too many) without "
-            "canaries or statistics; it does not test the noise (the other rows do). A learner whose "
-            "releases do not go through the primitives is marked not auditable. DP active learning (one run of the sound per-record selection under the "
+            "code on a small audit data set (distinct feature rows; the FiLM learners get each record as an "
+            "image of its own and a tiny random-init ViT) in the pipeline's setting (its DP-SGD rates, "
+            "config blocks, options and label methods but the Label Oracle) while the mechanism primitives "
+            "report every release with the rows it read and the sampling primitive every Poisson sample "
+            "with its population and rate; each record's samples (exactly: every stated rate an entry's, at "
+            "most its steps) and reads (exactly at rate 1; at lower rates binomially, per record and per "
+            "task's total) must be covered by the ledger entries of one part of its task. It sees reads "
+            "the ledger does not expect (a record in two parts, an extra release, one reread too many, a "
+            "release at noise 0 in a private run, a sampler at another rate) without canaries; it does not "
+            "test the noise (the other rows do). Post-processing (dpcl.audits.postprocessing): the same "
+            "runs again on a D' with the same public inputs and other private values and on D with one "
+            "record more per task, every primitive replaying its release on D (the label release "
+            "included): every released byte (label files, predictions, metrics, model, members, "
+            "privacy.json) must be the same, or the release depends on the private data outside the "
+            "mechanisms (exact, no statistics). A learner whose releases do not go through the primitives "
+            "is marked not auditable. DP active learning (one run of the sound per-record selection under the "
             "step-amplification schedule at ε = 8, ε_Sel = 2): a row per group of its ledger; each record is "
             "placed in the group its count of Laplace selection reads names and checked against that "
             "group's phases, record by record and in total (per-record Poisson rates: binomial tests)."
