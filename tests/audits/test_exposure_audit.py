@@ -274,7 +274,7 @@ def test_dp_active_learning_groups_are_not_refuted():
     rows = active_exposure_rows(seed=0)
     assert [r["mechanism"] for r in rows] == [
         f"DP active learning, group {g} (exposure)" for g in ("0", "1", "2", "unselected")
-    ]
+    ] + ["DP active learning (post-processing)"]
     assert all(r["verdict"] == "not refuted" for r in rows), [r["setting"] for r in rows]
 
 

@@ -52,7 +52,13 @@ def noisy(
         if len(read) != len(scores):
             raise ValueError(f"a selection needs one row per score, got {len(read)} rows for {len(scores)}")
         out = releases.publish(
-            "laplace_scores", out, rows=read, sensitivity=sensitivity, noise_scale=scale, noise="laplace"
+            "laplace_scores",
+            out,
+            rows=read,
+            sensitivity=sensitivity,
+            noise_scale=scale,
+            noise="laplace",
+            layout="per_record",  # one noisy score per record scored
         )
     return out
 

@@ -437,7 +437,9 @@ def audit_table(
     epsilons: list[float], delta: float, trials: int, seed: int, dim: int = 64, alpha: float = 0.05
 ) -> pd.DataFrame:
     """Claimed ε against the empirical lower bound for every audited mechanism, plus the
-    deliberately broken variants (Label Oracle; class sums with σ/4) that must fail."""
+    deliberately broken variants (Label Oracle; class sums with σ/4) that must fail. Each correct row
+    names the primitive it audits (``primitive``: "mechanism/noise" as :mod:`dpcl.privacy.releases`
+    reports it), so that the table can name the learners whose runs use it."""
     from ..privacy.gaussian import gaussian_sigma
 
     rows = []
@@ -448,6 +450,7 @@ def audit_table(
                 {
                     "mechanism": f"label release ({mech})",
                     "broken": mech == "oracle",
+                    "primitive": None if mech == "oracle" else f"label_release/{mech}",
                     "claimed_epsilon": eps,
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": trials,
@@ -460,6 +463,7 @@ def audit_table(
                 {
                     "mechanism": f"label release through the budget split ({tag})",
                     "broken": False,
+                    "primitive": f"label_release/{parse_label_method(tag).mechanism}",
                     "claimed_epsilon": r["claimed_epsilon"],
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": trials,
@@ -477,6 +481,7 @@ def audit_table(
                 {
                     "mechanism": name,
                     "broken": broken,
+                    "primitive": None if broken else "class_sums/gaussian",
                     "claimed_epsilon": eps,
                     "epsilon_lower_bound": r["epsilon_lower_bound"],
                     "trials": trials,

@@ -124,6 +124,7 @@ class PostProcessing:
     runs: int = 0  #: runs compared with their recorded run
     releases: int = 0  #: primitive releases the recorded runs made
     findings: list[str] = field(default_factory=list)  #: what differed, one line per run that differed
+    files: set[str] = field(default_factory=set)  #: the kinds of file compared
 
     @property
     def verdict(self) -> str:
@@ -140,15 +141,17 @@ class PostProcessing:
                 f"{self.findings[0]}"
                 + (f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else "")
             )
+        kinds = sorted({"members/*.npz" if f.startswith("members/") else f for f in self.files})
         return (
             f"{self.runs} neighbouring runs replayed {self.releases} primitive releases; every released "
-            "byte identical (label files, predictions, metrics, model, members, privacy.json)"
+            f"byte identical ({', '.join(kinds)})"
         )
 
     def compare(self, where: str, recorded: dict, replayed: dict | None, diverged: str | None) -> None:
         """Add one replayed run (``where`` names it) against its recorded one; ``diverged``: why the
         replay left the recorded run, if it did (then ``replayed`` is None)."""
         self.runs += 1
+        self.files |= set(recorded)
         if diverged is not None:
             self.findings.append(f"{where}: {diverged}")
             return

@@ -299,6 +299,7 @@ def release_labels(
             sensitivity=1.0,
             noise_scale=1.0 / epsilon,
             noise=mechanism,
+            layout="set",  # the number of labels released is part of the release
         ).tolist()
     record.update(
         epsilon=float(epsilon),

@@ -66,6 +66,9 @@ class Release:
     #: what the primitive returned, exactly (a copy: arrays, tensors, or a tuple or list of them), when the
     #: recording keeps payloads: what a replay returns
     payload: object = field(default=None, repr=False)
+    #: how the payload's shape relates to the data (:data:`LAYOUTS`): "fixed" by the public plan, "set" (a
+    #: released set, whose size is part of its value: a label space), "per_record" (one value per row read)
+    layout: str = "fixed"
 
     @property
     def noise_multiplier(self) -> float:
@@ -96,6 +99,10 @@ class Sample:
         """One inclusion probability per record of the population."""
         n = len(self.rows) if self.rows is not None else 0
         return np.broadcast_to(np.asarray(self.rate, dtype=np.float64), (n,))
+
+
+#: the layouts of a release's payload (:attr:`Release.layout`)
+LAYOUTS = ("fixed", "set", "per_record")
 
 
 class ReplayDiverged(RuntimeError):
@@ -223,13 +230,23 @@ def publish(
     value: np.ndarray | None = None,
     attribution: Callable | None = None,
     state: tuple[np.ndarray, ...] = (),
+    layout: str = "fixed",
 ):
     """Report one release to the open :func:`recording`, if any, and return what the primitive returns:
     ``payload`` itself, or under a replay the recorded release's payload (a copy, shaped and placed as
     ``payload``). ``value`` is the released vector a statistical audit reads (default: the payload, flat);
     ``state`` the parameter arrays the release was computed at, in order; ``rows`` the records read (None:
     none, e.g. a label release, which reads counts). What the recording keeps is copied (the caller's
-    buffers are reused across steps)."""
+    buffers are reused across steps).
+
+    ``layout`` (:data:`LAYOUTS`) says what a replay may compare of the payload's shape: "fixed" (the
+    default) all of it; "set" its type and number of dimensions only (a released set's size is part of
+    its value); "per_record" (one value per row of ``rows``, an array) its type, and where the replayed
+    run read another number of rows (a record added or removed), each row read on the recorded data gets
+    its recorded value and any other row its own: under add/remove adjacency a per-record mechanism's
+    output about the added record is that record's own release."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     rec = _current()
     if rec is None:
         return payload
@@ -245,6 +262,7 @@ def publish(
         if rec.keep_values and state
         else None,
         payload=_copy(payload) if rec.keep_payloads else None,
+        layout=layout,
     )
     if rec.replay is None:
         rec.add(release)
@@ -254,9 +272,27 @@ def publish(
     if why is not None:
         rec.diverged = rec.diverged or why
         raise ReplayDiverged(why)
-    replayed = _like(rec.replay[k].payload, payload)
+    recorded = rec.replay[k]
+    if layout == "per_record" and len(payload) != len(recorded.payload):
+        replayed = _by_row(recorded, rows, payload)
+    else:
+        replayed = _like(recorded.payload, payload)
     rec.add(release)
     return replayed
+
+
+def _by_row(recorded: Release, rows: np.ndarray, payload: np.ndarray) -> np.ndarray:
+    """A per-record payload for ``rows``: each row read on the recorded data gets its recorded value, any
+    other row (a record the recorded data lacks) the value just computed for it."""
+    if recorded.rows is None or rows is None:
+        raise ReplayDiverged(f"a per-record {recorded.mechanism} release cannot be aligned without its rows")
+    at = {np.ascontiguousarray(r).tobytes(): i for i, r in enumerate(recorded.rows)}
+    out = np.array(payload, copy=True)
+    for i, r in enumerate(np.asarray(rows)):
+        j = at.get(np.ascontiguousarray(r).tobytes())
+        if j is not None:
+            out[i] = recorded.payload[j]
+    return out
 
 
 def _divergence(recorded: Release | None, release: Release, payload, k: int) -> str | None:
@@ -268,11 +304,19 @@ def _divergence(recorded: Release | None, release: Release, payload, k: int) -> 
         ("sensitivity", recorded.sensitivity, release.sensitivity),
         ("noise scale", recorded.noise_scale, release.noise_scale),
         ("noise", recorded.noise, release.noise),
-        ("shape and type", _describe(recorded.payload), _describe(payload)),
+        ("layout", recorded.layout, release.layout),
+        ("shape and type", _shape(recorded.payload, recorded.layout), _shape(payload, release.layout)),
     ):
         if a != b:
             return f"release {k + 1} ({recorded.mechanism}) has another {what}: {a!r} on the recorded data, {b!r} here"
     return None
+
+
+def _shape(payload, layout: str) -> object:
+    """What a replay compares of a payload's shape under its ``layout`` (:func:`publish`)."""
+    if layout == "fixed":
+        return _describe(payload)
+    return ("ndarray", np.ndim(payload), str(np.asarray(payload).dtype))
 
 
 def _flat(x) -> np.ndarray:

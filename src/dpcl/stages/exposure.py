@@ -105,6 +105,7 @@ def exposure_rows(
         for spec in audited(learners):
             methods = setting.methods(spec.name)
             exposure, post, why = Exposure(alpha=alpha), PostProcessing(), None
+            used: set[str] = set()  # the primitives its runs released through ("mechanism/noise")
             for method in methods:
                 try:
                     run = _learner_run(spec.name, data, method, eps, delta, setting)
@@ -124,6 +125,7 @@ def exposure_rows(
                     )
                 )
                 post.releases += len(run.releases)
+                used |= {f"{r.mechanism}/{r.noise}" for r in run.releases}
                 try:
                     for variant in ("other", "plus_one"):
                         replayed, diverged = _replayed_run(
@@ -141,7 +143,11 @@ def exposure_rows(
                 verdict = f"not auditable: {why}" if why else check.verdict
                 rows.append(
                     row_head(spec, kind, eps, delta, alpha)
-                    | {"verdict": verdict, "setting": setting_text + ("" if why else check.summary())}
+                    | {
+                        "verdict": verdict,
+                        "setting": setting_text + ("" if why else check.summary()),
+                        "primitives": sorted(used),
+                    }
                 )
     return rows
 
@@ -233,10 +239,14 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
     """One row per group of a DP active-learning run (entropy acquisition, the sound per-record
     selection, the step-amplification schedule; :data:`ACTIVE_PLAN`): every record of the pool is placed
     in the group its selection reads name and its reads checked against that group's ledger entries
-    (:func:`dpcl.audits.exposure.check_group_exposure`)."""
+    (:func:`dpcl.audits.exposure.check_group_exposure`); and the run's post-processing row: the same run
+    on a pool of other private values and on the pool with one record more, every primitive (the
+    Laplace selection, the training's clipped sums) replaying its release, must release the same bytes
+    (the final head, the metrics, privacy.json)."""
     from ..active.run import ActiveMethod, run_active
     from ..active.schedules import ALPlan, build_schedule
     from ..audits.exposure import RecordIndex, check_group_exposure
+    from ..audits.postprocessing import PostProcessing
     from ..privacy import releases
 
     p = ACTIVE_PLAN
@@ -253,19 +263,23 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
     gen = rng(seed, "audit", "exposure", "active")
     means = gen.normal(0.0, 2.0, (ACTIVE_CLASSES, ACTIVE_DIM))
 
-    def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
-        y = gen.integers(0, ACTIVE_CLASSES, n)
-        x = means[y] + gen.normal(0.0, 1.0, (n, ACTIVE_DIM))
+    def draw(n: int, g=gen) -> tuple[np.ndarray, np.ndarray]:
+        y = g.integers(0, ACTIVE_CLASSES, n)
+        x = means[y] + g.normal(0.0, 1.0, (n, ACTIVE_DIM))
         return x / np.linalg.norm(x, axis=1, keepdims=True), y
 
     pool, test, public = draw(ACTIVE_POOL), draw(300), draw(400)[0]
+    other = draw(ACTIVE_POOL, rng(seed, "audit", "exposure", "active", "other"))  # D': other private values
+    extra = draw(1, rng(seed, "audit", "exposure", "active", "plus_one"))
+    plus_one = (np.vstack([pool[0], extra[0]]), np.concatenate([pool[1], extra[1]]))
     index = RecordIndex()
     index.add(pool[0], np.arange(ACTIVE_POOL), 0)
     index.add_public(public)
     method = ActiveMethod("entropy", "dp", "sound")
-    with releases.recording() as rec:
-        _, privacy, _, _ = run_active(
-            pool,
+
+    def run(data):  # the pool's planned size stays the plan's (public), whatever the data's
+        metrics, privacy, _, head = run_active(
+            data,
             test,
             public,
             ACTIVE_CLASSES,
@@ -277,23 +291,53 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
             stream=lambda *k: rng(seed, "audit", "exposure", "active", *k),
             mc_passes=4,
         )
+        return privacy, {
+            "metrics.json": metrics,
+            "privacy.json": privacy,
+            "model.npz": {"weight": np.array(head.w), "bias": np.array(head.b)},
+        }
+
+    with releases.recording(keep_payloads=True) as rec:
+        privacy, files = run(pool)
     checks = check_group_exposure(rec.releases, privacy, index, alpha=alpha, samples=rec.samples)
+    post = PostProcessing(releases=len(rec.releases))
+    for name, data in (("other", other), ("plus_one", plus_one)):
+        with releases.recording(replay=rec.releases, keep_rows=False) as again:
+            try:
+                _, replayed = run(data)
+                diverged = again.diverged
+                if diverged is None and again.unreplayed():
+                    diverged = f"{again.unreplayed()} of the releases made on D were not made here"
+            except releases.ReplayDiverged as err:
+                replayed, diverged = None, again.diverged or str(err)
+        post.compare(VARIANT_NAMES[name].replace(" per task", ""), files, replayed, diverged)
+    head = {
+        "learner": "dp_active_learning",
+        "claimed_epsilon": float(p["epsilon"]),
+        "delta": float(p["delta"]),
+        "alpha": float(alpha),
+    }
+    about = f"entropy, sound selection, step amplification (eps_Sel = {p['selection_epsilon']:g}), pool {ACTIVE_POOL}"
     rows = []
     for group, res in checks.items():
         if group == "none" and not res.unaccounted:
             continue
         rows.append(
-            {
-                "learner": "dp_active_learning",
+            head
+            | {
                 "mechanism": f"DP active learning, group {group} (exposure)",
-                "claimed_epsilon": float(p["epsilon"]),
-                "delta": float(p["delta"]),
-                "alpha": float(alpha),
                 "verdict": res.verdict if res.records_read or res.unaccounted else "not refuted",
-                "setting": f"entropy, sound selection, step amplification (eps_Sel = {p['selection_epsilon']:g}), "
-                f"pool {ACTIVE_POOL}; group {group}: {res.records_read} records, at most {res.max_reads} reads "
-                f"of one; {len(res.unaccounted)} unaccounted (selection reads exact, training reads binomial, "
-                f"alpha {alpha:g})",
+                "setting": f"{about}; group {group}: {res.records_read} records, at most {res.max_reads} reads "
+                f"of one; {len(res.unaccounted)} unaccounted (samples and selection reads exact, training "
+                f"reads binomial, alpha {alpha:g})",
             }
         )
+    rows.append(
+        head
+        | {
+            "mechanism": "DP active learning (post-processing)",
+            "verdict": post.verdict,
+            "setting": f"{about}; {post.summary()}",
+        }
+    )
     return rows

@@ -178,6 +178,10 @@ def privacy_audit(
     }
     df = pd.DataFrame(rows[MECHANISMS_PART])
     df["threat_model"] = "black-box: the mechanism's output, independent runs per world"
+    # each mechanism row names the learners whose runs release through its primitive (the release part
+    # records which primitives every learner's runs used)
+    users = _primitive_users(rows[EXPOSURE_PART] if cfg.get("exposure", True) else [])
+    df["tag"] = [", ".join(users.get(p, [])) if isinstance(p, str) else "" for p in df.pop("primitive")]
     if cfg.get("learner_trials", 0):
         learners = pd.DataFrame(
             [
@@ -201,7 +205,7 @@ def privacy_audit(
             audit_verdict(c, lb)
             for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
         ]
-        df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
+        df = pd.concat([df, learners], ignore_index=True)
     if cfg.get("exposure", True):
         exposure = pd.DataFrame(rows[EXPOSURE_PART] + rows[ACTIVE_EXPOSURE_PART])
         df = pd.concat(
@@ -216,7 +220,7 @@ def privacy_audit(
                         POST_PROCESSING_THREAT if m.endswith("(post-processing)") else EXPOSURE_THREAT
                         for m in exposure["mechanism"]
                     ],
-                ).drop(columns=["learner"]),
+                ).drop(columns=["learner", "primitives"]),
             ],
             ignore_index=True,
         )
@@ -329,6 +333,22 @@ def privacy_audit(
         from ..report.fig_audit import plot_audit_claims
 
         plot_audit_claims(df, list(out_figures))
+
+
+def _primitive_users(exposure_rows: list[dict]) -> dict[str, list[str]]:
+    """{primitive ("mechanism/noise"): the display names of the learners whose audited runs used it, in
+    registry order} from the release part's rows."""
+    from ..learners import registry
+
+    users: dict[str, list[str]] = {}
+    for r in exposure_rows:
+        if not r["mechanism"].endswith("(exposure)"):
+            continue
+        name = registry.get(r["learner"]).display if r["learner"] in registry.names() else r["learner"]
+        for p in r.get("primitives", []):
+            if name not in users.setdefault(p, []):
+                users[p].append(name)
+    return users
 
 
 def _whitebox_rows(audit, function, learners, eps: float, delta: float, cfg: dict) -> list[dict]:
