@@ -117,7 +117,8 @@ class Recorder:
     """The releases and samples of the code run inside :func:`recording`, in order (``keep_values``: with
     their released values, states and attributions, for a statistical audit; ``keep_rows``: with the rows
     they read, which an audit that knows where its canaries are skips; ``keep_payloads``: with what each
-    primitive returned, for a later replay; ``replay``: the releases a replayed run returns, in order)."""
+    primitive returned, for a later replay; ``keep_samples``: with every sample drawn, its population's
+    rows too if ``keep_rows``; ``replay``: the releases a replayed run returns, in order)."""
 
     def __init__(
         self,
@@ -125,11 +126,13 @@ class Recorder:
         keep_values: bool = False,
         keep_rows: bool = True,
         keep_payloads: bool = False,
+        keep_samples: bool = False,
         replay: Sequence[Release] | None = None,
     ) -> None:
         self.keep_values = keep_values
         self.keep_rows = keep_rows
         self.keep_payloads = keep_payloads
+        self.keep_samples = keep_samples
         self.replay = None if replay is None else list(replay)
         if self.replay is not None and any(r.payload is None for r in self.replay):
             raise ValueError("a replay needs releases recorded with their payloads (keep_payloads=True)")
@@ -157,13 +160,20 @@ def recording(
     keep_values: bool = False,
     keep_rows: bool = True,
     keep_payloads: bool = False,
+    keep_samples: bool = False,
     replay: Sequence[Release] | None = None,
 ) -> Iterator[Recorder]:
     """Record every release and sample made inside the ``with`` block (this thread and context; a
     primitive called from another thread meanwhile refuses); with ``replay`` every primitive returns the
     recorded release's payload instead of its own (module docstring)."""
     global _OPEN
-    rec = Recorder(keep_values=keep_values, keep_rows=keep_rows, keep_payloads=keep_payloads, replay=replay)
+    rec = Recorder(
+        keep_values=keep_values,
+        keep_rows=keep_rows,
+        keep_payloads=keep_payloads,
+        keep_samples=keep_samples,
+        replay=replay,
+    )
     token = _RECORDER.set(rec)
     with _OPEN_LOCK:
         _OPEN += 1
@@ -188,6 +198,13 @@ def _current() -> Recorder | None:
 def listening() -> bool:
     """Whether a :func:`recording` is open (a primitive may skip building a report when not)."""
     return _current() is not None
+
+
+def keeps_samples() -> bool:
+    """Whether an open :func:`recording` keeps samples (a sampling primitive gathers its population's rows
+    only then)."""
+    rec = _current()
+    return rec is not None and rec.keep_samples
 
 
 def _copy(x: object) -> object:
@@ -333,7 +350,7 @@ def sampled(mechanism: str, drawn: np.ndarray, *, population: np.ndarray, rate: 
     (one row per record, read only when an audit listens), the inclusion probability ``rate`` (one, or
     one per record) and the positions ``drawn``."""
     rec = _current()
-    if rec is None:
+    if rec is None or not rec.keep_samples:
         return
     rec.samples.append(
         Sample(

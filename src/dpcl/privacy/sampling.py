@@ -32,7 +32,7 @@ Population = np.ndarray | Callable[[], np.ndarray]
 
 
 def _report(drawn: np.ndarray, population: Population, rate) -> None:
-    if releases.listening():
+    if releases.keeps_samples():
         rows = population() if callable(population) else population
         releases.sampled("poisson", drawn, population=rows, rate=rate)
 

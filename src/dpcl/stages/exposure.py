@@ -106,14 +106,16 @@ def exposure_rows(
             methods = setting.methods(spec.name)
             exposure, post, why = Exposure(alpha=alpha), PostProcessing(), None
             used: set[str] = set()  # the primitives its runs released through ("mechanism/noise")
-            for method in methods:
+            if not spec.dp:  # reproduced as published: its ledger claims no guarantee to test
+                why = PUBLISHED
+            for method in methods if why is None else ():
                 try:
                     run = _learner_run(spec.name, data, method, eps, delta, setting)
                 except OutsideRecording:
                     why = THREADED
                     break
-                if not spec.dp or not run.privacy.get("private", True):  # (a tuning flag is no reason)
-                    why = "a method reproduced as published, whose ledger claims no DP guarantee"
+                if not run.privacy.get("private", True):  # (a tuning provenance flag is no reason)
+                    why = PUBLISHED
                     break
                 exposure.merge(
                     check_exposure(
@@ -152,6 +154,8 @@ def exposure_rows(
     return rows
 
 
+#: why a method reproduced as published gets no verdict from these checks
+PUBLISHED = "a method reproduced as published, whose ledger claims no DP guarantee"
 #: why a learner whose primitives ran outside the audit's recording (in a thread of its own) gets no verdict
 THREADED = "a mechanism primitive ran outside the audit's recording (in another thread), so its releases are not seen"
 
@@ -199,7 +203,7 @@ def _learner_run(learner: str, data: dict, method: str, eps: float, delta: float
     """One recorded run on D: the label release, then the learner, as the pipeline's jobs make them."""
     from ..privacy import releases
 
-    with releases.recording(keep_payloads=True) as rec:
+    with releases.recording(keep_payloads=True, keep_samples=True) as rec:
         labels = data["D"].labels(eps, delta, method=method)
         run = run_audited(learner, data["D"], labels, audit_target(eps, delta), setting)
     return _Recorded(
@@ -297,7 +301,7 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
             "model.npz": {"weight": np.array(head.w), "bias": np.array(head.b)},
         }
 
-    with releases.recording(keep_payloads=True) as rec:
+    with releases.recording(keep_payloads=True, keep_samples=True) as rec:
         privacy, files = run(pool)
     checks = check_group_exposure(rec.releases, privacy, index, alpha=alpha, samples=rec.samples)
     post = PostProcessing(releases=len(rec.releases))
