@@ -1,8 +1,8 @@
 """The PLD bounds dpcl writes into ledgers and verdicts come from dp_accounting's public API
 (``from_gaussian_mechanism``, ``compute_mixture``, ``compose``, ``get_epsilon_for_delta``), pinned to
 0.6.x in pyproject.toml. These golden values were computed by dp_accounting 0.6.0 for histories the
-embedded default asks for: a release of dp_accounting that changes any of them fails here, before it
-changes a ledger."""
+embedded default asks for: a release of dp_accounting that changes any of them beyond the FFT's
+rounding (:data:`RTOL`) fails here, before it changes a ledger."""
 
 from __future__ import annotations
 
@@ -55,9 +55,16 @@ def uncached(monkeypatch):
     pld._segment_pld.cache_clear()
 
 
+#: how far a golden value may move without a change of dp_accounting: its composition is FFT-based, and
+#: numpy's and scipy's FFT rounding moves with their releases and the CPU (measured: up to 3.2e-10
+#: relative with numpy 2.4.6 and scipy 1.17.1 on an AMD EPYC against the values above); a change of the
+#: library's discretisation or accounting moves them by far more
+RTOL = 1e-8
+
+
 @pytest.mark.parametrize(("history", "delta", "discretization", "pessimistic", "epsilon"), GOLDEN)
 def test_pld_bounds_are_the_pinned_librarys(uncached, history, delta, discretization, pessimistic, epsilon):
-    assert pld._epsilon(history, delta, pessimistic, discretization) == epsilon
+    assert pld._epsilon(history, delta, pessimistic, discretization) == pytest.approx(epsilon, rel=RTOL, abs=0)
 
 
 def test_dp_accounting_is_pinned_in_every_dependency_file():
