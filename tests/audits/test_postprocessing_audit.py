@@ -94,7 +94,9 @@ def test_predicting_from_exact_sums_beside_a_correct_release_is_refuted(user_lea
     assert rows["exposure"]["verdict"] == "not refuted"  # every read is the primitive's, as the ledger says
     post = rows["post-processing"]
     assert post["verdict"] == "refuted", post["setting"]
-    assert "outside the mechanism primitives" in post["setting"] and "metrics.json: acc[1, 0]" in post["setting"]
+    assert (
+        "outside the mechanism primitives" in post["setting"] and "metrics.json: acc[1, 0]" in post["setting"]
+    )
 
 
 def test_a_learner_that_leaks_its_class_counts_is_refuted(user_learners, tmp_path):

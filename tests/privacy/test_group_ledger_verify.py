@@ -513,8 +513,10 @@ def _set(doc, path, value):
 
 #: fields of the public plan: a valid new value makes the verifier solve another schedule (seconds)
 PLAN_KEYS = {"target", "schedule"}
-#: ledgers whose plan is mutated with valid values too (cheap to solve); the others' only with invalid ones
-PLAN_VALUES = {"naive/entropy/threshold": "few", "single/none": "all"}
+#: ledgers whose plan is mutated with valid values too when checked without the config's plan (each such
+#: mutant's schedule is solved again; cheap for the single phase); the others' only with invalid ones.
+#: Checked against the config's plan (:func:`_plan_of`), every ledger's plan gets every mutation.
+PLAN_VALUES = {"single/none": "all"}
 INVALID = [math.nan, math.inf, -math.inf, -1, True, "8"]
 
 
@@ -732,6 +734,81 @@ def test_mutants_are_rejected_unless_harmless(genuine, capsys):
     assert counts["rejected"] > counts["accepted_harmless"]
 
 
+def _plan_of(led: dict):
+    """The GroupPlan a genuine ledger was written for (its writer's statements: the config's plan)."""
+    from dpcl.privacy.group_ledger import GroupPlan
+
+    sch, sel = led["schedule"], led["selection"]
+    return GroupPlan(
+        kind=sch["kind"],
+        epsilon=led["target"]["epsilon"],
+        delta=led["target"]["delta"],
+        selection_epsilon=sch["selection_epsilon"],
+        initial_size=sch["initial_size"],
+        query_sizes=tuple(sch["query_sizes"]),
+        batch_size=sch["batch_size"],
+        epochs=sch["epochs_per_phase"],
+        selection=sel["mechanism"],
+        acquisition=sel.get("acquisition"),
+        initial=led["initial"]["sampling"],
+        solved_with=led["accountant"]["solved_with"],
+    )
+
+
+@pytest.mark.slow
+def test_mutants_against_the_configs_plan_are_rejected_unless_harmless(genuine, capsys):
+    """The same mutation test with the run's whole public plan from the config (what ``dpcl ledger
+    verify --config`` and the pipeline pass): every plan field of every ledger is mutated with valid and
+    invalid values, and a file that states another plan than the config's is rejected before any
+    schedule is solved again."""
+    import time
+
+    t0 = time.perf_counter()
+    counts = {"ledgers": len(genuine), "mutants": 0, "rejected": 0, "accepted_harmless": 0}
+    for key, led in genuine.items():
+        plan, target = _plan_of(led), led["target"]
+        verify_group_ledger(json.loads(json.dumps(led)), nominal_size=N_POOL, n_classes=K, plan=plan)
+        for what, m in _mutants(json.loads(json.dumps(led)), "all"):
+            counts["mutants"] += 1
+            try:
+                verify_group_ledger(m, nominal_size=N_POOL, n_classes=K, plan=plan)
+            except REJECT:
+                counts["rejected"] += 1
+                continue
+            harm = _harm(m, target)
+            assert harm is None, f"{key}: accepted mutant {what}: {harm}"
+            try:  # a file accepted against the plan states the plan (a number of the same value at most)
+                states = _plan_of(m)
+            except (KeyError, TypeError):
+                states = None
+            assert states == plan, f"{key}: accepted a mutant of the plan: {what}"
+            counts["accepted_harmless"] += 1
+    with capsys.disabled():
+        print(f"\ngroup-ledger mutation test against the plan: {counts} ({time.perf_counter() - t0:.0f} s)")
+    assert counts["rejected"] > counts["accepted_harmless"]
+
+
+def test_a_ledger_that_states_another_plan_than_the_configs_is_rejected(genuine):
+    """Against the config's plan, a stated plan that differs is rejected naming the field, even where
+    it errs on the safe side (more epochs stated than run; another acquisition; the schedule solved
+    with another accountant)."""
+    led = _fresh(genuine, "sa/margin/threshold")
+    plan = _plan_of(led)
+    verify_group_ledger(copy.deepcopy(led), nominal_size=N_POOL, n_classes=K, plan=plan)
+    for path, value in (
+        (("schedule", "epochs_per_phase"), 6.0),
+        (("schedule", "kind"), "naive"),
+        (("selection", "acquisition"), "entropy"),
+        (("initial", "sampling"), "fixed_size"),
+        (("accountant", "solved_with"), "rdp"),
+        (("target", "epsilon"), 4.0),
+    ):
+        bad = copy.deepcopy(led)
+        bad[path[0]][path[1]] = value
+        with pytest.raises(LedgerError, match=re.escape(f"{path[0]}.{path[1]}: states")):
+            verify_group_ledger(bad, nominal_size=N_POOL, n_classes=K, plan=plan)
+
+
 def test_the_config_plans_a_dpal_ledger_from_its_path():
     from dpcl.config import load_config
     from dpcl.stages.active import active_ledger_plan
@@ -745,6 +822,22 @@ def test_the_config_plans_a_dpal_ledger_from_its_path():
         plan["n_classes"] == 10
         and plan["nominal_size"] < 10 * cfg["datasets"]["fashion_mnist"]["pool_per_class"]
     )
+    g = plan["group_plan"]  # the run's whole plan, from its cell of the config's active block
+    assert (g.kind, g.selection, g.acquisition, g.initial) == (
+        "step_amplification",
+        "laplace_threshold",
+        "entropy",
+        "poisson",
+    )
+    assert (g.epsilon, g.selection_epsilon, g.query_sizes) == (
+        8.0,
+        2.0,
+        tuple(cfg["active"]["query_sizes"]),
+    )
+    paper = active_ledger_plan(
+        cfg, "results/runs/active/balanced/paper/random-sa/eps8-sel0/seed0/privacy.json"
+    )["group_plan"]
+    assert (paper.selection, paper.acquisition, paper.initial) == ("random_fixed", None, "fixed_size")
     with pytest.raises(ValueError, match="plans no DP-AL run"):
         active_ledger_plan(
             cfg, "results/runs/active/balanced/sound/entropy-nondp-sa/eps8-sel0/seed0/privacy.json"

@@ -64,7 +64,9 @@ RTOL = 1e-8
 
 @pytest.mark.parametrize(("history", "delta", "discretization", "pessimistic", "epsilon"), GOLDEN)
 def test_pld_bounds_are_the_pinned_librarys(uncached, history, delta, discretization, pessimistic, epsilon):
-    assert pld._epsilon(history, delta, pessimistic, discretization) == pytest.approx(epsilon, rel=RTOL, abs=0)
+    assert pld._epsilon(history, delta, pessimistic, discretization) == pytest.approx(
+        epsilon, rel=RTOL, abs=0
+    )
 
 
 def test_dp_accounting_is_pinned_in_every_dependency_file():

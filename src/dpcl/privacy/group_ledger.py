@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from .accounting import ADJACENCY, REDERIVE_TOL, PrivacyBudgetExceeded
@@ -183,6 +184,84 @@ STATE_TOL = 1e-9
 #: What the listed history spends is still re-derived from the listed numbers themselves and held to the
 #: target; step counts must match exactly.
 SCHEDULE_TOL = 2 * SOLVE_RESOLUTION
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupPlan:
+    """The whole public plan of one DP-AL run, as its config's run cell fixes it (built by
+    :func:`dpcl.stages.active.active_ledger_plan`): the schedule's kind and its plan's numbers, the
+    selection's mechanism and acquisition, the initial set's sampling and the accountant the pipeline
+    solves the schedule with. :func:`verify_group_ledger` given one checks the file's statements of them
+    against it, and rebuilds the schedule from it, never from the file's words."""
+
+    kind: str
+    epsilon: float
+    delta: float
+    selection_epsilon: float
+    initial_size: int
+    query_sizes: tuple[int, ...]
+    batch_size: float
+    epochs: float
+    selection: str  #: the selection mechanism (:data:`SELECTIONS`)
+    acquisition: str | None  #: the acquisition function (None: a random selection or none)
+    initial: str  #: the initial set's sampling (:data:`INITIAL`)
+    solved_with: str  #: the accountant the schedule is solved with
+
+    def al_plan(self):
+        from ..active.schedules import ALPlan
+
+        return ALPlan(
+            self.epsilon,
+            self.delta,
+            self.selection_epsilon,
+            self.initial_size,
+            tuple(self.query_sizes),
+            self.batch_size,
+            self.epochs,
+        )
+
+
+def _against_plan(privacy: dict[str, Any], plan: GroupPlan) -> None:
+    """Every statement of the file that the run's public plan fixes must be the plan's, even where it
+    errs on the safe side (a verifier checks what the config planned, not what the file says)."""
+    sel = privacy.get("selection") or {}
+    stated = {
+        "target.epsilon": privacy["target"]["epsilon"],
+        "target.delta": privacy["target"]["delta"],
+        "schedule.kind": privacy["schedule"]["kind"],
+        "schedule.batch_size": privacy["schedule"]["batch_size"],
+        "schedule.epochs_per_phase": privacy["schedule"]["epochs_per_phase"],
+        "schedule.initial_size": privacy["schedule"]["initial_size"],
+        "schedule.query_sizes": tuple(privacy["schedule"]["query_sizes"]),
+        "schedule.selection_epsilon": privacy["schedule"]["selection_epsilon"],
+        "selection.mechanism": sel.get("mechanism"),
+        "selection.acquisition": sel.get("acquisition"),
+        "initial.sampling": (privacy.get("initial") or {}).get("sampling"),
+        "accountant.solved_with": (privacy.get("accountant") or {}).get("solved_with", "rdp"),
+    }
+    planned = {
+        "target.epsilon": plan.epsilon,
+        "target.delta": plan.delta,
+        "schedule.kind": plan.kind,
+        "schedule.batch_size": plan.batch_size,
+        "schedule.epochs_per_phase": plan.epochs,
+        "schedule.initial_size": plan.initial_size,
+        "schedule.query_sizes": tuple(plan.query_sizes),
+        "schedule.selection_epsilon": plan.selection_epsilon,
+        "selection.mechanism": plan.selection,
+        "selection.acquisition": plan.acquisition,
+        "initial.sampling": plan.initial,
+        "accountant.solved_with": plan.solved_with,
+    }
+    for path, want in planned.items():
+        got = stated[path]
+        same = (
+            got == want and type(got) is type(want)
+            if isinstance(want, str | tuple) or want is None
+            else not isinstance(got, bool) and isinstance(got, int | float) and float(got) == float(want)
+        )
+        if not same:
+            raise _path_error(path, f"states {got!r}, the config's plan for this run has {want!r}")
 
 
 def _path_error(path: str, msg: str) -> LedgerError:
@@ -425,10 +504,17 @@ def _exactly(stated: float, planned: float, path: str, what: str, tol: float = S
 
 
 def verify_group_ledger(
-    privacy: dict[str, Any], nominal_size: int | None = None, n_classes: int | None = None
+    privacy: dict[str, Any],
+    nominal_size: int | None = None,
+    n_classes: int | None = None,
+    *,
+    plan: GroupPlan | None = None,
 ) -> dict[str, Any]:
     """Re-verify a DP-AL ``privacy.json`` from its public plan (see the section comment above).
 
+    ``plan``: the run's whole public plan from the config (:class:`GroupPlan`): every statement of it
+    in the file must be the plan's, and the schedule is rebuilt from it; without one (a file checked
+    without its config), from the file's own statements, typed and checked for consistency.
     ``nominal_size``: the run's planned pool size from the config (default: the file's
     ``pool.nominal_size``); ``n_classes``: the data set's number of classes K (default: the
     file's ``pool.n_classes``; needed for the confidence score's sensitivity). Raises :class:`LedgerError` (malformed, inconsistent with the plan) or
@@ -447,7 +533,11 @@ def verify_group_ledger(
     accountant = _choice(
         _field(_field(privacy, "accountant", ""), "name", "accountant"), "accountant.name", ACCOUNTANTS
     )
-    kind, plan = _plan(privacy)
+    kind, plan_ = _plan(privacy)  # every field typed
+    if plan is not None:
+        _against_plan(privacy, plan)
+        kind, plan_ = plan.kind, plan.al_plan()
+    plan = plan_
     n_pool, k = _pool(privacy, plan, nominal_size, n_classes)
     mech, per_phase = _selection(privacy, plan, k)
     init = _choice(_field(_field(privacy, "initial", ""), "sampling", "initial"), "initial.sampling", INITIAL)

@@ -511,14 +511,16 @@ def verify_privacy(
     plan: Any = None,
     nominal_size: int | None = None,
     n_classes: int | None = None,
+    group_plan: Any = None,
 ) -> dict:
     """Re-verify a written ``privacy.json``: a DP active-learning group ledger
     (:func:`dpcl.privacy.group_ledger.verify_group_ledger`) or a task ledger
     (:func:`dpcl.privacy.verify.verify_task_ledger`) against ``plan`` (a
     :class:`dpcl.privacy.verify.Plan`), or, without one, against ``target``/``n_tasks`` (else the
     file's own). Raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming the field.
-    ``nominal_size``, ``n_classes``: a DP active-learning run's planned pool size (δ must lie
-    below 1/size) and its data set's number of classes (default: the file's).
+    ``nominal_size``, ``n_classes``, ``group_plan``: a DP active-learning run's planned pool size (δ
+    must lie below 1/size), its data set's number of classes (default: the file's) and its whole public
+    plan (a :class:`dpcl.privacy.group_ledger.GroupPlan`; default: the file's own statements).
     """
     privacy = mapping(privacy, "")
     if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run ([Schwethelm2025])
@@ -527,7 +529,7 @@ def verify_privacy(
         want = plan.target if plan is not None else target
         if want is not None and budget(privacy.get("target"), "target") != want:
             raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {want}")
-        return verify_group_ledger(privacy, nominal_size=nominal_size, n_classes=n_classes)
+        return verify_group_ledger(privacy, nominal_size=nominal_size, n_classes=n_classes, plan=group_plan)
     if plan is None:
         if target is None:
             target = budget(privacy.get("target"), "target")

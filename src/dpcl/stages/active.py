@@ -43,8 +43,11 @@ def planned_pool_size(n_classes: int, per_class: int, variant: str, imbalance: f
 def active_ledger_plan(config: dict, path: str | Path) -> dict:
     """The public plan a DP-AL run's privacy.json is checked against, from the validated ``config``
     and the file's place in the results layout (``runs/active/{pool}/{mode}/{method}/eps{ε}-sel{ε_Sel}/
-    seed{s}/privacy.json``): the run's target, the pool's planned size and the data set's classes.
-    The file itself is not read; a path the config did not plan is an error."""
+    seed{s}/privacy.json``): the run's target, the pool's planned size, the data set's classes and the
+    run's whole public plan (``group_plan``, a :class:`dpcl.privacy.group_ledger.GroupPlan`: its
+    schedule's kind and numbers, its selection and initial sampling, the accountant its schedule is
+    solved with), as its job runs it. The file itself is not read; a path the config did not plan is an
+    error."""
     from ..active.grid import run_cells
     from ..data.registry import n_classes
     from ..privacy.accounting import Budget
@@ -67,7 +70,55 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
         k, int(config["datasets"][dataset]["pool_per_class"]), pool, float(active["imbalance"])
     )
     target = Budget(float(cells[key]["epsilon"]), float(active["delta"]))
-    return {"target": target, "nominal_size": size, "n_classes": k}
+    return {
+        "target": target,
+        "nominal_size": size,
+        "n_classes": k,
+        "group_plan": group_plan(active, cells[key]),
+    }
+
+
+def group_plan(active: dict, cell: dict):
+    """The :class:`dpcl.privacy.group_ledger.GroupPlan` of one run cell of the config's ``active`` block
+    (:func:`dpcl.active.grid.run_cells`), as :func:`active_runs` runs it: the schedule its solve job
+    builds (the authors' step amplification solves the step-amplification plan), the selection record
+    :func:`dpcl.active.run.selection_record` writes for its mode, the initial set's sampling."""
+    from ..active.grid import parse_method, plan_for
+    from ..active.paper_schedule import ACCOUNTANT as PAPER_ACCOUNTANT
+    from ..active.paper_schedule import KIND as PAPER_KIND
+    from ..active.schedules import DEFAULT_ACCOUNTANT
+    from ..privacy.group_ledger import GroupPlan
+
+    spec = parse_method(cell["method"])
+    kind, paper = spec.schedule, cell["mode"] == "paper"
+    plan = plan_for(
+        active,
+        "step_amplification" if kind == PAPER_KIND else kind,
+        cell["epsilon"],
+        cell["selection_epsilon"],
+    )
+    if not plan.query_sizes:
+        selection = "none"
+    elif spec.selection == "random":
+        selection = "random_fixed" if paper else "random_poisson"
+    elif spec.selection == "nondp":
+        selection = "nonprivate_topk"
+    else:
+        selection = "laplace_topk" if paper else "laplace_threshold"
+    return GroupPlan(
+        kind=kind,
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        selection_epsilon=plan.selection_epsilon,
+        initial_size=plan.initial_size,
+        query_sizes=tuple(plan.query_sizes),
+        batch_size=plan.batch_size,
+        epochs=plan.epochs,
+        selection=selection,
+        acquisition=spec.acquisition if selection not in ("none", "random_fixed", "random_poisson") else None,
+        initial="fixed_size" if paper else "poisson",
+        solved_with=PAPER_ACCOUNTANT if kind == PAPER_KIND else DEFAULT_ACCOUNTANT,
+    )
 
 
 def solve_schedule(key: str, active: dict, out: str | Path) -> dict:
