@@ -240,6 +240,10 @@ def test_a_release_from_another_thread_is_refused_and_marked(user_learners, tmp_
     rows = _rows("threaded")
     for kind in ("exposure", "post-processing"):
         assert rows[kind]["verdict"].startswith("not auditable: a mechanism primitive ran outside")
+    from dpcl.stages.canary_audit import canary_audit_rows
+
+    (row,) = canary_audit_rows([1.0], DELTA, seed=0, runs=2, canaries=10, learners=["threaded"])
+    assert row["verdict"].startswith("not auditable: a mechanism primitive ran outside")
 
 
 @pytest.mark.parametrize("learner", ["peft_head", "peft_film"])

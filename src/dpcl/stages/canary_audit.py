@@ -38,6 +38,7 @@ from .audit_runs import (
     row_head,
     run_audited,
 )
+from .exposure import THREADED
 
 
 def canary_audit_rows(
@@ -76,8 +77,14 @@ def canary_audit_rows(
                 coins = rng(*key, "coins").random(canaries) < 0.5
                 data = audit_data(seed, coins)
                 labels = data.labels(eps, delta, stream=f"audit-canaries-{r}")
-                with releases.recording(keep_values=True) as rec:
-                    privacy = run_audited(spec.name, data, labels, audit_target(eps, delta), at_one).privacy
+                try:
+                    with releases.recording(keep_values=True) as rec:
+                        privacy = run_audited(
+                            spec.name, data, labels, audit_target(eps, delta), at_one
+                        ).privacy
+                except releases.OutsideRecording:
+                    why = THREADED
+                    break
                 if not spec.dp or not privacy.get("private", True):  # (a tuning provenance flag is no reason)
                     why = "a method reproduced as published, whose ledger claims no DP guarantee"
                     break
