@@ -56,6 +56,9 @@ def audit_table_markdown(df: pd.DataFrame, notes: Sequence[str] = ()) -> str:
             if isinstance(getattr(r, "tag", None), str) and r.tag
             else (" (broken on purpose)" if r.broken else "")
         )
+        used_by = getattr(r, "used_by", "")  # a mechanism row: the learners whose runs use its primitive
+        if isinstance(used_by, str) and used_by:
+            tag += f" (used by {used_by})"
         mu = getattr(r, "mu_lower_bound", math.nan)
         rows.append(
             [

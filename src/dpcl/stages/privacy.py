@@ -181,7 +181,7 @@ def privacy_audit(
     # each mechanism row names the learners whose runs release through its primitive (the release part
     # records which primitives every learner's runs used)
     users = _primitive_users(rows[EXPOSURE_PART] if cfg.get("exposure", True) else [])
-    df["tag"] = [", ".join(users.get(p, [])) if isinstance(p, str) else "" for p in df.pop("primitive")]
+    df["used_by"] = [", ".join(users.get(p, [])) if isinstance(p, str) else "" for p in df.pop("primitive")]
     if cfg.get("learner_trials", 0):
         learners = pd.DataFrame(
             [
@@ -205,7 +205,7 @@ def privacy_audit(
             audit_verdict(c, lb)
             for lb, c in zip(learners["epsilon_lower_bound"], learners["claimed_epsilon"], strict=True)
         ]
-        df = pd.concat([df, learners], ignore_index=True)
+        df = pd.concat([df.assign(tag=""), learners], ignore_index=True)
     if cfg.get("exposure", True):
         exposure = pd.DataFrame(rows[EXPOSURE_PART] + rows[ACTIVE_EXPOSURE_PART])
         df = pd.concat(
