@@ -767,11 +767,11 @@ def test_mutants_against_the_configs_plan_are_rejected_unless_harmless(genuine, 
     counts = {"ledgers": len(genuine), "mutants": 0, "rejected": 0, "accepted_harmless": 0}
     for key, led in genuine.items():
         plan, target = _plan_of(led), led["target"]
-        verify_group_ledger(json.loads(json.dumps(led)), nominal_size=N_POOL, n_classes=K, plan=plan)
+        verify_group_ledger(json.loads(json.dumps(led)), nominal_size=N_POOL, n_classes=K, group_plan=plan)
         for what, m in _mutants(json.loads(json.dumps(led)), "all"):
             counts["mutants"] += 1
             try:
-                verify_group_ledger(m, nominal_size=N_POOL, n_classes=K, plan=plan)
+                verify_group_ledger(m, nominal_size=N_POOL, n_classes=K, group_plan=plan)
             except REJECT:
                 counts["rejected"] += 1
                 continue
@@ -794,7 +794,7 @@ def test_a_ledger_that_states_another_plan_than_the_configs_is_rejected(genuine)
     with another accountant)."""
     led = _fresh(genuine, "sa/margin/threshold")
     plan = _plan_of(led)
-    verify_group_ledger(copy.deepcopy(led), nominal_size=N_POOL, n_classes=K, plan=plan)
+    verify_group_ledger(copy.deepcopy(led), nominal_size=N_POOL, n_classes=K, group_plan=plan)
     for path, value in (
         (("schedule", "epochs_per_phase"), 6.0),
         (("schedule", "kind"), "naive"),
@@ -806,7 +806,7 @@ def test_a_ledger_that_states_another_plan_than_the_configs_is_rejected(genuine)
         bad = copy.deepcopy(led)
         bad[path[0]][path[1]] = value
         with pytest.raises(LedgerError, match=re.escape(f"{path[0]}.{path[1]}: states")):
-            verify_group_ledger(bad, nominal_size=N_POOL, n_classes=K, plan=plan)
+            verify_group_ledger(bad, nominal_size=N_POOL, n_classes=K, group_plan=plan)
 
 
 def test_the_config_plans_a_dpal_ledger_from_its_path():

@@ -23,10 +23,31 @@ neither neighbour changes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+
+from ..privacy import releases
+
+T = TypeVar("T")
+
+
+def replayed(run: Callable[[], T], recorded: Sequence[releases.Release]) -> tuple[T | None, str | None]:
+    """``run()`` with every primitive replaying the ``recorded`` releases (:mod:`dpcl.privacy.releases`):
+    (its result, None), or (None, why the replay left the recorded run: a release that differs in public,
+    whether or not the learner caught the error, or recorded releases it did not make)."""
+    with releases.recording(replay=recorded, keep_rows=False) as rec:
+        try:
+            out = run()
+        except releases.ReplayDiverged as err:
+            return None, rec.diverged or str(err)
+    if rec.diverged is not None:  # the learner caught the divergence
+        return None, rec.diverged
+    if rec.unreplayed():
+        return None, f"{rec.unreplayed()} of the {len(recorded)} releases made on D were not made here"
+    return out, None
 
 
 def release_files(

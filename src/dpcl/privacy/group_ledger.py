@@ -508,11 +508,11 @@ def verify_group_ledger(
     nominal_size: int | None = None,
     n_classes: int | None = None,
     *,
-    plan: GroupPlan | None = None,
+    group_plan: GroupPlan | None = None,
 ) -> dict[str, Any]:
     """Re-verify a DP-AL ``privacy.json`` from its public plan (see the section comment above).
 
-    ``plan``: the run's whole public plan from the config (:class:`GroupPlan`): every statement of it
+    ``group_plan``: the run's whole public plan from the config (:class:`GroupPlan`): every statement of it
     in the file must be the plan's, and the schedule is rebuilt from it; without one (a file checked
     without its config), from the file's own statements, typed and checked for consistency.
     ``nominal_size``: the run's planned pool size from the config (default: the file's
@@ -533,11 +533,12 @@ def verify_group_ledger(
     accountant = _choice(
         _field(_field(privacy, "accountant", ""), "name", "accountant"), "accountant.name", ACCOUNTANTS
     )
-    kind, plan_ = _plan(privacy)  # every field typed
-    if plan is not None:
-        _against_plan(privacy, plan)
-        kind, plan_ = plan.kind, plan.al_plan()
-    plan = plan_
+    kind, plan = _plan(privacy)  # every field typed
+    if (
+        group_plan is not None
+    ):  # the config's plan: the file must state it, and the schedule is rebuilt from it
+        _against_plan(privacy, group_plan)
+        kind, plan = group_plan.kind, group_plan.al_plan()
     n_pool, k = _pool(privacy, plan, nominal_size, n_classes)
     mech, per_phase = _selection(privacy, plan, k)
     init = _choice(_field(_field(privacy, "initial", ""), "sampling", "initial"), "initial.sampling", INITIAL)

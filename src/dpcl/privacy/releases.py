@@ -88,7 +88,7 @@ class Release:
 class Sample:
     """One sample of records drawn for a release, as its sampling primitive drew it."""
 
-    mechanism: str  #: "poisson" (one rate for every record) or "poisson_per_record"
+    mechanism: str  #: the sampling: "poisson" (each record independently, at its ``rate``)
     #: the population drawn from, one row per record, as the primitive saw it (None: not kept)
     rows: np.ndarray | None
     #: the inclusion probability the primitive used: one rate, or one per record of the population

@@ -529,7 +529,9 @@ def verify_privacy(
         want = plan.target if plan is not None else target
         if want is not None and budget(privacy.get("target"), "target") != want:
             raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {want}")
-        return verify_group_ledger(privacy, nominal_size=nominal_size, n_classes=n_classes, plan=group_plan)
+        return verify_group_ledger(
+            privacy, nominal_size=nominal_size, n_classes=n_classes, group_plan=group_plan
+        )
     if plan is None:
         if target is None:
             target = budget(privacy.get("target"), "target")

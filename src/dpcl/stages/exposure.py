@@ -214,22 +214,13 @@ def _learner_run(learner: str, data: dict, method: str, eps: float, delta: float
 def _replayed_run(learner: str, variant, method, eps, delta, setting, recorded: _Recorded):
     """The same run on a neighbouring variant with every primitive replaying the recorded releases:
     (its release, None) or (None, why the replay left the recorded run)."""
-    from ..privacy import releases
+    from ..audits.postprocessing import replayed
 
-    with releases.recording(replay=recorded.releases, keep_rows=False) as rec:
-        try:
-            labels = variant.labels(eps, delta, method=method)
-            run = run_audited(learner, variant, labels, audit_target(eps, delta), setting)
-        except releases.ReplayDiverged as err:
-            return None, rec.diverged or str(err)
-    if rec.diverged is not None:  # the learner caught the divergence
-        return None, rec.diverged
-    if rec.unreplayed():
-        return (
-            None,
-            f"{rec.unreplayed()} of the {len(recorded.releases)} releases made on D were not made here",
-        )
-    return _release(labels, run), None
+    def run() -> dict:
+        labels = variant.labels(eps, delta, method=method)
+        return _release(labels, run_audited(learner, variant, labels, audit_target(eps, delta), setting))
+
+    return replayed(run, recorded.releases)
 
 
 #: the DP active-learning run the exposure audit makes: step amplification with each group's ε from its
@@ -250,7 +241,7 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
     from ..active.run import ActiveMethod, run_active
     from ..active.schedules import ALPlan, build_schedule
     from ..audits.exposure import RecordIndex, check_group_exposure
-    from ..audits.postprocessing import PostProcessing
+    from ..audits.postprocessing import PostProcessing, replayed
     from ..privacy import releases
 
     p = ACTIVE_PLAN
@@ -306,15 +297,8 @@ def active_exposure_rows(*, seed: int, alpha: float = 0.05) -> list[dict]:
     checks = check_group_exposure(rec.releases, privacy, index, alpha=alpha, samples=rec.samples)
     post = PostProcessing(releases=len(rec.releases))
     for name, data in (("other", other), ("plus_one", plus_one)):
-        with releases.recording(replay=rec.releases, keep_rows=False) as again:
-            try:
-                _, replayed = run(data)
-                diverged = again.diverged
-                if diverged is None and again.unreplayed():
-                    diverged = f"{again.unreplayed()} of the releases made on D were not made here"
-            except releases.ReplayDiverged as err:
-                replayed, diverged = None, again.diverged or str(err)
-        post.compare(VARIANT_NAMES[name].replace(" per task", ""), files, replayed, diverged)
+        again, diverged = replayed(lambda d=data: run(d)[1], rec.releases)
+        post.compare(VARIANT_NAMES[name].replace(" per task", ""), files, again, diverged)
     head = {
         "learner": "dp_active_learning",
         "claimed_epsilon": float(p["epsilon"]),
