@@ -78,8 +78,9 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
 def epsilon_lower_bound(m: int, r: int, v: int, delta: float, alpha: float = 0.05) -> float:
     """The largest ε whose hypothesis "(ε, δ)-DP" :func:`p_value` rejects at level ``alpha`` (0 where
     even ε = 0 is not rejected): with confidence 1 − α the mechanism is not (ε', δ)-DP for any ε' below
-    it. Found by bracketing (doubling) and Brent's method on p(ε) − α, then moved down float by float
-    until p(ε) ≤ α holds in floating point (the safe side: never a bound whose own p-value exceeds α)."""
+    it. Found by bracketing (doubling) and Brent's method on p(ε) − α, then, where Brent's answer has a
+    p-value above α in floating point, by bisection down to the last float whose p-value is ≤ α (the safe
+    side: never a bound whose own p-value exceeds α)."""
     m, r, v = _check_counts(m, r, v)
     delta = _probability(delta, "delta")
     alpha = _probability(alpha, "alpha", open_low=True, open_high=True)
@@ -92,9 +93,19 @@ def epsilon_lower_bound(m: int, r: int, v: int, delta: float, alpha: float = 0.0
         if hi > 1e4:  # pragma: no cover - e^ε/(1+e^ε) is 1 in double precision long before
             raise RuntimeError(f"could not bracket the bound for {m=}, {r=}, {v=}")
     eps = float(brentq(f, lo, hi, xtol=1e-12, rtol=1e-12, maxiter=500))
-    while eps > lo and f(eps) > 0:
-        eps = float(np.nextafter(eps, -np.inf))
-    return max(eps if f(eps) <= 0 else lo, 0.0)
+    if f(eps) <= 0:
+        return max(eps, 0.0)
+    # f(lo) <= 0 < f(eps): bisect to adjacent floats (brentq's answer may lie thousands of floats above
+    # the last one whose p-value is <= α; a walk float by float cost thousands of p-values)
+    good, bad = lo, eps
+    while True:
+        mid = good + (bad - good) / 2
+        if mid <= good or mid >= bad:
+            return max(good, 0.0)
+        if f(mid) <= 0:
+            good = mid
+        else:
+            bad = mid
 
 
 def audit_scores(
