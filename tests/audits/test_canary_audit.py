@@ -60,3 +60,40 @@ def test_a_head_learner_with_noise_at_two_thirds_is_refuted(monkeypatch):
     monkeypatch.setattr(peft, "train_head", broken)
     row = _row("peft_head")
     assert row["verdict"].startswith("refuted") and row["mu_lower_bound"] > row["claimed_mu"]
+
+
+def test_a_film_learner_is_audited_and_its_noise_at_a_quarter_refuted(monkeypatch):
+    """A FiLM learner's canaries are images with a class of their own, attributed by the FiLM primitive at
+    each release's state, bounded by the one-run audit over 2 runs x 1,000 canaries. The correct PEFT
+    FiLM row stays below its claim (its bound near 0.1 at ε = 1); with the primitive's noise at σ/4 (the
+    release still states σ) the true μ is 4 x 0.27, whose top guesses are nearly all right: the bound
+    (about 1.7) exceeds ε = 1."""
+    import dpcl.training.film as film
+
+    row = _row("peft_film")
+    assert row["verdict"] == "not refuted (add/remove)" and row["mu_lower_bound"] is None
+    assert "2000 canaries" in row["setting"]
+    broken = broken_copy(
+        film, "noisy_grad_sum", ("io.noise(params, std, gen", "io.noise(params, std / 4, gen")
+    )
+    monkeypatch.setattr(film, "noisy_grad_sum", broken)
+    row = _row("peft_film")
+    assert row["verdict"].startswith("refuted") and row["epsilon_lower_bound"] > 1.0
+
+
+def test_fm_agem_is_audited_and_its_noise_at_a_quarter_refuted(monkeypatch):
+    """FM-A-GEM reads its records through a public projection: its Dirac canaries (one point after the
+    projection) get a class of their own, and each is scored on its own row of b̃_t (the Taylor
+    primitive's attribution), 16 runs x 1,000 canaries under the one-run bound. Correct: not refuted
+    (bound near 0.25 at ε = 1); the coefficients' noise at σ/4 (its ledger still states σ): refuted (bound
+    about 1.5)."""
+    import dpcl.learners.fm_agem as fm
+
+    row = _row("fm_agem")
+    assert row["verdict"] == "not refuted (add/remove)" and row["epsilon_lower_bound"] < 1.0
+    orig = fm.release_coefficients
+    monkeypatch.setattr(
+        fm, "release_coefficients", lambda z, rows, k, sigma, gen: orig(z, rows, k, sigma / 4, gen)
+    )
+    row = _row("fm_agem")
+    assert row["verdict"].startswith("refuted") and row["epsilon_lower_bound"] > 1.0

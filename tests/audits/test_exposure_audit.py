@@ -322,9 +322,9 @@ def test_the_audit_table_has_an_exposure_row_per_learner_and_per_group(tmp_path)
         line = next(line for line in md.splitlines() if line.startswith(f"| {spec.display} (canaries) | 1 |"))
         # (a user's learner registered by another test of this process is the documented example, whose
         # class sums are the primitive's: audited like the built-ins on cached features)
-        auditable = spec.job in ("prototypes", "heads", "agem", "features")
-        assert ("not refuted (add/remove)" in line) == auditable, line
-        assert ("not auditable: a FiLM learner" in line) == spec.job.startswith("film"), line
+        # every learner but L2DP-ML as published (no DP claim): FiLM's and FM-A-GEM's canaries included
+        assert ("not refuted (add/remove)" in line) == spec.dp, line
+        assert ("not auditable" in line) == (not spec.dp), line
     for g in ("0", "1", "2", "unselected"):
         assert f"| DP active learning, group {g} (exposure) | 8 |" in md
     assert "certified" not in md.replace("not certified", "")

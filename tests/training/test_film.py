@@ -139,6 +139,66 @@ def test_per_sample_clipping_matches_manual_per_sample_gradients(vit, fused, mas
     assert bool((err <= bound).all()), f"worst excess {float((err - bound).max()):.3g}"
 
 
+def test_a_release_attributes_the_recorded_canaries_at_its_own_state(vit, tmp_path):
+    """A recording that carries canaries gets, from every FiLM release that read one, the head-weight block
+    of each canary's clipped gradient at the model the release was computed at (the factor from the joint
+    norm over FiLM and head), projected on the release: one plain backward per canary at the initial
+    model is the reference for the first step's release. Its values do not move when the model does
+    (the second step), and a release that read no canary attributes none."""
+    from dpcl.privacy import releases
+
+    x, y = colour_images(8, 3, seed=4, tmp_path=tmp_path, name="attr")
+    init = random_head_member(vit, 3, seed=5)
+    canaries, rows = x[:3], y[:3]
+    cfg = DPSGDConfig(sample_rate=1.0, epochs=2.0, lr=0.5, clip=0.05, normaliser=1.0)
+    with releases.recording(keep_values=True, canaries=(canaries, rows)) as rec:
+        train_film(
+            vit, x, y, 3, cfg, noise_multiplier=1.0, rng=rng(0, "attr"), pre=PRE, init=init, device="cpu"
+        )
+    first, second = rec.releases
+    dots, norms = first.attribute(canaries, rows)
+    with film_net(vit, init, device="cpu", trainable=True) as net:
+        net.train()
+        params = [p for p in net.parameters() if p.requires_grad]
+        n_w = net.head.weight.numel()
+        n_film = sum(p.numel() for p in params[:-2])
+        factors = []
+        for k in range(len(rows)):
+            loss = nn.functional.cross_entropy(
+                net(preprocess_batch(canaries[k : k + 1], PRE)),
+                torch.as_tensor(rows[k : k + 1]),
+                reduction="sum",
+            )
+            g = torch.cat([t.flatten() for t in torch.autograd.grad(loss, params)]).double().numpy()
+            factor = min(1.0, cfg.clip * CLIP_MARGIN / np.linalg.norm(g))
+            factors.append(factor)
+            head_w = factor * g[n_film : n_film + n_w]
+            assert dots[k] == pytest.approx(head_w @ first.value[n_film : n_film + n_w], rel=1e-4, abs=1e-6)
+            assert norms[k] == pytest.approx(np.linalg.norm(head_w), rel=1e-4)
+    assert min(factors) < 1  # clipped canaries: the factor is the joint norm's
+    assert not np.allclose(second.attribute(canaries, rows)[0], dots)  # another state, another release
+    with pytest.raises(ValueError, match="canaries of its recording"):
+        first.attribute(canaries[:2], rows[:2])
+    other = x[3:]
+    with releases.recording(keep_values=True, canaries=(canaries, rows)) as rec:
+        train_film(
+            vit,
+            other,
+            y[3:],
+            3,
+            cfg,
+            noise_multiplier=1.0,
+            rng=rng(0, "attr"),
+            pre=PRE,
+            init=init,
+            device="cpu",
+        )
+    assert all(r.attribution is None for r in rec.releases)
+    with pytest.raises(ValueError, match="keeps values"):
+        with releases.recording(canaries=(canaries, rows)):
+            pass
+
+
 # ----------------------------------------------------------------------------- noise and accounting
 
 

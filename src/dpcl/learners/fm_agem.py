@@ -237,8 +237,28 @@ def release_coefficients(
             sensitivity=SENSITIVITY,
             noise_scale=sigma,
             value=np.concatenate([a[iu], np.ravel(b)]),
+            attribution=taylor_attribution(a.shape[0], k) if k else None,
         )
     return a, b
+
+
+def taylor_attribution(dim: int, k: int):
+    """``(rows, labels, value) -> (dots, norms)`` of a release (:mod:`dpcl.privacy.releases`) for records
+    (``rows``: projected, ‖z‖ ≤ 1, as the release reads them; ``labels``: their rows in the task's sorted
+    label space): record i's contribution to b_t's own row, (1 − 1/K) z_iᵀ, projected on that row of
+    the released b̃_t (the flat ``value``: A's upper triangle, then b row by row), and its norm
+    (1 − 1/K)‖z_i‖. A_t's block and b_t's other rows are left out: every record adds to them (z zᵀ,
+    −z/K), so their projections would carry the other records' contributions, a term shared by every
+    canary of the release; a canary with a label of its own has a row of its own."""
+    n_a = dim * (dim + 1) // 2
+
+    def attribution(rows: np.ndarray, labels: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        z = np.asarray(rows, dtype=np.float64)
+        own = np.asarray(value, dtype=np.float64)[n_a:].reshape(k, dim)[np.asarray(labels, dtype=np.int64)]
+        scale = 1.0 - 1.0 / k
+        return scale * np.einsum("ij,ij->i", z, own), scale * np.linalg.norm(z, axis=1)
+
+    return attribution
 
 
 def psd_project(a: np.ndarray) -> np.ndarray:

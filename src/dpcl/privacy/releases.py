@@ -26,6 +26,12 @@ say: the records it read (their rows, as the primitive read them, so that an aud
 individuals they are by their content), the L2 sensitivity its clipping or normalisation enforces, the
 noise's standard deviation, and the released value.
 
+**Canaries.** A recording may carry an audit's canaries (``canaries=``: their rows, as the primitive reads
+them, and their labels). A primitive whose releases depend on a state that changes from release to
+release (FiLM's backbone, whose clipped per-sample gradients only the live model gives) attributes them
+at release time: :func:`canaries_read` gives it the canaries when the release read any of them, and the
+attribution it reports returns what it computed then.
+
 **Threads.** A recording sees the releases of its own thread and context. While one is open anywhere in
 the process, a primitive called outside it (a worker thread the learner started) refuses to release
 rather than go unrecorded.
@@ -118,7 +124,8 @@ class Recorder:
     their released values, states and attributions, for a statistical audit; ``keep_rows``: with the rows
     they read, which an audit that knows where its canaries are skips; ``keep_payloads``: with what each
     primitive returned, for a later replay; ``keep_samples``: with every sample drawn, its population's
-    rows too if ``keep_rows``; ``replay``: the releases a replayed run returns, in order)."""
+    rows too if ``keep_rows``; ``replay``: the releases a replayed run returns, in order; ``canaries``:
+    an audit's canaries, (rows, labels), that a primitive attributes at release time)."""
 
     def __init__(
         self,
@@ -128,6 +135,7 @@ class Recorder:
         keep_payloads: bool = False,
         keep_samples: bool = False,
         replay: Sequence[Release] | None = None,
+        canaries: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         self.keep_values = keep_values
         self.keep_rows = keep_rows
@@ -136,6 +144,16 @@ class Recorder:
         self.replay = None if replay is None else list(replay)
         if self.replay is not None and any(r.payload is None for r in self.replay):
             raise ValueError("a replay needs releases recorded with their payloads (keep_payloads=True)")
+        if canaries is not None:
+            rows, labels = (np.asarray(a) for a in canaries)
+            if len(rows) != len(labels) or not len(rows):
+                raise ValueError("canaries must be (rows, labels) of one non-zero length")
+            if not keep_values:
+                raise ValueError(
+                    "a recording attributes canaries only when it keeps values (keep_values=True)"
+                )
+            canaries = (rows, labels, {np.ascontiguousarray(r).tobytes() for r in rows})
+        self.canaries = canaries
         self.releases: list[Release] = []
         self.samples: list[Sample] = []
         #: why the replayed run left the recorded one (the first divergence), None while it follows it
@@ -162,10 +180,12 @@ def recording(
     keep_payloads: bool = False,
     keep_samples: bool = False,
     replay: Sequence[Release] | None = None,
+    canaries: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Iterator[Recorder]:
     """Record every release and sample made inside the ``with`` block (this thread and context; a
     primitive called from another thread meanwhile refuses); with ``replay`` every primitive returns the
-    recorded release's payload instead of its own (module docstring)."""
+    recorded release's payload instead of its own; ``canaries`` (rows, labels) are attributed at release
+    time by the primitives that need to (module docstring)."""
     global _OPEN
     rec = Recorder(
         keep_values=keep_values,
@@ -173,6 +193,7 @@ def recording(
         keep_payloads=keep_payloads,
         keep_samples=keep_samples,
         replay=replay,
+        canaries=canaries,
     )
     token = _RECORDER.set(rec)
     with _OPEN_LOCK:
@@ -205,6 +226,18 @@ def keeps_samples() -> bool:
     only then)."""
     rec = _current()
     return rec is not None and rec.keep_samples
+
+
+def canaries_read(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The open recording's canaries (rows, labels) if a release that read ``rows`` read any of them (by
+    content), else None: what a primitive attributes at release time (module docstring)."""
+    rec = _current()
+    if rec is None or rec.canaries is None:
+        return None
+    cx, cy, known = rec.canaries
+    if not any(np.ascontiguousarray(r).tobytes() in known for r in np.asarray(rows)):
+        return None
+    return cx, cy
 
 
 def _copy(x: object) -> object:

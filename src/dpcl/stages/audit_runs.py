@@ -146,6 +146,8 @@ class AuditData:
     public: np.ndarray
     scenario: Scenario
     variant: str = "D"
+    canaries: int = 0  #: the canaries the features have a coordinate for (:func:`canary_rows`), 0: none
+    n_classes: int = N_TASKS * CLASSES_PER_TASK  #: the classes of the universe (the canaries' own included)
 
     def labels(self, epsilon: float, delta: float, *, method: str = METHOD, stream: str = "audit") -> dict:
         """The label file of a ``method`` run at (ε, δ), as the labels stage writes it (a label release is
@@ -159,7 +161,7 @@ class AuditData:
         res = output_label_spaces(
             parse_label_method(method),
             task_labels,
-            N_TASKS * CLASSES_PER_TASK,
+            self.n_classes,
             budget,
             self.scenario.seed,
             run_key=("release", "audit", self.scenario.name, eps_tag(epsilon)),
@@ -172,10 +174,13 @@ class AuditData:
         }
 
 
-def audit_data(seed: int, coins: np.ndarray | None = None, *, variant: str = "D") -> AuditData:
+def audit_data(
+    seed: int, coins: np.ndarray | None = None, *, variant: str = "D", own_classes: bool = False
+) -> AuditData:
     """The audit's records: class means on a sphere of radius 2 plus unit Gaussian noise, float32; with
     ``coins`` (one bool per canary) the features gain a coordinate per canary and task 0 the canaries
-    whose coin is set (:func:`canary_rows`: ids after the base records', task 0's classes in turn).
+    whose coin is set (:func:`canary_rows`: ids after the base records', task 0's classes in turn; with
+    ``own_classes``, a class of its own each, :func:`canary_labels`, which task 0 and the universe gain).
 
     ``variant`` (:data:`VARIANTS`): "D"; "other", a D′ with the same public inputs (the records' ids and
     tasks, so every size; the test set, the public split, the seeds) and other private values (every
@@ -214,6 +219,9 @@ def audit_data(seed: int, coins: np.ndarray | None = None, *, variant: str = "D"
         k = len(coins)
         pad = lambda a: np.hstack([a, np.zeros((len(a), k), dtype=np.float32)])  # noqa: E731
         cx, cy = canary_rows(k)
+        if own_classes:
+            cy = canary_labels(k, own_classes=True)
+            classes[0] = classes[0] + cy.tolist()
         chosen = np.flatnonzero(coins)
         x, y = np.vstack([pad(x), cx[chosen]]), np.concatenate([y, cy[chosen]])
         ids = np.concatenate([ids, len(ids) + chosen])
@@ -225,7 +233,15 @@ def audit_data(seed: int, coins: np.ndarray | None = None, *, variant: str = "D"
         task_classes=classes,
         train_indices=[ids[np.isin(y, c)] for c in classes],
     )
-    return AuditData(train=(x, y, ids), test=(xt, yt), public=public, scenario=scenario, variant=variant)
+    return AuditData(
+        train=(x, y, ids),
+        test=(xt, yt),
+        public=public,
+        scenario=scenario,
+        variant=variant,
+        canaries=0 if coins is None else len(coins),
+        n_classes=n_classes + (len(coins) if coins is not None and own_classes else 0),
+    )
 
 
 @functools.cache
@@ -247,7 +263,7 @@ class JobInputs:
     job: object = None
 
 
-def _job_inputs(spec, data: AuditData, setting: AuditSetting) -> JobInputs:
+def job_inputs(spec, data: AuditData, setting: AuditSetting) -> JobInputs:
     """The job inputs of ``spec``'s registry job in ``setting``, as the pipeline's job builds them: the
     heads' and memory-buffer learners' DP-SGD block, the ``agem`` block as options, a projected learner's
     block as options with the public split's PCA, the FiLM learners' backbone and DP-SGD block, and a
@@ -281,7 +297,9 @@ def _job_inputs(spec, data: AuditData, setting: AuditSetting) -> JobInputs:
                 pre=pre,
                 dpsgd_cfg=dict(setting.film_dpsgd),
                 agem_cfg=dict(setting.blocks.get("agem") or _defaults("agem")) if agem else {},
-                physical_batch=64,
+                # the audit's tiny backbone holds a canary run's ~500 images and its 1,000 canaries in one
+                # chunk: a chunk of 64 cost the canary part 60 % more time (chunking changes no release)
+                physical_batch=1024,
                 device="cpu",
             ),
         )
@@ -289,12 +307,6 @@ def _job_inputs(spec, data: AuditData, setting: AuditSetting) -> JobInputs:
         return JobInputs(options=dict(setting.learner_options.get(spec.name) or {}))
     return JobInputs(options={})  # prototypes: its run needs no job
 
-
-#: why the canary audit gives a FiLM learner no row of its own
-NOT_RUNNABLE = (
-    "a FiLM learner, trained on images: its canaries would be images, whose clipped gradients at every "
-    "release's state this harness does not attribute (the FiLM white-box audit does, for train_film's releases)"
-)
 
 #: the FiLM learners' backbone in the audit setting: a tiny random-init ViT on :data:`IMAGE_SIZE` px images
 #: (the backbone is public, so any serves to count reads; its LayerNorms carry the FiLM values, as ViT-B/16's)
@@ -320,9 +332,10 @@ def _film_backbone():
 def audit_images(data: AuditData) -> tuple[np.ndarray, np.ndarray]:
     """The audit's records as images, for the learners that train on images (FiLM): one distinct random
     uint8 image per training record, drawn by its sample id (so that a record's image does not depend on
-    which others are present; D's records, then any record after them from a stream of their own), and
-    one per test record (public: the same in every variant); (train images, test images), in the rows'
-    order. The variant "other" draws every training image afresh."""
+    which others are present; D's records, then any record after them from a stream of their own, the
+    canaries' being :func:`canary_images`), and one per test record (public: the same in every variant);
+    (train images, test images), in the rows' order. The variant "other" draws every training image
+    afresh."""
     gen = rng(data.scenario.seed, "audit", "exposure", "images")
     shape = (IMAGE_SIZE, IMAGE_SIZE, 3)
     ids = data.train[2]
@@ -335,10 +348,22 @@ def audit_images(data: AuditData) -> tuple[np.ndarray, np.ndarray]:
         )
     if int(ids.max()) >= n:
         extra = rng(data.scenario.seed, "audit", "exposure", "images", "extra")
-        train = np.concatenate(
-            [train, extra.integers(0, 256, (int(ids.max()) + 1 - n, *shape), dtype=np.uint8)]
+        more = (
+            canary_images(data.canaries, seed=data.scenario.seed)
+            if data.canaries
+            else extra.integers(0, 256, (int(ids.max()) + 1 - n, *shape), dtype=np.uint8)
         )
+        train = np.concatenate([train, more])
     return train[ids], test
+
+
+def canary_images(k: int, *, seed: int) -> np.ndarray:
+    """The ``k`` canaries' images (:func:`audit_images`; their labels are :func:`canary_rows`'): seeded
+    random uint8 images of their own stream (the audit's ``seed``), the same in every run (what tells a canary from another
+    is its coin and its position in this array)."""
+    return rng(seed, "audit", "canaries", "images").integers(
+        0, 256, (k, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -362,7 +387,7 @@ def run_audited(
     from .learner import run_contract, run_inputs
 
     spec = registry.get(learner)
-    given = _job_inputs(spec, data, setting or AuditSetting.defaults())
+    given = job_inputs(spec, data, setting or AuditSetting.defaults())
     train, test = data.train, data.test
     if on_images(spec):
         images, test_images = audit_images(data)
@@ -397,7 +422,15 @@ def canary_rows(k: int) -> tuple[np.ndarray, np.ndarray]:
     (task 0's classes in turn)."""
     x = np.zeros((k, DIM + k), dtype=np.float32)
     x[np.arange(k), DIM + np.arange(k)] = DIRAC_SCALE
-    return x, np.arange(k) % CLASSES_PER_TASK
+    return x, canary_labels(k)
+
+
+def canary_labels(k: int, *, own_classes: bool = False) -> np.ndarray:
+    """The ``k`` canaries' labels: task 0's classes in turn, or (``own_classes``) a class of its own each,
+    after the base classes (a canary "Dirac" in the output space: its own row of the head)."""
+    if own_classes:
+        return N_TASKS * CLASSES_PER_TASK + np.arange(k)
+    return np.arange(k) % CLASSES_PER_TASK
 
 
 def audit_target(epsilon: float, delta: float) -> Budget:

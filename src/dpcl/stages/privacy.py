@@ -270,13 +270,18 @@ def privacy_audit(
         )
     if cfg.get("canary_runs", 16):
         notes.append(
-            "Canaries (dpcl.stages.canary_audit): every registered learner on cached features runs its own "
-            "code, with no audit code of its author's, on the audit data set plus Dirac canaries in task 0 "
-            "(a coordinate of their own each, included by fair coins, fresh noise every run); each canary is "
-            "scored on every release that read canaries, as the primitives report them, and the run's "
-            "claim (ε, δ) is tested: its ε bound and its μ bound against the μ the claim allows, each at "
-            "α/2. A learner whose releases carry no attribution or read transformed features, and the FiLM "
-            "learners (whose canaries would be images), are marked not auditable."
+            "Canaries (dpcl.stages.canary_audit): every registered learner runs its own code, with no "
+            "audit code of its author's, on the audit data set plus canaries in task 0 (included by fair "
+            "coins, fresh noise every run); each canary is scored on every release that read canaries, as "
+            "the primitives report them, and the run's claim (ε, δ) is tested. Learners on cached features: "
+            "Dirac canaries (a coordinate of their own each, independent trials), the ε bound and the μ "
+            "bound against the μ the claim allows, each at α/2. FiLM learners: random-image canaries with a "
+            "class of their own each, attributed by the FiLM primitive at each release's state (the "
+            "head-weight block of their clipped gradients), over canary_runs / 8 runs (at least 2); "
+            "FM-A-GEM: Dirac canaries with a class of their own each, scored on their own row of the "
+            "released Taylor coefficients; both with the one-run bound ([Steinke2023]), valid for trials "
+            "that share terms, and no μ bound. A learner whose releases carry no attribution is marked not "
+            "auditable."
         )
     if cfg.get("whitebox_runs", 0):
         notes.append(

@@ -93,6 +93,32 @@ def clipped_grad_sum(
     sensitivity). The backbone's passes run at ``precision`` (:mod:`dpcl.training.precision`); the head,
     the norms and the clipped sums in full precision whatever it is.
     """
+    g, e, f, factor, norms = clipped_parts(
+        gsm, head, params, x, y, clip=clip, active=active, precision=precision
+    )
+    film = params[:-2]
+    with full_precision(x.device):
+        flat = factor @ g
+        sums = [s.view_as(p) for s, p in zip(flat.split([p.numel() for p in film]), film, strict=True)]
+        ce = e * factor[:, None]
+        return sums + [ce.T @ f, ce.sum(dim=0)], norms
+
+
+def clipped_parts(
+    gsm: nn.Module,
+    head: nn.Linear,
+    params: list[torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    clip: float,
+    active: torch.Tensor | None = None,
+    precision: str = "fp32",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The parts of one chunk's clipped per-sample gradients (:func:`clipped_grad_sum`): the FiLM
+    parameters' per-sample gradients g (B × P, in parameter order), the logit gradients e (B × |O_t|)
+    and features f (B × d) whose outer products are the head's, the clipping factors
+    min(1, C′/‖g_i‖) and the norms ‖g_i‖ (in g's type)."""
     dev = x.device
     with reduced_precision(precision, dev):
         feats = gsm(x)
@@ -133,10 +159,7 @@ def clipped_grad_sum(
         sq = _sq_sum(e) * (_sq_sum(f) + 1.0) + _sq_sum(g)
         norms = torch.sqrt(sq)
         factor = torch.clamp((clip * CLIP_MARGIN) / torch.clamp(norms, min=1e-12), max=1.0).to(g.dtype)
-        flat = factor @ g
-        sums = [s.view_as(p) for s, p in zip(flat.split([p.numel() for p in film]), film, strict=True)]
-        ce = e * factor[:, None]
-        return sums + [ce.T @ f, ce.sum(dim=0)], norms.to(g.dtype)
+        return g, e, f, factor, norms.to(g.dtype)
 
 
 def _sq_sum(t: torch.Tensor) -> torch.Tensor:
@@ -256,14 +279,80 @@ def noisy_grad_sum(
         )
         grads = sums if noise is None else [s + z for s, z in zip(sums, noise(), strict=True)]
     if releases.listening():  # an audit sees every release, and may replay it (dpcl.privacy.releases)
+        read = images[batch]
+        canaries = releases.canaries_read(read) if gsm is not None else None
         grads = releases.publish(
             "film_clipped_gradient_sum",
             grads,
-            rows=images[batch],
+            rows=read,
             sensitivity=clip,
             noise_scale=std,
+            attribution=None
+            if canaries is None
+            else film_attribution(
+                net,
+                gsm,
+                params,
+                canaries,
+                clip=clip,
+                pre=pre,
+                act_t=act_t,
+                physical_batch=physical_batch,
+                precision=precision,
+            ),
         )
     return grads, int(batch.size), n_clipped
+
+
+def film_attribution(
+    net,
+    gsm,
+    params: list[torch.Tensor],
+    canaries: tuple[np.ndarray, np.ndarray],
+    *,
+    clip: float,
+    pre: Preprocessing,
+    act_t,
+    physical_batch: int,
+    precision: str,
+):
+    """``(rows, labels, value) -> (dots, norms)`` of a release for an audit's ``canaries`` (images, output
+    rows; :func:`dpcl.privacy.releases.canaries_read`), computed now, at the release's state (the model
+    changes after every step): the head-weight block of each canary's clipped per-sample gradient,
+    c_k = min(1, C′/‖g_k‖)·e_k f_kᵀ (the factor from the joint norm, as :func:`clipped_grad_sum` clips;
+    e_k the logit gradient, f_k the features), projected on the weight block of the flat release
+    ``value`` (FiLM parameters, then the head's weight row by row, then its bias: the release's layout),
+    and its norm min(1, C′/‖g_k‖)·‖e_k‖‖f_k‖. The FiLM and bias blocks are left out, as
+    :func:`dpcl.training.clipped_sum.head_attribution` leaves out the bias: every record adds to them,
+    so their projections would carry the other records' gradients, a term shared by every canary of the
+    release; a canary with an output of its own has a weight block nearly orthogonal to every other
+    record's (its own row). Kept per canary: e_k, f_k and the factor, so the projection is on whatever
+    value the audit passes. None where a canary's row lies outside this release's outputs or is inactive
+    (nothing to attribute)."""
+    images, labels = canaries
+    n_out = net.head.weight.shape[0]
+    if labels.min() < 0 or labels.max() >= n_out or (act_t is not None and not bool(act_t[labels].all())):
+        return None
+    parts = []
+    with StepInputs(net.head.weight.device, prefetch=False) as io:
+        for x, y in io.chunks(images, labels, np.arange(len(labels)), pre=pre, physical_batch=physical_batch):
+            _g, e, f, factor, _norms = clipped_parts(
+                gsm, net.head, params, x, y, clip=clip, active=act_t, precision=precision
+            )
+            parts.append([t.detach().to("cpu", torch.float64) for t in (e, f, factor)])
+    e, f, factor = (torch.cat(ts).numpy() for ts in zip(*parts, strict=True))
+    n_w = net.head.weight.numel()
+    n_film = sum(p.numel() for p in params[:-2])
+    norms = factor * np.linalg.norm(e, axis=1) * np.linalg.norm(f, axis=1)
+    rows_given, labels_given = images, labels
+
+    def attribution(rows: np.ndarray, labels: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not (np.array_equal(rows, rows_given) and np.array_equal(labels, labels_given)):
+            raise ValueError("a FiLM release attributes the canaries of its recording only (release time)")
+        v_w = np.asarray(value[n_film : n_film + n_w], dtype=np.float64).reshape(n_out, -1)
+        return factor * np.einsum("kd,kd->k", e @ v_w, f), norms
+
+    return attribution
 
 
 def train_film(
