@@ -64,7 +64,7 @@ def test_a_head_learner_with_noise_at_two_thirds_is_refuted(monkeypatch):
 
 def test_a_film_learner_is_audited_and_its_noise_at_a_quarter_refuted(monkeypatch):
     """A FiLM learner's canaries are images with a class of their own, attributed by the FiLM primitive at
-    each release's state, bounded by the one-run audit over 2 runs x 1,000 canaries. The correct PEFT
+    each release's state, bounded by the one-run audit over one run of 1,000 canaries. The correct PEFT
     FiLM row stays below its claim (its bound near 0.1 at ε = 1); with the primitive's noise at σ/4 (the
     release still states σ) the true μ is 4 x 0.27, whose top guesses are nearly all right: the bound
     (about 1.7) exceeds ε = 1."""
@@ -72,7 +72,7 @@ def test_a_film_learner_is_audited_and_its_noise_at_a_quarter_refuted(monkeypatc
 
     row = _row("peft_film")
     assert row["verdict"] == "not refuted (add/remove)" and row["mu_lower_bound"] is None
-    assert "2000 canaries" in row["setting"]
+    assert "1000 canaries" in row["setting"]
     broken = broken_copy(
         film, "noisy_grad_sum", ("io.noise(params, std, gen", "io.noise(params, std / 4, gen")
     )

@@ -55,14 +55,14 @@ from .audit_runs import (
 )
 from .exposure import THREADED
 
-#: a FiLM learner's canary runs are this share of ``canary_runs`` (at least 2): a FiLM run trains the
+#: a FiLM learner's canary runs are this share of ``canary_runs`` (at least one): a FiLM run trains the
 #: audit's backbone, about fifty times a head run's cost, and its one-run bound pools every run's canaries
-FILM_RUN_SHARE = 8
+FILM_RUN_SHARE = 16
 
 
 def film_runs(runs: int) -> int:
     """The canary runs of a FiLM learner for ``runs`` of the others (:data:`FILM_RUN_SHARE`)."""
-    return max(2, runs // FILM_RUN_SHARE)
+    return max(1, runs // FILM_RUN_SHARE)
 
 
 def canary_audit_rows(

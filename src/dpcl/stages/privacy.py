@@ -277,7 +277,7 @@ def privacy_audit(
             "Dirac canaries (a coordinate of their own each, independent trials), the ε bound and the μ "
             "bound against the μ the claim allows, each at α/2. FiLM learners: random-image canaries with a "
             "class of their own each, attributed by the FiLM primitive at each release's state (the "
-            "head-weight block of their clipped gradients), over canary_runs / 8 runs (at least 2); "
+            "head-weight block of their clipped gradients), over canary_runs / 16 runs (at least one); "
             "FM-A-GEM: Dirac canaries with a class of their own each, scored on their own row of the "
             "released Taylor coefficients; both with the one-run bound ([Steinke2023]), valid for trials "
             "that share terms, and no μ bound. A learner whose releases carry no attribution is marked not "
