@@ -44,6 +44,7 @@ STRING_CHOICES = {
     "accountant": ("prv", "rdp", "pld"),
     "block_choice": ("none", ""),
     "part": ("train", "reference"),
+    "class_name": ("NoOpDpEvent", "NonPrivateDpEvent", "GaussianDpEvent", "UnsupportedDpEvent"),
 }
 REL = 1e-6  # PLD (discretisation 1e-4) against the verifier's accountant: float slack on "exceeds"
 
@@ -353,7 +354,8 @@ def test_the_reviews_forgeries_are_rejected():
     assert ref["mechanism"] == "dpsgd_buffer"
     ref.update(block_choice="uniform", accountant="pld")
     ref.pop("epsilon_accounted", None)
-    ref["epsilon"] = verify_mechanism(dict(ref, epsilon=1e9), 0, 5)["epsilon_accounted"]
+    derived = verify_mechanism(dict(ref, epsilon=1e9), 0, 5)
+    ref.update(epsilon=derived["epsilon_accounted"], dp_event=derived["dp_event"])  # consistent in itself
     with pytest.raises(LedgerError, match="block choice"):
         verify_task_ledger(agem, plan)
 

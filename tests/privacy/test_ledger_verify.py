@@ -18,9 +18,10 @@ from dpcl.config import eps_tag
 from dpcl.data.label_space import output_label_spaces, parse_label_method
 from dpcl.data.scenarios import disjoint_scenario
 from dpcl.io import read_json, write_json
+from dpcl.learners import ledger_spec
 from dpcl.privacy.accounting import Budget, PrivacyBudgetExceeded
 from dpcl.privacy.ledger import LedgerError
-from dpcl.privacy.verify import verify_privacy
+from dpcl.privacy.verify import Plan, verify_privacy
 from dpcl.stages.agem import run_memory_learner
 from dpcl.stages.prototypes import run_prototype_learner
 from dpcl.training.heads import DPSGDConfig
@@ -84,6 +85,16 @@ def ledgers(tmp_path_factory):
     return tmp, out
 
 
+TARGET = Budget(1.0, 1e-5)
+
+
+def _plan(ledger, target=TARGET, n_tasks=T):
+    """The plan of one of the fixture's runs: the learner's declaration (DP-A-GEM's own summary block is
+    checked only against it), the target and the task count."""
+    learner = {"cosine": "cosine", "agem": "agem_head"}[ledger]
+    return Plan(target=target, n_tasks=n_tasks, spec=ledger_spec(learner))
+
+
 def _entry(p, task, mechanism):
     return next(e for e in p["tasks"][task]["mechanisms"] if e["mechanism"] == mechanism)
 
@@ -91,7 +102,7 @@ def _entry(p, task, mechanism):
 def test_written_ledgers_verify(ledgers):
     _, led = ledgers
     assert verify_privacy(led["cosine"], target=Budget(1.0, 1e-5), n_tasks=T)["guarantee_holds"]
-    s = verify_privacy(led["agem"], target=Budget(1.0, 1e-5), n_tasks=T)
+    s = verify_privacy(led["agem"], plan=_plan("agem"))
     assert s["guarantee_holds"] and s["entries"] == T + T + (T - 1)  # label release + train + buffer parts
     oracle = verify_privacy(led["oracle"])
     assert oracle["guarantee_holds"] is False and math.isinf(
@@ -179,7 +190,7 @@ def test_forged_ledgers_are_rejected_naming_the_entry(ledgers, ledger, forge, me
     _, led = ledgers
     forged = _forge(led[ledger], forge)
     with pytest.raises((LedgerError, PrivacyBudgetExceeded), match=message):
-        verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
+        verify_privacy(forged, plan=_plan(ledger))
 
 
 @pytest.mark.parametrize(
@@ -201,7 +212,7 @@ def test_a_cosine_runs_sigma_must_be_its_entries(ledgers, factor, error, message
         verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
     forged = _forge(led["agem"], lambda p: p.update(sigma=1.0))  # DP-SGD entries list no σ to restate
     with pytest.raises(LedgerError, match="sigma: the file states σ = 1.0, but no entry lists a σ"):
-        verify_privacy(forged, target=Budget(1.0, 1e-5), n_tasks=T)
+        verify_privacy(forged, plan=_plan("agem"))
 
 
 def test_target_comes_from_the_config_not_the_file(ledgers):
@@ -215,27 +226,19 @@ def test_target_comes_from_the_config_not_the_file(ledgers):
 def test_a_buffer_count_is_checked_against_the_runs_task_count(ledgers):
     _, led = ledgers
     with pytest.raises(LedgerError, match="n_tasks: the file says 5, the plan has 6 tasks"):
-        verify_privacy(led["agem"], n_tasks=6)
+        verify_privacy(led["agem"], plan=_plan("agem", n_tasks=6))
 
 
 def test_cli_verifies_and_rejects(ledgers, tmp_path, capsys):
     folder, led = ledgers
-    main(
-        [
-            "ledger",
-            "verify",
-            str(folder / "cosine.json"),
-            str(folder / "agem.json"),
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-5",
-            "--tasks",
-            str(T),
-        ]
-    )
+    flags = ["--epsilon", "1", "--delta", "1e-5", "--tasks", str(T)]
+    main(["ledger", "verify", str(folder / "cosine.json"), *flags])
+    main(["ledger", "verify", str(folder / "agem.json"), *flags, "--learner", "agem_head"])
     out = capsys.readouterr().out
     assert out.count("verified") == 2 and "guarantee holds" in out
+    with pytest.raises(SystemExit) as exc:  # DP-A-GEM's own block is checked against the learner named
+        main(["ledger", "verify", str(folder / "agem.json"), *flags])
+    assert exc.value.code == 1 and "unknown top-level keys ['agem']" in capsys.readouterr().err
     bad = tmp_path / "forged.json"
     write_json(bad, _forge(led["cosine"], _tiny_sensitivity))
     with pytest.raises(SystemExit) as exc:
@@ -326,7 +329,7 @@ def test_cli_checks_against_the_config_and_the_runs_path(tmp_path, capsys):
     main(["ledger", "verify", "--config", cfg, str(good)])
     assert "guarantee holds" in capsys.readouterr().out
     for path, message in (
-        (place("agem_head_eps1_base.json", "peft_head", "1", "base"), "the learner declares"),
+        (place("agem_head_eps1_base.json", "peft_head", "1", "base"), "unknown top-level keys ['agem']"),
         (place("peft_head_eps1_base.json", "peft_head", "1", "release-f0.1"), "label method"),
         (place("peft_head_eps1_base.json", "peft_head", "8", "base"), "config's is"),
     ):
@@ -334,9 +337,11 @@ def test_cli_checks_against_the_config_and_the_runs_path(tmp_path, capsys):
             main(["ledger", "verify", "--config", cfg, str(path), "--json"])
         assert exc.value.code == 1
         assert message in json.loads(capsys.readouterr().out)["error"]
-    main(["ledger", "verify", str(good), "--nominal-size", "50000", "--json"])  # δ = 1e-5 < 1/50000
+    main(
+        ["ledger", "verify", str(good), "--learner", "agem_head", "--nominal-size", "50000", "--json"]
+    )  # δ < 1/N
     assert json.loads(capsys.readouterr().out)["verified"] is True
     # δ = 1e-5 is not below 1/N for a nominal size of 200,000
     with pytest.raises(SystemExit) as exc:
-        main(["ledger", "verify", str(good), "--nominal-size", "200000", "--json"])
+        main(["ledger", "verify", str(good), "--learner", "agem_head", "--nominal-size", "200000", "--json"])
     assert "below 1/N" in json.loads(capsys.readouterr().out)["error"]

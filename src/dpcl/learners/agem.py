@@ -43,9 +43,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from ..privacy.accounting import REDERIVE_TOL, Budget
+from ..privacy.ledger import Ledger, LedgerError
+from ..privacy.ledger_fields import at_least, budget, integer, mapping, number
 from ..privacy.sgd_accounting import accountant_record, noise_multiplier_info
 from ..privacy.verify import EntrySpec, LedgerSpec
 from ..seeding import rng
@@ -58,6 +62,45 @@ from .aggregation import aggregate
 from .peft import dpsgd_noise
 from .registry import LearnerAudit, LearnerSpec
 
+
+def check_summary(block: Any, ledger: Ledger, total: Budget) -> None:
+    """privacy.json's "agem" block against the verified ledger (the verifier calls it through
+    :data:`LEDGER_SPEC`): the train part's parameters as task 0's train entry states them, the buffer's
+    worst case at least the worst reference entry's ε over the run's T − 1 later tasks, and the
+    per-individual total at least the ledger's; raises :class:`LedgerError` naming the field."""
+    block = mapping(block, "agem")
+    train = mapping(block.get("train_part"), "agem.train_part")
+    t0 = ledger.tasks.get(0, [])
+    first = next((e for e in t0 if e.get("part") == "train"), None)
+    if first is None:
+        raise LedgerError("agem: the ledger has no train part to summarise")
+    for key in ("noise_multiplier", "sample_rate", "steps"):
+        got = (integer if key == "steps" else number)(train.get(key), f"agem.train_part.{key}")
+        if got != first.get(key, got if first["mechanism"] == "nonprivate" else None):
+            raise LedgerError(
+                f"agem.train_part.{key}: states {got!r}, task 0's train entry has {first.get(key)!r}"
+            )
+    buf = block.get("buffer_part")
+    if buf is not None:
+        buf = mapping(buf, "agem.buffer_part")
+        refs = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
+        worst = max((float(e.get("epsilon_accounted", e["epsilon"])) for e in refs), default=0.0)
+        at_least(
+            number(buf.get("epsilon_worst_case"), "agem.buffer_part.epsilon_worst_case", allow_inf=True),
+            worst,
+            "agem.buffer_part.epsilon_worst_case",
+            rel_tol=REDERIVE_TOL,  # the worst reference entry's accountant figure, re-derived here
+        )
+        later = integer(buf.get("worst_case_later_tasks"), "agem.buffer_part.worst_case_later_tasks")
+        if ledger.n_tasks is not None and later != ledger.n_tasks - 1:
+            raise LedgerError(
+                f"agem.buffer_part.worst_case_later_tasks: {later}, a {ledger.n_tasks}-task run has {ledger.n_tasks - 1}"
+            )
+    per = budget(block.get("per_individual_total"), "agem.per_individual_total")
+    at_least(per.epsilon, total.epsilon, "agem.per_individual_total.epsilon")
+    at_least(per.delta, total.delta, "agem.per_individual_total.delta")
+
+
 #: the ledger of DP-A-GEM, head-only or FiLM (checked by dpcl.privacy.verify against the plan): the
 #: train part's DP-SGD and, except in the last task, the reference part's rereads (App. D.4)
 LEDGER_SPEC = LedgerSpec(
@@ -66,6 +109,7 @@ LEDGER_SPEC = LedgerSpec(
         EntrySpec("dpsgd_buffer", part="reference", query="clipped_gradient_sums", all_but_last=True),
     ),
     summary="agem",
+    summary_check=check_summary,
 )
 
 LEARNER = "agem_head"

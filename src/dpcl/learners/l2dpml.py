@@ -47,13 +47,30 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..privacy.ledger import MechanismKind, register_kind
 from ..privacy.verify import EntrySpec, LedgerSpec
 from .registry import LearnerAudit, LearnerSpec
 
 LEARNER = "l2dpml"
+#: the ledger's kind for the functional mechanism as published: not DP (noise drawn once and reused,
+#: :data:`WHY_NOT_DP`), so its entry says ε = ∞ and the run's ledger says guarantee_holds: false
+FUNCTIONAL = MechanismKind(
+    "l2dpml_functional",
+    fields={
+        "epsilon_1": "number",
+        "epsilon_2": "number",
+        "Delta_R": "positive",
+        "Delta_L": "positive",
+        "hidden": "integer",
+        "input_dim": "integer",
+        "batch_size": "integer",
+        "epochs": "integer",
+    },
+)
+register_kind(FUNCTIONAL)
 #: the ledger each run writes per task (checked by dpcl.privacy.verify against the plan): the functional
 #: mechanism as published (not DP: ε = ∞ in the entry), with [Lai2022] Theorem 2 as its claim
-LEDGER_SPEC = LedgerSpec(training=(EntrySpec("l2dpml_functional"),), published_claim=True)
+LEDGER_SPEC = LedgerSpec(training=(EntrySpec(FUNCTIONAL.name),), published_claim=True)
 
 #: the registry's entries (dpcl.learners.registry)
 SPECS = (
@@ -316,7 +333,7 @@ def run_l2dpml(
         private = math.isfinite(epsilon)
         records.append(
             {
-                "mechanism": "l2dpml_functional" if private else "nonprivate",
+                "mechanism": FUNCTIONAL.name if private else "nonprivate",
                 "epsilon": math.inf,
                 "delta": 1.0 if private else 0.0,
                 "epsilon_1": e1,

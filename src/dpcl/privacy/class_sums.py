@@ -3,7 +3,7 @@ space O_t, Σ_{x ∈ D_{t,o}} f(x)/‖f(x)‖ + N(0, σ²I) — noise on every l
 
 Summands have unit norm, so adding or removing one individual changes one sum by a vector of norm ≤ 1:
 L2 sensitivity 1 for the whole release (:data:`SENSITIVITY`). Sums, not means: counts are never
-released. The DP cosine classifier adds these sums to its prototypes; the privacy audit audits this very
+released. A learner adds these sums to its class prototypes; the privacy audit audits this very
 function.
 """
 

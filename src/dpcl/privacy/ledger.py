@@ -15,6 +15,9 @@ The ledger *proves* rather than repeats:
 - sensitivities come from the mechanism and the query it answers (:data:`QUERY_SENSITIVITY`),
   never from the entry: an entry that states another sensitivity is rejected;
 - a non-private entry must say ε = ∞, a data-independent one ε = δ = 0;
+- every entry carries its mechanism as a ``dp_accounting`` event, derived from the parameters just
+  checked (``dp_event``, :mod:`dpcl.privacy.dp_events`), so dp_accounting's own accountants can
+  compose the ledger;
 - a memory buffer's reread count must be the run's own: (T − 1 − t) later tasks for task t;
 - every task 0..T−1 has exactly one label-space entry and at least one training entry;
 - the target comes from the validated config, not from any file the run read.
@@ -31,26 +34,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .accounting import ADJACENCY, REDERIVE_TOL, REL_TOL, Budget, PrivacyBudgetExceeded
+from .dp_events import entry_event
 from .errors import LedgerError  # its own module (shared with group_ledger); importable from here too
 from .gaussian import gaussian_delta
 from .label_release import laplace_delta, tsgd_delta
 
 #: Mechanisms that decide a task's output label space O_t (exactly one per task).
-LABEL_SPACE_KINDS = frozenset(
-    {
-        "ktsgd_label_release",
-        "laplace_label_release",
-        "label_oracle",
-        "label_oracle_nonprivate",
-        "data_independent",
-    }
-)
-#: Mechanisms that train on a task's data (at least one per task).
-TRAINING_KINDS = frozenset({"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate", "l2dpml_functional"})
+LABEL_SPACE_KINDS = {
+    "ktsgd_label_release",
+    "laplace_label_release",
+    "label_oracle",
+    "label_oracle_nonprivate",
+    "data_independent",
+}
+#: Mechanisms that train on a task's data (at least one per task); a learner adds its own kinds with
+#: :func:`register_kind`.
+TRAINING_KINDS = {"gaussian", "dpsgd", "dpsgd_buffer", "nonprivate"}
 #: Mechanisms that are not DP by construction and are run as baselines: the entry says ε = ∞ and the
-#: run's ledger says guarantee_holds: false (the Label Oracle, Prop. 4.1; L2DP-ML's functional
-#: mechanism with noise drawn once and reused, [Lai2022], see dpcl.learners.l2dpml.WHY_NOT_DP).
-LEAKY_KINDS = frozenset({"label_oracle", "l2dpml_functional"})
+#: run's ledger says guarantee_holds: false (the Label Oracle, Prop. 4.1, and the kinds a learner
+#: registers as leaky).
+LEAKY_KINDS = {"label_oracle"}
+#: Kinds that give no privacy: the entry says ε = ∞ (the non-private twins and the leaky baselines).
+NON_PRIVATE_KINDS = {"nonprivate", "label_oracle_nonprivate", "label_oracle"}
 
 #: L2 (Gaussian) or L1 (count) sensitivity of each query a mechanism may answer, under
 #: add/remove adjacency. The query is named by the entry; its sensitivity is the ledger's.
@@ -83,6 +88,7 @@ _COMMON = {
     "delta_achieved",
     "epsilon_accounted",
     "epsilon_target",
+    "dp_event",
 }
 _DPSGD = {
     "noise_multiplier",
@@ -102,13 +108,76 @@ PUBLIC_FIELDS: dict[str, frozenset[str]] = {
     "dpsgd_buffer": frozenset(_COMMON | _DPSGD | {"steps_per_task", "later_tasks", "block_choice"}),
     "nonprivate": frozenset(_COMMON | _DPSGD | {"sigma", "dimension", "steps_per_task", "later_tasks"}),
     "label_oracle": frozenset(_COMMON),
-    "l2dpml_functional": frozenset(
-        _COMMON
-        | {"epsilon_1", "epsilon_2", "Delta_R", "Delta_L", "hidden", "input_dim", "batch_size", "epochs"}
-    ),
     "label_oracle_nonprivate": frozenset(_COMMON),
     "data_independent": frozenset(_COMMON),
 }
+
+
+#: the queries each mechanism kind may answer (None: the kind names no query)
+KIND_QUERIES: dict[str, frozenset[str | None]] = {
+    "gaussian": frozenset({"class_sums_of_unit_norm_features", "taylor_coefficients_projected_features"}),
+    "dpsgd": frozenset({None, "clipped_gradient_sums"}),
+    "dpsgd_buffer": frozenset({None, "clipped_gradient_sums"}),
+    "ktsgd_label_release": frozenset({None, "label_counts"}),
+    "laplace_label_release": frozenset({None, "label_counts"}),
+    "nonprivate": frozenset({None, *QUERY_SENSITIVITY}),
+    "label_oracle": frozenset({None}),
+    "label_oracle_nonprivate": frozenset({None}),
+    "data_independent": frozenset({None}),
+}
+#: the type of each field a registered kind adds ("integer" or "positive"; other fields are numbers)
+KIND_FIELD_TYPES: dict[str, dict[str, str]] = {}
+
+
+@dataclass(frozen=True)
+class MechanismKind:
+    """A training mechanism a learner brings to the ledger, registered with :func:`register_kind`.
+
+    Only a kind that is **not DP** can be registered (``private=False``): its entry says ε = ∞, its
+    ``dp_event`` is ``NonPrivateDpEvent``, and, if ``leaky``, the run's ledger says
+    ``guarantee_holds: false``. A private mechanism needs the ledger's own accounting (a re-derivation
+    from its parameters, a sensitivity the ledger knows, a dp_accounting event), which is written here,
+    not registered.
+    """
+
+    name: str
+    #: the public parameters it records beyond every kind's (``epsilon``, ``delta``, ``note``, …), with
+    #: their types: "integer", "positive" or "number"
+    fields: dict[str, str]
+    private: bool = False
+    leaky: bool = True
+
+    def __post_init__(self) -> None:
+        if self.private:
+            raise ValueError(
+                f"mechanism kind {self.name!r}: only a kind that is not DP can be registered; a private "
+                "mechanism is accounted by the ledger itself (dpcl.privacy.ledger.verify_mechanism)"
+            )
+        bad = sorted(k for k, v in self.fields.items() if v not in ("integer", "positive", "number"))
+        if bad:
+            raise ValueError(
+                f"mechanism kind {self.name!r}: fields {bad} need a type: integer, positive or number"
+            )
+
+
+def register_kind(kind: MechanismKind) -> None:
+    """Add a learner's non-DP training kind to the ledger's vocabulary (idempotent for the same kind).
+
+    A learner's module calls it at import, so the kind is known wherever the learner runs or its
+    ``LEDGER_SPEC`` is read (which imports the module); a built-in kind cannot be replaced.
+    """
+    fields = frozenset(_COMMON | set(kind.fields))
+    if kind.name in PUBLIC_FIELDS:
+        if PUBLIC_FIELDS[kind.name] == fields and KIND_FIELD_TYPES.get(kind.name) == kind.fields:
+            return
+        raise ValueError(f"mechanism kind {kind.name!r} is already registered with other fields")
+    PUBLIC_FIELDS[kind.name] = fields
+    KIND_QUERIES[kind.name] = frozenset({None})
+    KIND_FIELD_TYPES[kind.name] = dict(kind.fields)
+    TRAINING_KINDS.add(kind.name)
+    NON_PRIVATE_KINDS.add(kind.name)
+    if kind.leaky:
+        LEAKY_KINDS.add(kind.name)
 
 
 def split_public(entry: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -215,7 +284,7 @@ def verify_mechanism(
         raise LedgerError(f"{kind} entry has ε = {eps}, δ = {delta}: need ε ≥ 0 and 0 ≤ δ ≤ 1")
     derived: dict[str, Any] = {}
     achieved: float | None = None
-    if kind in ("nonprivate", "label_oracle", "label_oracle_nonprivate", "l2dpml_functional"):
+    if kind in NON_PRIVATE_KINDS:
         if not math.isinf(eps):
             raise LedgerError(f"a {kind} entry gives no privacy and must say ε = inf, not ε = {eps}")
     elif kind == "data_independent":
@@ -263,6 +332,10 @@ def verify_mechanism(
                 f"mechanism {kind} claims (ε={eps}, δ={delta}) but its parameters give δ={achieved:.3e}"
             )
         derived["delta_achieved"] = achieved
+    # the mechanism in dp_accounting's terms, from the parameters just checked (dpcl.privacy.dp_events)
+    derived["dp_event"] = entry_event(
+        entry, non_private=kind in NON_PRIVATE_KINDS, sensitivity=derived.get("sensitivity")
+    )
     return derived
 
 

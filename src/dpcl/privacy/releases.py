@@ -2,7 +2,7 @@
 for one, reported by the sampling primitive that draws it.
 
 A release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s blocks; FiLM's
-noisy clipped gradient sums; the cosine classifier's noisy class sums; FM-A-GEM's noisy Taylor coefficients;
+noisy clipped gradient sums; the noisy class sums of unit-norm features; FM-A-GEM's noisy Taylor coefficients;
 DP active learning's Laplace-noised acquisition scores; a task's released label space) goes through
 :func:`publish` with what it read, how it was noised and what it returns. A Poisson sample of the records
 that a release will read is drawn by :mod:`dpcl.privacy.sampling`, which reports it with :func:`sampled`

@@ -18,9 +18,9 @@ nominal size). The verifier trusts nothing else the file says:
 - **the target** from the plan; δ in (0, 1) and below 1/N for the data set's nominal size N;
 - **every stated figure recomputed and compared**: each entry's ε and δ (from σ, k, τ or
   (σ, q, steps) by the entry's accountant), the per-task ``composed`` block, each disjoint
-  part's budget, the ``overall`` block, DP-A-GEM's summary; a figure that states *less* than its
+  part's budget, the ``overall`` block, a learner's own summary block (its ``summary_check``); a figure that states *less* than its
   parameters spend is rejected (an ε or δ is a bound: stating more is conservative and allowed);
-  a restated parameter (a cosine run's σ, a query's sensitivity, a buffer's reread count) must
+  a restated parameter (a run's one Gaussian σ, a query's sensitivity, a buffer's reread count) must
   equal its entries' or the plan's in either direction;
 - ``private``, ``leaky_baseline`` and ``guarantee_holds`` recomputed; a hyperparameter choice on
   private data that is not explicitly accounted must be listed under ``unaccounted_uses``;
@@ -40,29 +40,17 @@ from typing import Any
 from .accounting import ADJACENCY, REDERIVE_TOL, REL_TOL, Budget, PrivacyBudgetExceeded
 from .ledger import (
     DEFAULT_QUERY,
+    KIND_FIELD_TYPES,
+    KIND_QUERIES,
     LABEL_SPACE_KINDS,
     PUBLIC_FIELDS,
-    QUERY_SENSITIVITY,
     TRAINING_KINDS,
     Ledger,
     LedgerError,
 )
 from .ledger_fields import at_least, boolean, budget, integer, mapping, number, string, where
-from .verify_summaries import check_agem_summary, check_claim
+from .verify_summaries import check_claim
 
-#: the queries each mechanism kind may answer (None: the kind names no query)
-KIND_QUERIES: dict[str, frozenset] = {
-    "gaussian": frozenset({"class_sums_of_unit_norm_features", "taylor_coefficients_projected_features"}),
-    "dpsgd": frozenset({None, "clipped_gradient_sums"}),
-    "dpsgd_buffer": frozenset({None, "clipped_gradient_sums"}),
-    "ktsgd_label_release": frozenset({None, "label_counts"}),
-    "laplace_label_release": frozenset({None, "label_counts"}),
-    "nonprivate": frozenset({None, *QUERY_SENSITIVITY}),
-    "label_oracle": frozenset({None}),
-    "label_oracle_nonprivate": frozenset({None}),
-    "data_independent": frozenset({None}),
-    "l2dpml_functional": frozenset({None}),
-}
 #: top-level keys of a task ledger
 TOP_LEVEL = frozenset(
     {
@@ -77,14 +65,12 @@ TOP_LEVEL = frozenset(
         "overall",
         "published_claim",
         "hyperparameters",
-        "agem",
         "sigma",
         "provenance",
     }
 )
-_INT_FIELDS = frozenset({"steps", "steps_per_task", "later_tasks", "k", "dimension", "hidden", "input_dim"})
-_INT_FIELDS |= {"batch_size", "epochs"}
-_POSITIVE = frozenset({"sigma", "noise_multiplier", "tau", "clip", "normaliser", "Delta_R", "Delta_L"})
+_INT_FIELDS = frozenset({"steps", "steps_per_task", "later_tasks", "k", "dimension"})
+_POSITIVE = frozenset({"sigma", "noise_multiplier", "tau", "clip", "normaliser"})
 _STRINGS = frozenset({"mechanism", "data", "note", "part", "query", "accountant", "block_choice"})
 ACCOUNTANTS = frozenset({"prv", "rdp", "pld"})
 
@@ -117,8 +103,11 @@ class LedgerSpec:
     training: tuple[EntrySpec, ...]
     #: a published method: privacy.json carries ``published_claim`` at finite ε
     published_claim: bool = False
-    #: a learner's own summary block ("agem": DP-A-GEM's parts and worst case)
+    #: the top-level key of a learner's own summary block in privacy.json (required at finite ε), and
+    #: ``summary_check(block, ledger, total) -> None``, which recomputes it from the verified ledger
+    #: and raises LedgerError; a file with the block is rejected without a plan that names its check
     summary: str | None = None
+    summary_check: Callable[[Any, Ledger, Budget], None] | None = None
     #: recomputes a published claim from the ledger's public parameters: (claim, tasks, n_tasks) -> None,
     #: raising LedgerError; None where the claim's bounds cannot be recomputed (an empirical audit)
     claim_check: Callable[[dict, dict, int], None] | None = None
@@ -157,6 +146,7 @@ def _check_entry_types(entry: dict, path: str) -> None:
     kind = entry.get("mechanism")
     if kind not in PUBLIC_FIELDS:
         raise LedgerError(f"{path}: unknown mechanism kind {kind!r}; allowed: {sorted(PUBLIC_FIELDS)}")
+    own = KIND_FIELD_TYPES.get(kind, {})  # a registered kind's own fields (dpcl.privacy.ledger.register_kind)
     for key, value in entry.items():
         where = f"{path}.{key}"
         if key in _STRINGS:
@@ -166,12 +156,14 @@ def _check_entry_types(entry: dict, path: str) -> None:
         elif key == "sensitivity":
             if not isinstance(value, str):
                 number(value, where)
-        elif key in _INT_FIELDS:
+        elif key in _INT_FIELDS or own.get(key) == "integer":
             integer(value, where, minimum=1 if key in ("steps", "later_tasks", "steps_per_task", "k") else 0)
         elif key == "accountant_history":
             if not isinstance(value, list):
                 raise LedgerError(f"{where}: expected a list")
-        elif key in _POSITIVE:
+        elif key == "dp_event":  # compared whole with the event the entry's parameters give (_add_entry)
+            mapping(value, where)
+        elif key in _POSITIVE or own.get(key) == "positive":
             v = number(value, where)
             if v < 0 or (v == 0 and kind != "nonprivate"):
                 raise LedgerError(f"{where}: expected a positive number, got {value!r}")
@@ -278,7 +270,7 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
     function, and the first that fails names the field.
     """
     privacy = mapping(privacy, "")
-    _check_shape(privacy)
+    _check_shape(privacy, own_block=plan.spec.summary if plan is not None and plan.spec is not None else None)
     plan = _check_target(privacy, plan)
     target = plan.target
     unaccounted = _unaccounted_uses(privacy)
@@ -296,8 +288,8 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
         check_claim(claim, total, ledger)
         if plan.spec is not None and plan.spec.claim_check is not None and target.private:
             plan.spec.claim_check(claim, ledger.tasks, plan.n_tasks)
-    if "agem" in privacy:
-        check_agem_summary(privacy["agem"], ledger, total)
+    if plan.spec is not None and plan.spec.summary in privacy and plan.spec.summary_check is not None:
+        plan.spec.summary_check(privacy[plan.spec.summary], ledger, total)
     if "sigma" in privacy:
         _check_sigma(privacy["sigma"], ledger)
     holds, leaky = _check_flags(privacy, ledger)
@@ -314,13 +306,18 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
     }
 
 
-def _check_shape(privacy: dict) -> None:
-    """Only finite numbers (∞ only in an ε or a bound), the closed top-level keys, every required key,
-    and the adjacency this verifier checks."""
+def _check_shape(privacy: dict, own_block: str | None) -> None:
+    """Only finite numbers (∞ only in an ε or a bound), the closed top-level keys (and the learner's own
+    summary block, ``own_block``, which only a plan's learner names), every required key, and the
+    adjacency this verifier checks."""
     _check_finite(privacy)
-    extra = sorted(set(privacy) - TOP_LEVEL)
+    allowed = TOP_LEVEL | ({own_block} if own_block else set())
+    extra = sorted(set(privacy) - allowed)
     if extra:
-        raise LedgerError(f"unknown top-level keys {extra}; a task ledger has {sorted(TOP_LEVEL)}")
+        raise LedgerError(
+            f"unknown top-level keys {extra}; a task ledger has {sorted(allowed)} (a learner's own block is "
+            "checked against the plan's learner: pass it)"
+        )
     for key in ("target", "tasks", "overall", "n_tasks", "guarantee_holds", "leaky_baseline", "private"):
         if key not in privacy:
             raise LedgerError(f"not a task ledger: no {key!r} key")
@@ -402,13 +399,18 @@ def _add_entry(ledger: Ledger, t: int, entry: Any, path: str) -> None:
     must not understate what the ledger re-derives."""
     entry = mapping(entry, path)
     _check_entry_types(entry, path)
-    raw = {k: v for k, v in entry.items() if k not in ("delta_achieved", "epsilon_accounted")}
+    raw = {k: v for k, v in entry.items() if k not in ("delta_achieved", "epsilon_accounted", "dp_event")}
     try:
         ledger.add(t, raw)
     except (LedgerError, PrivacyBudgetExceeded, KeyError, TypeError, ValueError) as e:
         cls = type(e) if isinstance(e, (LedgerError, PrivacyBudgetExceeded)) else LedgerError
         raise cls(f"{path} ({entry.get('mechanism')!r}): {e}") from None
     derived = ledger.tasks[t][-1]
+    if entry.get("dp_event") != derived["dp_event"]:  # a restated mechanism: equal in either direction
+        raise LedgerError(
+            f"{path}.dp_event: states {entry.get('dp_event')!r}, but the entry's parameters give the "
+            f"dp_accounting event {derived['dp_event']!r}"
+        )
     for key in ("delta_achieved", "epsilon_accounted"):  # an accountant's output, re-derived here
         if key in entry:
             at_least(
@@ -455,7 +457,8 @@ def _check_overall(privacy: dict, total: Budget, target: Budget) -> None:
 
 def _check_learner_blocks(privacy: dict, plan: Plan, claim: Any) -> None:
     """The blocks the learner declares (:class:`LedgerSpec`): a published claim where it is a published
-    method (at finite ε), DP-A-GEM's summary where it writes one; neither where it declares none."""
+    method (at finite ε), its own summary block where it declares one (at finite ε); no claim where it
+    declares none (an undeclared block is an unknown top-level key, :func:`_check_shape`)."""
     spec = plan.spec
     if spec is None:
         return
@@ -465,14 +468,12 @@ def _check_learner_blocks(privacy: dict, plan: Plan, claim: Any) -> None:
         )
     if not spec.published_claim and claim is not None:
         raise LedgerError("published_claim: the learner declares no published claim")
-    if spec.summary == "agem" and plan.target.private and "agem" not in privacy:
-        raise LedgerError("agem: the learner's summary block is missing")
-    if spec.summary != "agem" and "agem" in privacy:
-        raise LedgerError("agem: the learner declares no such summary")
+    if spec.summary is not None and plan.target.private and spec.summary not in privacy:
+        raise LedgerError(f"{spec.summary}: the learner's summary block is missing")
 
 
 def _check_sigma(stated: Any, ledger: Ledger) -> None:
-    """A cosine run's σ: its entries' own, restated (a parameter, not a bound: equal either way)."""
+    """A run's one Gaussian σ (top-level ``sigma``): its entries' own, restated (a parameter, not a bound: equal either way)."""
     sigma = number(stated, "sigma")
     used = [
         float(e["sigma"])

@@ -1,50 +1,16 @@
-"""The task-ledger verifier's checks of the blocks that summarise a ledger for its reader: DP-A-GEM's
-parts and worst case (``agem``) and a published method's claim with its three-valued verdicts
-(``published_claim``). Each stated figure is recomputed from the ledger's entries; one that states
-less than they spend is rejected."""
+"""The task-ledger verifier's check of the block that summarises a published method's claim for its
+reader (``published_claim``, with its three-valued verdicts). Each stated figure is recomputed from
+the ledger's entries; one that states less than they spend is rejected. A learner's own summary
+block is checked by the function its ``LedgerSpec`` names (``summary_check``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .accounting import REDERIVE_TOL, Budget
+from .accounting import Budget
 from .ledger import LABEL_SPACE_KINDS, Ledger, LedgerError
-from .ledger_fields import at_least, budget, integer, mapping, number, string
+from .ledger_fields import at_least, mapping, number, string
 from .verdict import VERDICTS, Verdict, classify, overall_verdict
-
-
-def check_agem_summary(block: Any, ledger: Ledger, total: Budget) -> None:
-    block = mapping(block, "agem")
-    train = mapping(block.get("train_part"), "agem.train_part")
-    t0 = ledger.tasks.get(0, [])
-    first = next((e for e in t0 if e.get("part") == "train"), None)
-    if first is None:
-        raise LedgerError("agem: the ledger has no train part to summarise")
-    for key in ("noise_multiplier", "sample_rate", "steps"):
-        got = (integer if key == "steps" else number)(train.get(key), f"agem.train_part.{key}")
-        if got != first.get(key, got if first["mechanism"] == "nonprivate" else None):
-            raise LedgerError(
-                f"agem.train_part.{key}: states {got!r}, task 0's train entry has {first.get(key)!r}"
-            )
-    buf = block.get("buffer_part")
-    if buf is not None:
-        buf = mapping(buf, "agem.buffer_part")
-        refs = [e for es in ledger.tasks.values() for e in es if e.get("part") == "reference"]
-        worst = max((float(e.get("epsilon_accounted", e["epsilon"])) for e in refs), default=0.0)
-        at_least(
-            number(buf.get("epsilon_worst_case"), "agem.buffer_part.epsilon_worst_case", allow_inf=True),
-            worst,
-            "agem.buffer_part.epsilon_worst_case",
-            rel_tol=REDERIVE_TOL,  # the worst reference entry's accountant figure, re-derived here
-        )
-        later = integer(buf.get("worst_case_later_tasks"), "agem.buffer_part.worst_case_later_tasks")
-        if ledger.n_tasks is not None and later != ledger.n_tasks - 1:
-            raise LedgerError(
-                f"agem.buffer_part.worst_case_later_tasks: {later}, a {ledger.n_tasks}-task run has {ledger.n_tasks - 1}"
-            )
-    per = budget(block.get("per_individual_total"), "agem.per_individual_total")
-    at_least(per.epsilon, total.epsilon, "agem.per_individual_total.epsilon")
-    at_least(per.delta, total.delta, "agem.per_individual_total.delta")
 
 
 def training_total(ledger: Ledger) -> float:
