@@ -27,6 +27,19 @@ from dpcl.privacy.verify import Plan, verify_task_ledger
 
 LEDGERS = Path(__file__).parent / "ledgers"
 PRIVACY = Path(__file__).resolve().parents[2] / "src" / "dpcl" / "privacy"
+#: a buffer entry of task 0 in a 3-task run: reread at every step of the 2 later tasks
+BUFFER = {
+    "mechanism": "dpsgd_buffer",
+    "part": "reference",
+    "epsilon": 8.0,
+    "delta": 1e-5,
+    "noise_multiplier": 1.5,
+    "sample_rate": 0.5,
+    "steps": 8,
+    "steps_per_task": 4,
+    "later_tasks": 2,
+    "accountant": "rdp",
+}
 
 
 def _event(entry, task=0, n_tasks=3):
@@ -68,35 +81,12 @@ def _event(entry, task=0, n_tasks=3):
             },
             dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.25, dpa.GaussianDpEvent(1.5)), 12),
         ),
-        (  # a buffer read whole at every step of the 2 later tasks of task 0 in a 3-task run
-            {
-                "mechanism": "dpsgd_buffer",
-                "part": "reference",
-                "epsilon": 8.0,
-                "delta": 1e-5,
-                "noise_multiplier": 1.5,
-                "sample_rate": 0.5,
-                "steps": 8,
-                "steps_per_task": 4,
-                "later_tasks": 2,
-                "accountant": "rdp",
-            },
+        (  # the buffer read whole at every step
+            BUFFER,
             dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.5, dpa.GaussianDpEvent(1.5)), 8),
         ),
         (  # a uniformly chosen block, then sampled: no supported event
-            {
-                "mechanism": "dpsgd_buffer",
-                "part": "reference",
-                "epsilon": 8.0,
-                "delta": 1e-5,
-                "noise_multiplier": 1.5,
-                "sample_rate": 0.5,
-                "steps": 8,
-                "steps_per_task": 4,
-                "later_tasks": 2,
-                "accountant": "pld",
-                "block_choice": "uniform",
-            },
+            dict(BUFFER, accountant="pld", block_choice="uniform"),
             dpa.UnsupportedDpEvent(),
         ),
         (
