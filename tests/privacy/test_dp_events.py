@@ -159,3 +159,13 @@ def test_the_privacy_package_names_no_learner():
         found += [(path.name, n) for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
         found += [(path.name, d) for d in displays if d in text]
     assert not found
+
+
+def test_a_learners_own_summary_block_comes_with_its_check():
+    """A block the verifier could not recompute would put unchecked figures in the release."""
+    from dpcl.privacy.verify import EntrySpec, LedgerSpec
+
+    with pytest.raises(ValueError, match="needs its check"):
+        LedgerSpec(training=(EntrySpec("dpsgd"),), summary="mine")
+    with pytest.raises(ValueError, match="needs its check"):
+        LedgerSpec(training=(EntrySpec("dpsgd"),), summary_check=lambda block, ledger, total: None)

@@ -112,6 +112,10 @@ class LedgerSpec:
     #: raising LedgerError; None where the claim's bounds cannot be recomputed (an empirical audit)
     claim_check: Callable[[dict, dict, int], None] | None = None
 
+    def __post_init__(self) -> None:
+        if (self.summary is None) != (self.summary_check is None):
+            raise ValueError("a learner's own summary block needs its check, and a check its block")
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -288,7 +292,7 @@ def verify_task_ledger(privacy: Any, plan: Plan | None = None) -> dict[str, Any]
         check_claim(claim, total, ledger)
         if plan.spec is not None and plan.spec.claim_check is not None and target.private:
             plan.spec.claim_check(claim, ledger.tasks, plan.n_tasks)
-    if plan.spec is not None and plan.spec.summary in privacy and plan.spec.summary_check is not None:
+    if plan.spec is not None and plan.spec.summary_check is not None and plan.spec.summary in privacy:
         plan.spec.summary_check(privacy[plan.spec.summary], ledger, total)
     if "sigma" in privacy:
         _check_sigma(privacy["sigma"], ledger)
