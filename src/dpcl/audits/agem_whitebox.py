@@ -76,8 +76,10 @@ def audit_whitebox(
     epsilon: float, delta: float, *, audit: dict, seed: int, alpha: float = 0.05
 ) -> list[dict]:
     """The white-box audit rows of DP-A-GEM at claimed (ε, δ), train part and buffer rereads (module
-    docstring): ``audit["whitebox_runs"]`` trainings of :func:`~dpcl.learners.agem.run_agem_head` with
-    ``audit["whitebox_canaries"] // 2`` canaries per part each."""
+    docstring): ``audit["whitebox_runs"]`` runs of :func:`~dpcl.learners.agem.run_agem_head` with
+    ``audit["whitebox_canaries"] // 2`` canaries per part each, a run split over trainings of at most
+    :data:`~dpcl.audits.whitebox.MAX_DIRAC_COLUMNS` canary columns
+    (:func:`~dpcl.audits.whitebox.dirac_trainings`)."""
     noise, noise_ref = agem_noise(epsilon, delta, AUDIT_DPSGD, AUDIT_AGEM, N_TASKS)
 
     def train(data, *, rng_for, split_seed):
@@ -163,9 +165,12 @@ def audit_memory_parts(
     ledger states for the part ("train", "reference") and ``claims[part]`` the ε at δ it claims for one
     individual of that part.
     The rng streams are keyed by ``learner`` and ε; ``setting`` opens each row's setting sentence."""
-    from .whitebox import bound_coin_trials
+    from .whitebox import bound_coin_trials, dirac_trainings
 
-    runs, canaries = int(audit["whitebox_runs"]), int(audit["whitebox_canaries"]) // 2
+    # half the config's canaries per part, each part's in columns of their own: a run split over trainings
+    canaries, runs = dirac_trainings(
+        int(audit["whitebox_canaries"]) // 2, int(audit["whitebox_runs"]), columns_per_canary=2
+    )
     if runs < 1 or canaries < 1:
         raise ValueError(f"the audit needs runs and canaries >= 1, got {runs} and {canaries}")
     reads = {"train": AUDIT_DPSGD.steps, "reference": (N_TASKS - 1) * AUDIT_DPSGD.steps}
