@@ -149,15 +149,20 @@ def test_only_a_kind_that_is_not_dp_can_be_registered():
 
 
 def test_the_privacy_package_names_no_learner():
-    """No registered learner's name or display name in dpcl.privacy's code: a learner's own kinds and
-    summary checks live in its module (register_kind, LedgerSpec.summary_check)."""
+    """No registered learner's name, display name or method name in dpcl.privacy's code and prose: a
+    learner's own kinds and summary checks live in its module (register_kind, LedgerSpec.summary_check),
+    and the mechanisms are described as mechanisms (a memory buffer's rereads, not a method's)."""
     names = set(registry.names()) | {m.rsplit(".", 1)[-1] for m in registry.MODULES}
     displays = {registry.get(n).display for n in registry.names()}
+    # the methods the displays name: "DP-A-GEM (FiLM)" -> DP-A-GEM and FiLM, "Desai et al. DP-CL ..." -> Desai et al.
+    methods = {re.split(r" \(| DP-CL", d)[0] for d in displays}
+    methods |= {w for d in displays for w in re.findall(r"\((\w+)\)", d) if w[0].isupper()}
+    assert {"DP-A-GEM", "FiLM", "Desai et al.", "Naive"} <= methods
     found = []
     for path in sorted(PRIVACY.glob("*.py")):
         text = path.read_text()
         found += [(path.name, n) for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
-        found += [(path.name, d) for d in displays if d in text]
+        found += [(path.name, d) for d in displays | methods if d in text]
     assert not found
 
 

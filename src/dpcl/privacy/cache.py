@@ -2,7 +2,7 @@
 
 Calibrating σ for (ε, δ, q, steps) takes the PRV accountant seconds on a CPU, whatever the
 model size; the paper grid asks the same question for every member, label method and task
-of an (ε, seed) (9,800 FiLM members), and the miniature paper run more often than it trains.
+of an (ε, seed) (9,800 ensemble members), and the miniature paper run more often than it trains.
 The answers are pure functions of public parameters, so they are cached on disk: the key
 is the function, its arguments and a hash of the accounting code (this package's modules)
 and of the accountant packages' versions, so any change to either computes afresh. A hit

@@ -66,7 +66,7 @@ QUERY_SENSITIVITY: dict[str, float] = {
     "label_counts": 1.0,
     # Σ clip_C(g_i) over a Poisson sample: one individual changes it by ≤ C; noise std σ·C
     "clipped_gradient_sums": 1.0,  # in units of the clipping bound C
-    # (Σ (e_y − 1/K) zᵀ, upper triangle of Σ z zᵀ) with ‖z‖ ≤ 1: √(1 + 1) (FM-A-GEM)
+    # (Σ (e_y − 1/K) zᵀ, upper triangle of Σ z zᵀ) with ‖z‖ ≤ 1: √(1 + 1) (a quadratic loss's Taylor coefficients)
     "taylor_coefficients_projected_features": math.sqrt(2.0),
 }
 DEFAULT_QUERY = {
@@ -396,8 +396,8 @@ class Ledger:
         """Basic composition of the mechanisms applied to one task's data.
 
         Entries without ``part`` touch all of D_t; entries with one touch only that part of
-        D_t, and the parts are disjoint (e.g. DP-A-GEM's train and reference parts, App.
-        D.4 (a)), so each individual pays the shared entries plus its own part's: the
+        D_t, and the parts are disjoint (e.g. a memory-buffer method's train and reference parts,
+        [LabelSpace] App. D.4 (a)), so each individual pays the shared entries plus its own part's: the
         worst part bounds everyone.
         """
         shared = [e for e in self.tasks.get(task, []) if e.get("part") is None]

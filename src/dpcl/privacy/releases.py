@@ -1,9 +1,9 @@
 """Every release of private data, reported by the mechanism primitive that makes it, and every sample drawn
 for one, reported by the sampling primitive that draws it.
 
-A release (the noisy clipped gradient sum of the heads, DP-A-GEM's buffer and Desai et al.'s blocks; FiLM's
-noisy clipped gradient sums; the noisy class sums of unit-norm features; FM-A-GEM's noisy Taylor coefficients;
-DP active learning's Laplace-noised acquisition scores; a task's released label space) goes through
+A release (the noisy clipped gradient sum of a linear head, over a task, a memory buffer or one of its blocks;
+the noisy clipped gradient sums of a network's adapters; the noisy class sums of unit-norm features; noisy
+Taylor coefficients; Laplace-noised acquisition scores; a task's released label space) goes through
 :func:`publish` with what it read, how it was noised and what it returns. A Poisson sample of the records
 that a release will read is drawn by :mod:`dpcl.privacy.sampling`, which reports it with :func:`sampled`
 (the population it drew from and the rate it used). Outside an audit nothing listens: both return after
@@ -28,7 +28,7 @@ noise's standard deviation, and the released value.
 
 **Canaries.** A recording may carry an audit's canaries (``canaries=``: their rows, as the primitive reads
 them, and their labels). A primitive whose releases depend on a state that changes from release to
-release (FiLM's backbone, whose clipped per-sample gradients only the live model gives) attributes them
+release (a network's, whose clipped per-sample gradients only the live model gives) attributes them
 at release time: :func:`canaries_read` gives it the canaries when the release read any of them, and the
 attribution it reports returns what it computed then.
 

@@ -3,9 +3,9 @@ sampling primitive (:mod:`dpcl.privacy.releases`).
 
 Who is read at which step is part of the mechanism: the subsampled Gaussian's accounting assumes that
 every record of the population joins each sample independently with the stated rate q. Every DP-SGD
-sample of the library is drawn here: the heads' (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`:
-the PEFT, Naive and Non-CL heads, DP-A-GEM's train part and buffer, Desai et al.'s train part and blocks,
-DP active learning's per-record rates) and FiLM's (:func:`dpcl.training.film.noisy_grad_sum`). Each
+sample of the library is drawn here: the linear heads' (:func:`dpcl.training.clipped_sum.noisy_clipped_sum`:
+a task's records, a memory buffer or one of its blocks, records with a rate each) and the adapted
+networks' (:func:`dpcl.training.film.noisy_grad_sum`). Each
 report states the population (its rows, as the release will read them) and the rate the primitive used,
 so that an audit can compare the rate with the ledger's and every record's reads with the samples that
 could have drawn it (:mod:`dpcl.audits.exposure`), whatever the caller believes it asked for.
@@ -14,8 +14,8 @@ Two ways to draw the same law, each with its own random stream (a run's bits dep
 
 * :func:`by_gaps`: the gaps between successive members of a Poisson sample are independent Geometric(q)
   variables, so the sample takes about q·n geometric draws instead of n uniform ones (the heads).
-* :func:`by_coins`: one uniform per record, record i joining iff u_i < q_i (a rate per record: DP active
-  learning's step amplification; FiLM's samples).
+* :func:`by_coins`: one uniform per record, record i joining iff u_i < q_i (a rate per record, as step
+  amplification [Schwethelm2025] gives; the adapted networks' samples).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ phase histories.)
 
 [LabelSpace] App. D.1: opacus with Poisson sampling and the PRV
 accountant ([Gopi2021]), falling back to RDP ([Mironov2019]) where PRV
-fails; App. D.4: DP-A-GEM rereads a memory buffer at its own rate and noise, so its
+fails; App. D.4: a memory buffer is reread at its own rate and noise, so the
 phases compose *sequentially* for the individuals they share (:func:`compose_epsilon`).
 
 Each step of DP-SGD samples every example independently with probability q (the
@@ -462,7 +462,7 @@ def epsilon(
 def compose_epsilon(phases: list[Phase], delta: float, accountant: str = "prv") -> float:
     """ε of running the phases (σ, q, steps) one after another on the same individual (App. D.4).
 
-    Sequential composition: e.g. DP-A-GEM's training-data phase and its buffer rereads.
+    Sequential composition: e.g. a task's training phase and its memory buffer's rereads.
     The accountant composes the exact privacy-loss distributions (PRV) or RDP curves of
     all phases, which is tighter than adding the per-phase ε.
     """
