@@ -15,10 +15,7 @@ import ast
 from test_import_graph import PACKAGE, SRC, import_graph
 
 #: (importing module, imported package or module): why it stands for now
-EXCEPTIONS = {
-    ("dpcl.privacy.group_ledger", "dpcl.active"): "the DP active-learning group ledger's verifier rebuilds "
-    "the plan's schedule and clip bound from dpcl.active (a learner system below the ledger it verifies)",
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _rules() -> dict[str, tuple[str, ...]]:

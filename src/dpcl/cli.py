@@ -203,10 +203,14 @@ def _ledger_verify(args: argparse.Namespace) -> None:
         try:
             data = json.loads(Path(path).read_text())
             plan = _ledger_plan(args, config, path, data, target)
-            active = _active_plan(args, config, path) if data.get("accounting") == "per_record_groups" else {}
-            summary = verify_privacy(
-                data, target=active.pop("target", target), n_tasks=args.tasks, plan=plan, **active
-            )
+            if data.get("accounting") == "per_record_groups":
+                # a DP active-learning run's per-record group ledger: its own verifier (dpcl.active)
+                from .active.group_ledger import verify_group_ledger
+
+                active = _active_plan(args, config, path)
+                summary = verify_group_ledger(data, target=active.pop("target", target), **active)
+            else:
+                summary = verify_privacy(data, target=target, n_tasks=args.tasks, plan=plan)
             results.append({"path": str(path), "verified": True, **summary})
         except (OSError, json.JSONDecodeError) as e:
             failed = {"path": str(path), "verified": False, "error": f"cannot read a ledger: {e}"}

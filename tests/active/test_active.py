@@ -10,12 +10,11 @@ import pytest
 from dpcl.active import selection as sel
 from dpcl.active.acquisition import clip_bound, scores
 from dpcl.active.grid import parse_method, run_cells, schedule_keys
+from dpcl.active.group_ledger import verify_group_ledger
 from dpcl.active.run import ActiveMethod, run_active
 from dpcl.active.schedules import ALPlan, build_schedule
 from dpcl.privacy.accounting import PrivacyBudgetExceeded
-from dpcl.privacy.group_ledger import verify_group_ledger
 from dpcl.privacy.ledger import LedgerError
-from dpcl.privacy.verify import verify_privacy
 from dpcl.seeding import rng
 from dpcl.training.heads import DPSGDConfig, LinearHead, train_head
 
@@ -187,7 +186,7 @@ def test_privacy_json_is_neighbour_invariant_and_verifies(small_schedules, acq, 
         assert d["labelled"] > 0 and 0 <= m["final_accuracy"] <= 1
     assert outs[0] == outs[1]
     privacy = json.loads(outs[0])
-    summary = verify_privacy(privacy)
+    summary = verify_group_ledger(privacy)
     assert summary["guarantee_holds"] == (mode == "sound")
     assert privacy["guarantee_holds"] == (mode == "sound")
     if mode == "paper":
@@ -333,8 +332,8 @@ def test_ledger_verify_command_reads_an_active_ledger(small_schedules, tmp_path,
 
 
 def test_a_run_on_a_schedule_not_certified_fails_unless_it_states_the_published_claim():
+    from dpcl.active.group_ledger import group_ledger
     from dpcl.active.paper_schedule import authors_step_amplification
-    from dpcl.privacy.group_ledger import group_ledger
 
     # a plan at which the PLD upper bound of the authors' group 2 (selection ε included) is 8.51 > 8
     authors = authors_step_amplification(ALPlan(8.0, 1e-5, 2.0, 1000, (1000, 300), 256, 12))
@@ -385,4 +384,4 @@ def test_a_run_on_the_authors_schedule_carries_the_verdicts_on_their_claim():
     assert [v["claimed_epsilon"] for v in claim["verdicts"][1:]] == pytest.approx([8.0, 7.0, 6.0])
     assert all({"rdp_authors", "pld_upper", "pld_training_lower"} <= set(g) for g in claim["groups"])
     assert p["accountant"]["name"] == "pld" and p["accountant"]["solved_with"] == "opacus_rdp"
-    assert verify_privacy(p)["published_claim"] is True
+    assert verify_group_ledger(p)["published_claim"] is True

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from dpcl.active.grid import parse_schedule_key, plan_for, schedule_keys
+from dpcl.active.group_ledger import group_ledger, verify_group_ledger
 from dpcl.active.schedules import ALPlan, Schedule, SegmentPlan, build_schedule, target_trajectory
 from dpcl.config import load_config
 from dpcl.privacy import pld
@@ -21,7 +22,6 @@ from dpcl.privacy.group_accounting import (
     group_epsilon,
     max_sample_rate,
 )
-from dpcl.privacy.group_ledger import group_ledger, verify_group_ledger
 
 TINY = ALPlan(8.0, 1e-5, 2.0, 120, (120, 60), 32, 3)
 

@@ -1,6 +1,6 @@
-"""The task ledger and the DP active-learning group ledger do not import each other in a circle:
-the shared LedgerError lives in dpcl.privacy.errors, and only verify.verify_privacy reaches
-group_ledger (one way)."""
+"""The task ledger and the DP active-learning group ledger (dpcl.active.group_ledger) share no code but
+the LedgerError of dpcl.privacy.errors and the ledger fields' parsers: the group ledger reaches neither the
+task ledger nor its verifier, and the task ledger's verifier no longer dispatches to it."""
 
 import ast
 import subprocess
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import dpcl
+from dpcl.privacy import errors
 
 SRC = Path(dpcl.__file__).resolve().parent
 
@@ -56,17 +57,28 @@ def _reaches(graph, start: str, goal: str) -> list[str] | None:
 
 def test_group_ledger_does_not_reach_the_task_ledger():
     graph = _graph()
-    assert _reaches(graph, "dpcl.privacy.verify", "dpcl.privacy.group_ledger")  # the one-way dispatch
-    assert _reaches(graph, "dpcl.privacy.group_ledger", "dpcl.privacy.ledger") is None
-    assert _reaches(graph, "dpcl.privacy.group_ledger", "dpcl.privacy.verify") is None
+    assert _reaches(graph, "dpcl.privacy.verify", "dpcl.active.group_ledger") is None
+    assert _reaches(graph, "dpcl.active.group_ledger", "dpcl.privacy.ledger") is None
+    assert _reaches(graph, "dpcl.active.group_ledger", "dpcl.privacy.verify") is None
     assert _reaches(graph, "dpcl.privacy.ledger", "dpcl.privacy.verify") is None
     assert graph["dpcl.privacy.errors"] == set()
 
 
 def test_ledger_error_is_one_class_under_both_names():
-    from dpcl.privacy import errors, group_ledger, ledger
+    from dpcl.active import group_ledger
+    from dpcl.privacy import errors, ledger
 
     assert ledger.LedgerError is errors.LedgerError is group_ledger.LedgerError
-    code = "import sys, dpcl.privacy.group_ledger; print('dpcl.privacy.ledger' in sys.modules)"
+    code = "import sys, dpcl.active.group_ledger; print('dpcl.privacy.ledger' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_task_ledger_verifier_refuses_a_group_ledger():
+    """A per-record group ledger verified as a task ledger would be checked against the wrong plan."""
+    import pytest
+
+    from dpcl.privacy.verify import verify_privacy
+
+    with pytest.raises(errors.LedgerError, match="not a task ledger"):
+        verify_privacy({"accounting": "per_record_groups", "target": {"epsilon": 1.0, "delta": 1e-5}})

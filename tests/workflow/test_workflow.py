@@ -291,7 +291,7 @@ def test_paper_config_plans_offline(tmp_path):
 
 def test_active_learning_workflow(tiny_run):
     """[Schwethelm2025] beside the CL DAG: schedules, runs per (pool, seed), summary, tables and figures."""
-    from dpcl.privacy.verify import verify_privacy
+    from dpcl.active.group_ledger import verify_group_ledger
 
     work, res = tiny_run
     out = work / "results"
@@ -304,7 +304,7 @@ def test_active_learning_workflow(tiny_run):
     assert len(runs) == 2 * 2 * 9
     for path in runs:
         p = json.loads(path.read_text())
-        summary = verify_privacy(p)
+        summary = verify_group_ledger(p)
         assert summary["guarantee_holds"] == ("/sound/" in str(path)), path
         assert next(iter(json.loads((path.parent / "diagnostics.json").read_text()))) == "non_private"
     sa = json.loads(

@@ -11,7 +11,7 @@ backbone's features. Training follows a precomputed :class:`~dpcl.active.schedul
   above a threshold calibrated on a public shadow pool, :mod:`dpcl.active.selection`);
 - ``nondp``: exact top-k of the scores (paper mode only; the paper's upper bound, not DP).
 
-The run's release is the final head and ``privacy.json`` (:func:`dpcl.privacy.group_ledger.group_ledger`,
+The run's release is the final head and ``privacy.json`` (:func:`dpcl.active.group_ledger.group_ledger`,
 public parameters only); realised set sizes and selection statistics go to the non-private
 diagnostics.
 """
@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..privacy.group_ledger import group_ledger
 from ..training.heads import DPSGDConfig, LinearHead, train_head
 from . import paper_schedule
 from . import selection as sel
 from .acquisition import ACQUISITIONS, clip_bound, scores
+from .group_ledger import group_ledger
 from .schedules import Schedule
 
 MODES = ("paper", "sound")

@@ -1,9 +1,9 @@
 """The error of a privacy ledger whose claim does not hold, in a module of its own.
 
-Both ledgers raise it: the per-run task ledger (:mod:`dpcl.privacy.ledger`, which re-exports it
-as ``dpcl.privacy.ledger.LedgerError``) and the DP active-learning group ledger
-(:mod:`dpcl.privacy.group_ledger`). Kept apart so that the group ledger needs nothing from the
-task ledger: only ``verify.verify_privacy`` dispatches to ``group_ledger``, one way.
+Every ledger raises it: the per-run task ledger (:mod:`dpcl.privacy.ledger`, which re-exports it
+as ``dpcl.privacy.ledger.LedgerError``) and the per-record group ledgers of the systems above this
+package (``dpcl.active.group_ledger``). Kept apart so that a group ledger needs nothing from the task
+ledger.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from typing import Any
 
 from .accounting import ADJACENCY, REDERIVE_TOL, REL_TOL, Budget, PrivacyBudgetExceeded
 from .dp_events import entry_event
-from .errors import LedgerError  # its own module (shared with group_ledger); importable from here too
+from .errors import LedgerError  # its own module (shared with the group ledgers); importable from here too
 from .gaussian import gaussian_delta
 from .label_release import laplace_delta, tsgd_delta
 

@@ -514,28 +514,17 @@ def verify_privacy(
     n_tasks: int | None = None,
     *,
     plan: Any = None,
-    nominal_size: int | None = None,
-    n_classes: int | None = None,
-    group_plan: Any = None,
 ) -> dict:
-    """Re-verify a written ``privacy.json``: a DP active-learning group ledger
-    (:func:`dpcl.privacy.group_ledger.verify_group_ledger`) or a task ledger
-    (:func:`dpcl.privacy.verify.verify_task_ledger`) against ``plan`` (a
-    :class:`dpcl.privacy.verify.Plan`), or, without one, against ``target``/``n_tasks`` (else the
-    file's own). Raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming the field.
-    ``nominal_size``, ``n_classes``, ``group_plan``: a DP active-learning run's planned pool size (δ
-    must lie below 1/size), its data set's number of classes (default: the file's) and its whole public
-    plan (a :class:`dpcl.privacy.group_ledger.GroupPlan`; default: the file's own statements).
-    """
+    """Re-verify a written task ledger (``privacy.json``, :func:`verify_task_ledger`) against ``plan`` (a
+    :class:`dpcl.privacy.verify.Plan`), or, without one, against ``target``/``n_tasks`` (else the file's
+    own). Raises :class:`LedgerError` or :class:`PrivacyBudgetExceeded` naming the field. A ledger of
+    another accounting (a per-record group ledger, ``accounting: per_record_groups``) is refused: its
+    verifier lives with the system that writes it (``dpcl.active.group_ledger.verify_group_ledger``)."""
     privacy = mapping(privacy, "")
-    if privacy.get("accounting") == "per_record_groups":  # a DP active-learning run ([Schwethelm2025])
-        from .group_ledger import verify_group_ledger
-
-        want = plan.target if plan is not None else target
-        if want is not None and budget(privacy.get("target"), "target") != want:
-            raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {want}")
-        return verify_group_ledger(
-            privacy, nominal_size=nominal_size, n_classes=n_classes, group_plan=group_plan
+    if privacy.get("accounting") is not None:  # a task ledger states none
+        raise LedgerError(
+            f"accounting: {privacy.get('accounting')!r} is not a task ledger; verify it with the verifier of "
+            "the system that wrote it"
         )
     if plan is None:
         if target is None:

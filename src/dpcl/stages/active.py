@@ -44,7 +44,7 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
     """The public plan a DP-AL run's privacy.json is checked against, from the validated ``config``
     and the file's place in the results layout (``runs/active/{pool}/{mode}/{method}/eps{ε}-sel{ε_Sel}/
     seed{s}/privacy.json``): the run's target, the pool's planned size, the data set's classes and the
-    run's whole public plan (``group_plan``, a :class:`dpcl.privacy.group_ledger.GroupPlan`: its
+    run's whole public plan (``group_plan``, a :class:`dpcl.active.group_ledger.GroupPlan`: its
     schedule's kind and numbers, its selection and initial sampling, the accountant its schedule is
     solved with), as its job runs it. The file itself is not read; a path the config did not plan is an
     error."""
@@ -79,15 +79,15 @@ def active_ledger_plan(config: dict, path: str | Path) -> dict:
 
 
 def group_plan(active: dict, cell: dict):
-    """The :class:`dpcl.privacy.group_ledger.GroupPlan` of one run cell of the config's ``active`` block
+    """The :class:`dpcl.active.group_ledger.GroupPlan` of one run cell of the config's ``active`` block
     (:func:`dpcl.active.grid.run_cells`), as :func:`active_runs` runs it: the schedule its solve job
     builds (the authors' step amplification solves the step-amplification plan), the selection record
     :func:`dpcl.active.run.selection_record` writes for its mode, the initial set's sampling."""
     from ..active.grid import parse_method, plan_for
+    from ..active.group_ledger import GroupPlan
     from ..active.paper_schedule import ACCOUNTANT as PAPER_ACCOUNTANT
     from ..active.paper_schedule import KIND as PAPER_KIND
     from ..active.schedules import DEFAULT_ACCOUNTANT
-    from ..privacy.group_ledger import GroupPlan
 
     spec = parse_method(cell["method"])
     kind, paper = spec.schedule, cell["mode"] == "paper"

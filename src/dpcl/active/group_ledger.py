@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .accounting import ADJACENCY, REDERIVE_TOL, PrivacyBudgetExceeded
-from .errors import LedgerError
-from .group_accounting import ACCOUNTANTS, SOLVE_RESOLUTION, accountant, group_epsilon
+from ..privacy.accounting import ADJACENCY, REDERIVE_TOL, Budget, PrivacyBudgetExceeded
+from ..privacy.errors import LedgerError
+from ..privacy.group_accounting import ACCOUNTANTS, SOLVE_RESOLUTION, accountant, group_epsilon
 
 ACCOUNTING = "per_record_groups"
 #: selection mechanisms and whether each keeps records' memberships independent (add/remove sound)
@@ -208,7 +208,7 @@ class GroupPlan:
     solved_with: str  #: the accountant the schedule is solved with
 
     def al_plan(self):
-        from ..active.schedules import ALPlan
+        from .schedules import ALPlan
 
         return ALPlan(
             self.epsilon,
@@ -304,11 +304,11 @@ def _choice(v: Any, path: str, allowed) -> Any:
 
 def _plan(privacy: dict[str, Any]):
     """The public plan (an ``ALPlan``) and schedule kind stated by the ledger, every field typed."""
-    from ..active.paper_schedule import KIND as PAPER_KIND
-    from ..active.schedules import BUILDERS, ALPlan
+    from .paper_schedule import KIND as PAPER_KIND
+    from .schedules import BUILDERS, ALPlan
 
     tgt = _field(privacy, "target", "")
-    eps = _real(_field(tgt, "epsilon", "target"), "target.epsilon")
+    eps = _real(_field(tgt, "epsilon", "target"), "target.epsilon", inf_ok=True)
     if not eps > 0:
         raise _path_error("target.epsilon", f"must be positive, got {eps}")
     delta = _real(_field(tgt, "delta", "target"), "target.delta")
@@ -337,9 +337,9 @@ def _plan(privacy: dict[str, Any]):
 def _rebuilt(kind: str, plan, solved_with: str) -> tuple[tuple[tuple[float, float, int], ...], ...]:
     """Every group's phase history of the schedule rebuilt from the public plan with the accountant
     that solved it (cached)."""
-    from ..active.paper_schedule import KIND as PAPER_KIND
-    from ..active.paper_schedule import authors_step_amplification
-    from ..active.schedules import build_schedule
+    from .paper_schedule import KIND as PAPER_KIND
+    from .paper_schedule import authors_step_amplification
+    from .schedules import build_schedule
 
     try:
         sched = (
@@ -356,7 +356,7 @@ def _rebuilt(kind: str, plan, solved_with: str) -> tuple[tuple[tuple[float, floa
 
 def _selection(privacy: dict[str, Any], plan, n_classes: int | None) -> tuple[str, float]:
     """(mechanism, ε one selection phase really spends), from the acquisition's clip bound."""
-    from ..active.acquisition import ACQUISITIONS, clip_bound
+    from .acquisition import ACQUISITIONS, clip_bound
 
     sel = _field(privacy, "selection", "")
     mech = _choice(_field(sel, "mechanism", "selection"), "selection.mechanism", SELECTIONS)
@@ -509,8 +509,12 @@ def verify_group_ledger(
     n_classes: int | None = None,
     *,
     group_plan: GroupPlan | None = None,
+    target: Any = None,
 ) -> dict[str, Any]:
     """Re-verify a DP-AL ``privacy.json`` from its public plan (see the section comment above).
+
+    ``target``: the config's (ε, δ) target (a :class:`dpcl.privacy.accounting.Budget`); the file's must
+    be it (default: the file's own).
 
     ``group_plan``: the run's whole public plan from the config (:class:`GroupPlan`): every statement of it
     in the file must be the plan's, and the schedule is rebuilt from it; without one (a file checked
@@ -520,12 +524,20 @@ def verify_group_ledger(
     file's ``pool.n_classes``; needed for the confidence score's sensitivity). Raises :class:`LedgerError` (malformed, inconsistent with the plan) or
     :class:`PrivacyBudgetExceeded` (a stated figure below what the plan spends), naming the field.
     """
-    from .group_accounting import group_epsilon
+    from ..privacy.group_accounting import group_epsilon
 
     if not isinstance(privacy, dict):
         raise LedgerError("not a ledger: the file holds no JSON object")
     if privacy.get("accounting") != ACCOUNTING:
         raise LedgerError(f"accounting: not a per-group ledger ({privacy.get('accounting')!r})")
+    if target is not None:
+        tgt = _field(privacy, "target", "")
+        stated = Budget(
+            _real(_field(tgt, "epsilon", "target"), "target.epsilon", inf_ok=True),
+            _real(_field(tgt, "delta", "target"), "target.delta"),
+        )
+        if stated != target:
+            raise LedgerError(f"the file states target {privacy.get('target')}, but the config's is {target}")
     if privacy.get("adjacency") != ADJACENCY_AL:
         raise _path_error("adjacency", f"{privacy.get('adjacency')!r}; this verifier checks {ADJACENCY_AL!r}")
     if privacy.get("private") is not True:
@@ -584,8 +596,8 @@ def verify_group_ledger(
             "is not an add/remove guarantee"
         )
 
-    from ..active.paper_schedule import ACCOUNTANT as PAPER_ACCOUNTANT
-    from ..active.paper_schedule import KIND as PAPER_KIND
+    from .paper_schedule import ACCOUNTANT as PAPER_ACCOUNTANT
+    from .paper_schedule import KIND as PAPER_KIND
 
     solved_with = (privacy.get("accountant") or {}).get("solved_with", "rdp")
     allowed = (

@@ -18,14 +18,13 @@ import re
 import pytest
 
 from dpcl.active.acquisition import ACQUISITIONS, clip_bound
+from dpcl.active.group_ledger import group_ledger, verify_group_ledger
 from dpcl.active.paper_schedule import KIND as PAPER_KIND
 from dpcl.active.paper_schedule import authors_step_amplification
 from dpcl.active.run import ActiveMethod, selection_record
 from dpcl.active.schedules import ALPlan, build_schedule
 from dpcl.privacy.accounting import PrivacyBudgetExceeded
-from dpcl.privacy.group_ledger import group_ledger, verify_group_ledger
 from dpcl.privacy.ledger import LedgerError
-from dpcl.privacy.verify import verify_privacy
 
 PLAN = dict(epsilon=8.0, delta=1e-5, initial_size=120, query_sizes=(120, 60), batch_size=32, epochs=3)
 N_POOL = 1200  # the pool's planned size (public)
@@ -98,8 +97,8 @@ def test_a_ledger_written_on_another_cpu_verifies(genuine, key, monkeypatch):
     more than the solvers' resolution is still refused."""
     import dpcl.privacy.group_accounting as ga
     import dpcl.privacy.pld as pld
+    from dpcl.active.group_ledger import _plan, _rebuilt
     from dpcl.privacy.group_accounting import SOLVE_RESOLUTION
-    from dpcl.privacy.group_ledger import _plan, _rebuilt
 
     led = _fresh(genuine, key)
     for cls in (ga.PLDGroupAccountant, ga.RDPGroupAccountant):
@@ -467,7 +466,7 @@ def test_cli_passes_the_configs_pool_size_and_classes(genuine, tmp_path, capsys)
     with pytest.raises(SystemExit):
         main(["ledger", "verify", str(path), "--nominal-size", "5000"])
     assert "pool.nominal_size: states 1200" in capsys.readouterr().err
-    assert verify_privacy(genuine["cl/confidence/threshold"], nominal_size=N_POOL)["guarantee_holds"]
+    assert verify_group_ledger(genuine["cl/confidence/threshold"], nominal_size=N_POOL)["guarantee_holds"]
 
 
 # ----------------------------------------------------------------------------- the mutation test
@@ -736,7 +735,7 @@ def test_mutants_are_rejected_unless_harmless(genuine, capsys):
 
 def _plan_of(led: dict):
     """The GroupPlan a genuine ledger was written for (its writer's statements: the config's plan)."""
-    from dpcl.privacy.group_ledger import GroupPlan
+    from dpcl.active.group_ledger import GroupPlan
 
     sch, sel = led["schedule"], led["selection"]
     return GroupPlan(
