@@ -217,6 +217,8 @@ def load_modules(entries, base: str | Path = ".") -> None:
                 raise ValueError(f"learner_modules: {entry!r} is not a file (looked for {path})")
             name = f"dpcl_user_learners.{path.stem}"
             spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ValueError(f"learner_modules: {entry!r} cannot be loaded as a Python module")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
@@ -279,6 +281,8 @@ def run_function(name: str, job: str | None = None) -> Callable:
         raise ValueError(
             f"learner {name!r} is run by job {spec.job!r}, not {job!r}; this job runs {wildcard(job)}"
         )
+    if spec.run is None:
+        raise ValueError(f"learner {name!r} declares no run function (LearnerSpec.run)")
     return _import(spec.run) if isinstance(spec.run, str) else spec.run
 
 
@@ -304,11 +308,11 @@ def audit_function(name: str) -> Callable:
 def whitebox_audits() -> list[tuple[LearnerAudit, Callable, tuple[LearnerSpec, ...]]]:
     """The white-box audits (:attr:`LearnerSpec.whitebox`), each once with the learners that name it, in
     registry order: (audit, its function, learners)."""
-    groups: dict[str, list[LearnerSpec]] = {}
+    groups: dict[str, tuple[LearnerAudit, list[LearnerSpec]]] = {}
     for s in specs():
         if s.whitebox is not None:
-            groups.setdefault(s.whitebox.function, []).append(s)
-    return [(g[0].whitebox, _import(f), tuple(g)) for f, g in groups.items()]
+            groups.setdefault(s.whitebox.function, (s.whitebox, []))[1].append(s)
+    return [(audit, _import(f), tuple(g)) for f, (audit, g) in groups.items()]
 
 
 def method_list_key(methods: str) -> str:

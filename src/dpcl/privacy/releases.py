@@ -44,6 +44,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class Release:
     )
     #: what the primitive returned, exactly (a copy: arrays, tensors, or a tuple or list of them), when the
     #: recording keeps payloads: what a replay returns
-    payload: object = field(default=None, repr=False)
+    payload: Any = field(default=None, repr=False)
     #: how the payload's shape relates to the data (:data:`LAYOUTS`): "fixed" by the public plan, "set" (a
     #: released set, whose size is part of its value: a label space), "per_record" (one value per row read)
     layout: str = "fixed"
@@ -144,6 +145,8 @@ class Recorder:
         self.replay = None if replay is None else list(replay)
         if self.replay is not None and any(r.payload is None for r in self.replay):
             raise ValueError("a replay needs releases recorded with their payloads (keep_payloads=True)")
+        #: the canaries' rows, labels and the rows' bytes (what a release's rows are matched by)
+        self.canaries: tuple[np.ndarray, np.ndarray, set[bytes]] | None = None
         if canaries is not None:
             rows, labels = (np.asarray(a) for a in canaries)
             if len(rows) != len(labels) or not len(rows):
@@ -152,8 +155,7 @@ class Recorder:
                 raise ValueError(
                     "a recording attributes canaries only when it keeps values (keep_values=True)"
                 )
-            canaries = (rows, labels, {np.ascontiguousarray(r).tobytes() for r in rows})
-        self.canaries = canaries
+            self.canaries = (rows, labels, {np.ascontiguousarray(r).tobytes() for r in rows})
         self.releases: list[Release] = []
         self.samples: list[Sample] = []
         #: why the replayed run left the recorded one (the first divergence), None while it follows it
@@ -251,7 +253,7 @@ def _copy(x: object) -> object:
     raise TypeError(f"a release's payload must be arrays or tensors, got {type(x).__name__}")
 
 
-def _describe(x: object) -> object:
+def _describe(x: Any) -> object:
     """The public form of a payload: its structure, shapes and element types (and a tensor's device)."""
     if isinstance(x, tuple | list):
         return (type(x).__name__, tuple(_describe(v) for v in x))
@@ -260,7 +262,7 @@ def _describe(x: object) -> object:
     return ("tensor", tuple(x.shape), str(x.dtype))
 
 
-def _like(recorded: object, computed: object) -> object:
+def _like(recorded: Any, computed: Any) -> Any:
     """A copy of ``recorded`` placed as ``computed`` is (a tensor on the computed one's device)."""
     if isinstance(recorded, tuple | list):
         return type(recorded)(_like(r, c) for r, c in zip(recorded, computed, strict=True))
@@ -271,7 +273,7 @@ def _like(recorded: object, computed: object) -> object:
 
 def publish(
     mechanism: str,
-    payload,
+    payload: Any,
     *,
     rows: np.ndarray | None,
     sensitivity: float,
@@ -331,7 +333,7 @@ def publish(
     return replayed
 
 
-def _by_row(recorded: Release, rows: np.ndarray, payload: np.ndarray) -> np.ndarray:
+def _by_row(recorded: Release, rows: np.ndarray | None, payload: Any) -> np.ndarray:
     """A per-record payload for ``rows``: each row read on the recorded data gets its recorded value, any
     other row (a record the recorded data lacks) the value just computed for it."""
     if recorded.rows is None or rows is None:

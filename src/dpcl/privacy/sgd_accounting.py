@@ -173,7 +173,7 @@ def _prv_half_width(history: Sequence[Phase], delta_error: float, eps_error: flo
         acc.history = hist
         return float(acc.get_epsilon(delta=delta, alphas=_integer_default_alphas()))
 
-    half_width = rdp_eps([tuple(p) for p in history], delta_error / 4)
+    half_width = rdp_eps([(s, q, n) for s, q, n in history], delta_error / 4)
     for s, q, _ in history:
         half_width = max(half_width, rdp_eps([(s, q, 1)], delta_error / (8 * total)))
     return max(half_width, eps_error) + 3
@@ -306,6 +306,7 @@ def _smallest_sigma(
         else:
             hi, e_hi = cand, e_cand
 
+    assert lo is not None and e_lo is not None  # the loops above leave a bracket
     tol = math.log1p(rtol)
     a, fa = math.log(lo), e_lo - target  # fa > 0
     b, fb = math.log(hi), e_hi - target  # fb <= 0

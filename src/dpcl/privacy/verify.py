@@ -188,7 +188,7 @@ def _check_entry_types(entry: dict, path: str) -> None:
 def _label_kinds(label_method: str | None, private: bool) -> frozenset[str]:
     """The label-space mechanism kinds the plan's label method may write."""
     if label_method is None:
-        return LABEL_SPACE_KINDS
+        return frozenset(LABEL_SPACE_KINDS)
     from .label_methods import parse_label_method
 
     method = parse_label_method(label_method)
