@@ -151,8 +151,8 @@ def _normalise(cfg: dict) -> None:
 @functools.cache
 def _schema_file(path: str) -> dict:
     """The schema file at ``path``, parsed once per process (libyaml's loader where PyYAML has it: the same
-    result, a tenth of the time); :func:`load_schema` hands out copies. A job that asks for several blocks'
-    defaults parsed it once per block (0.13 s each)."""
+    result in less time); :func:`load_schema` hands out copies, so a job that asks for several blocks'
+    defaults parses it once."""
     return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 

@@ -16,10 +16,12 @@ import pytest
 
 from dpcl.audits.whitebox import (
     AUDIT_DPSGD,
+    MAX_DIRAC_COLUMNS,
     UpdateIntegrityError,
     audit_head_bias,
     audit_head_poisson,
     audit_head_weights,
+    dirac_trainings,
 )
 from dpcl.privacy import releases, sampling
 from dpcl.training.adam import Adam
@@ -74,6 +76,15 @@ def _released(train) -> list:
     with releases.recording(keep_values=True) as rec:
         train(head, x, y, AUDIT_DPSGD, 2.0, np.random.default_rng(7))
     return [(r.value, r.state) for r in rec.releases] + [(head.params, None)]
+
+
+@pytest.mark.parametrize("canaries, columns", [(5000, 1), (2500, 2), (1250, 1), (7, 1), (1001, 3)])
+def test_a_run_of_dirac_canaries_splits_into_trainings_of_few_columns_with_its_trials(canaries, columns):
+    per, trainings = dirac_trainings(canaries, 40, columns_per_canary=columns)
+    split = trainings // 40
+    assert trainings == 40 * split and per * columns <= max(MAX_DIRAC_COLUMNS, columns)
+    assert canaries - split < per * split <= canaries  # every trial kept, up to the division's remainder
+    assert canaries * columns > MAX_DIRAC_COLUMNS * (split - 1)  # the fewest trainings that hold them
 
 
 def test_the_correct_step_releases_exactly_what_train_head_releases():

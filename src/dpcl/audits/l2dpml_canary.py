@@ -20,7 +20,7 @@ from .learners import canary_audit, trials_to_refute
 
 #: the audit table's trainings per world are enough for a perfect separation of the worlds to bound ε at
 #: the claim plus this margin: one training of D on the canary's side of the threshold still leaves the
-#: bound above the claim (ε = 8: 50,536 trainings per world where a margin of 1 took 98,708)
+#: bound above the claim
 TABLE_MARGIN = 0.5
 
 

@@ -65,8 +65,7 @@ N_BASE, BASE_DIM, N_OUT = 8, 4, 3
 #: the most feature columns a training's Dirac canaries take (each canary a column of its own): a training's
 #: dense work (its features, gradient sums and attributions) grows with the square of its canaries, so a
 #: config's run of more canaries is split into as many trainings of at most this many columns
-#: (:func:`dirac_trainings`; the trials are the same: 1,250 columns took the heads' weight audit from 10.5 s
-#: to 3.7 s per ε at 5,000 canaries per run, DP-A-GEM's two parts from 25.8 s to 8.3 s)
+#: (:func:`dirac_trainings`; the trials are the same; measured costs in benchmarks/README.md)
 MAX_DIRAC_COLUMNS = 1250
 
 
@@ -381,7 +380,7 @@ def _poisson_rows(epsilon: float, delta: float, *, audit: dict, seed: int, canar
     (``whitebox_poisson_runs`` > 0; the strong audits): eight times that many trainings of an eighth of the
     canaries, as many bound trials as half the ``canaries`` in ``whitebox_poisson_runs`` trainings at a
     fraction of the cost (a training's attribution, at each of its steps, costs the square of its
-    canaries: an eighth of 5,000 took 12.7 s per ε where a quarter took 18.7 s)."""
+    canaries)."""
     runs = 8 * int(audit.get("whitebox_poisson_runs", 0))
     canaries = canaries // 8
     if not runs:
