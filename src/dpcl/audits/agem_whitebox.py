@@ -189,7 +189,7 @@ def audit_memory_parts(
     for p in PARTS:
         canary_rows[p][np.arange(canaries), cols[p]] = DIRAC_SCALE
     attributed = dict.fromkeys(PARTS, 0)
-    z = {(p, w): [] for p in PARTS for w in (False, True)}
+    z: dict[tuple[str, bool], list[float]] = {(p, w): [] for p in PARTS for w in (False, True)}
     for r in range(runs):
         key = (seed, "audit", "whitebox", learner, float(epsilon), r)
         coins = {p: rng(*key, "coins", p).random(canaries) < 0.5 for p in PARTS}
@@ -198,7 +198,9 @@ def audit_memory_parts(
             chosen = np.flatnonzero(coins[p])
             xc = np.zeros((len(chosen), width), dtype=np.float32)
             xc[np.arange(len(chosen)), cols[p][chosen]] = DIRAC_SCALE
-            x0.append(xc), y0.append(labels[chosen]), i0.append(ids[p][chosen])
+            x0.append(xc)
+            y0.append(labels[chosen])
+            i0.append(ids[p][chosen])
         data = [
             (np.concatenate(x0), np.concatenate(y0), np.concatenate(i0)),
             (xb[N_BASE:], yb[N_BASE:], np.arange(N_BASE, 2 * N_BASE)),
@@ -216,14 +218,18 @@ def audit_memory_parts(
             # the other part's would add a shifted term to their statistic); an absent canary is scored
             # on the same releases
             span = slice(int(cols[p][0]), int(cols[p][-1]) + 1)  # the part's canary columns, in a row
-            read = [r for r in rec.releases if r.noise_scale > 0 and r.rows[:, span].any()]
+            read = [
+                rel
+                for rel in rec.releases
+                if rel.noise_scale > 0 and rel.rows is not None and rel.rows[:, span].any()
+            ]
             if len(read) < reads[p]:
                 raise RuntimeError(
                     f"{len(read)} releases read the {p} part's canaries, the setting has {reads[p]}"
                 )
-            for r in read:
-                dots, norms = r.attribute(canary_rows[p], labels)
-                stat[p] += dots / (r.noise_scale * np.maximum(norms, 1e-12))
+            for rel in read:
+                dots, norms = rel.attribute(canary_rows[p], labels)
+                stat[p] += dots / (rel.noise_scale * np.maximum(norms, 1e-12))
             attributed[p] = max(attributed[p], len(read))
         for p in PARTS:
             z[p, False].extend(stat[p][~coins[p]].tolist())

@@ -46,6 +46,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
 from ..privacy import releases
@@ -133,8 +134,8 @@ def _run(train: Callable, x: np.ndarray, y: np.ndarray, sigma: float, gen: np.ra
 
 
 def bound_coin_trials(
-    z_out: np.ndarray,
-    z_in: np.ndarray,
+    z_out: ArrayLike,
+    z_in: ArrayLike,
     *,
     runs: int,
     per_run: int,
@@ -144,8 +145,9 @@ def bound_coin_trials(
 ) -> dict:
     """:func:`bound_trials` of a many-canary audit: ``runs`` runs of ``per_run`` canaries, each included
     by a fair coin; the first quarter of the runs (their canaries of both worlds) fits the threshold."""
-    calibrate = min(len(z_out), len(z_in), max(1, runs // 4) * per_run // 2)
-    return bound_trials(np.asarray(z_out), np.asarray(z_in), calibrate, delta, alpha, with_mu=with_mu)
+    out, inn = np.asarray(z_out), np.asarray(z_in)
+    calibrate = min(len(out), len(inn), max(1, runs // 4) * per_run // 2)
+    return bound_trials(out, inn, calibrate, delta, alpha, with_mu=with_mu)
 
 
 def bound_trials(
@@ -218,7 +220,7 @@ def audit_head_weights(
         k: _correct_gradient(np.r_[np.zeros(BASE_DIM), DIRAC_SCALE], k, AUDIT_DPSGD)[0][:, -1]
         for k in range(N_OUT)
     }
-    gk = np.stack([g[k] for k in labels], axis=1)  # N_OUT × canaries: canary k's gradient column
+    gk = np.stack([g[int(k)] for k in labels], axis=1)  # N_OUT × canaries: canary k's gradient column
     gk_sq = (gk * gk).sum(axis=0)
     z_in, z_out = [], []
     for r in range(runs):
@@ -267,7 +269,7 @@ def audit_head_bias(
     sigma = _sigma(epsilon, delta)
     label = 0
     _, g = _correct_gradient(np.zeros(BASE_DIM), label, AUDIT_DPSGD)
-    z = {False: [], True: []}
+    z: dict[bool, list[float]] = {False: [], True: []}
     for world in (False, True):  # D = {} and D' = {canary}: the bias holds the canary's gradient alone
         x = np.zeros((int(world), BASE_DIM))
         y = np.full(int(world), label, dtype=np.int64)
