@@ -297,7 +297,9 @@ def _stats_note(extra: str = "") -> str:
 
 def _guarantee_note(runs: pd.DataFrame) -> str:
     """Which (mode, selection) run groups of ``runs`` have ``guarantee_holds`` true."""
-    holds, fails, mixed = [], [], []
+    holds: list[str] = []
+    fails: list[str] = []
+    mixed: list[str] = []
     for (mode, sel), g in runs.groupby(["mode", "selection"], sort=True):
         name = f"{mode} mode with {sel} selection"
         frac = g["guarantee_holds"].mean()

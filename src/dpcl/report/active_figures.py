@@ -69,7 +69,8 @@ def selection_epsilon_figure(
         ax.set_xticklabels([f"{x:g}" for x in xs])
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("final test accuracy (%)")
-    handles, labels = [], []
+    handles: list = []
+    labels: list[str] = []
     for ax in axes[0]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             key = lab.split(" (n =")[0]

@@ -98,7 +98,7 @@ def plot_fig5_release_fraction(bench_records: dict[str, list[dict]], outputs: li
     if not benches:
         return _note_figure(title, "no runs for any disjoint-split benchmark in this config", outputs)
     fig, axes = plt.subplots(len(benches), 2, figsize=(10, 4.8 * len(benches)), squeeze=False)
-    notes = []
+    notes: list[str] = []
     for i, bench in enumerate(benches):
         records = bench_records[bench]
         rel = [r for r in records if release_fraction(r["label_method"])]

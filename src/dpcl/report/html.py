@@ -207,7 +207,9 @@ def _table(rows: list[list[str]], header: bool = True) -> str:
 
 def markdown_to_html(text: str) -> str:
     """The subset of Markdown our tables use: headings, pipe tables and paragraphs (escaped)."""
-    out, table, para = [], [], []
+    out: list[str] = []
+    table: list[str] = []
+    para: list[str] = []
 
     def flush():
         if table:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ def series_offsets(n: int, step: float) -> np.ndarray:
     return (np.arange(n) - (n - 1) / 2) * step
 
 
-def save_figure(fig, outputs: list[str | Path]) -> None:
+def save_figure(fig, outputs: Sequence[str | Path]) -> None:
     """Write ``fig`` to each output (format from the suffix): PNG/PDF files that depend on the figure
     alone, no creation date (the same config gives the same bytes)."""
     for out in outputs:
